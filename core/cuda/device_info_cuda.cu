@@ -1,0 +1,18 @@
+// CUDA side of device_info: counts devices through the runtime. A missing driver is not an
+// error here (the CPU backend still works); it reads as zero devices.
+#include <cuda_runtime.h>
+
+#include "core/device_info.h"
+
+namespace feast {
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error so later calls start clean
+    return 0;
+  }
+  return n;
+}
+
+}  // namespace feast

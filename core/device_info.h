@@ -1,0 +1,15 @@
+// What compute devices this build can use: the CPU always, CUDA GPUs when the CUDA backend is
+// built. The trainer prints this at start and validates `training.device` against it.
+#pragma once
+
+#include <string>
+
+namespace feast {
+
+bool cuda_backend_built();
+// Number of visible CUDA devices (0 when the backend is not built or no driver is present).
+int cuda_device_count();
+// One line per device for the start-up banner.
+std::string describe_devices();
+
+}  // namespace feast

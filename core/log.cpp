@@ -1,0 +1,30 @@
+#include "core/log.h"
+
+#include <cstdio>
+
+namespace feast::log {
+namespace {
+int g_rank = 0;
+}
+
+void set_rank(int r) { g_rank = r; }
+int rank() { return g_rank; }
+
+void info(const std::string& line) {
+  if (g_rank != 0) return;
+  std::fprintf(stdout, "%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+void warn(const std::string& line) {
+  if (g_rank != 0) return;
+  std::fprintf(stderr, "warning: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+void error(const std::string& line) {
+  std::fprintf(stderr, "[rank %d] error: %s\n", g_rank, line.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace feast::log

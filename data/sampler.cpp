@@ -1,0 +1,102 @@
+// Maps counter-based random draws (training) or a running window index (validation) onto
+// (shard, offset) positions and copies the windows out of the memory-mapped shards.
+#include "data/sampler.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace feast {
+
+namespace {
+
+// Stream tag of the training sampler ("TRNSAMPL"): keeps its draws independent of any other
+// consumer of the same seed, such as parameter initialisation.
+constexpr uint64_t kTrainSamplerStream = 0x54524E53414D504Cull;
+
+// Prefix sums of per-shard counts; throws when the total is zero because every shard is
+// shorter than one window.
+std::vector<int64_t> prefix_sums(const Dataset& data, int seq_len, const char* who,
+                                 int64_t (*per_shard)(int64_t length, int seq_len)) {
+  if (seq_len < 1) {
+    throw DataError(std::string(who) + ": seq_len must be >= 1, got " + std::to_string(seq_len));
+  }
+  std::vector<int64_t> sums(data.num_shards() + 1, 0);
+  size_t longest = 0;
+  for (size_t i = 0; i < data.num_shards(); ++i) {
+    sums[i + 1] = sums[i] + per_shard(data.shard(i).size(), seq_len);
+    if (data.shard(i).size() > data.shard(longest).size()) longest = i;
+  }
+  if (sums.back() == 0) {
+    std::ostringstream os;
+    os << who << ": no shard of '" << data.pattern() << "' holds seq_len + 1 = " << seq_len + 1
+       << " tokens; the longest, " << data.shard(longest).path() << ", has "
+       << data.shard(longest).size() << ": prepare more data or lower seq_len";
+    throw DataError(os.str());
+  }
+  return sums;
+}
+
+// (shard, offset in that shard's index space) of flat index i.
+std::pair<size_t, int64_t> locate(const std::vector<int64_t>& sums, int64_t i) {
+  const auto it = std::upper_bound(sums.begin(), sums.end(), i);
+  const size_t shard = static_cast<size_t>(it - sums.begin()) - 1;
+  return {shard, i - sums[shard]};
+}
+
+void copy_window(const Dataset& data, size_t shard, int64_t start, int seq_len, int32_t* inputs,
+                 int32_t* targets) {
+  data.read(shard, start, seq_len, inputs);
+  data.read(shard, start + 1, seq_len, targets);
+}
+
+}  // namespace
+
+TrainSampler::TrainSampler(const Dataset& dataset, uint64_t seed, int seq_len)
+    : dataset_(dataset), seed_(seed), seq_len_(seq_len) {
+  first_start_ = prefix_sums(dataset, seq_len, "TrainSampler", [](int64_t length, int t) {
+    return std::max<int64_t>(0, length - t);
+  });
+  num_starts_ = first_start_.back();
+}
+
+void TrainSampler::fill(int64_t step, int64_t first_sequence, int count, int32_t* inputs,
+                        int32_t* targets) const {
+  FEAST_CHECK(step >= 0 && first_sequence >= 0 && count >= 0,
+              "TrainSampler::fill: step " << step << ", first_sequence " << first_sequence
+                                          << ", count " << count << " must be >= 0");
+  const uint64_t stream = hash_combine(static_cast<uint64_t>(step), kTrainSamplerStream);
+  for (int r = 0; r < count; ++r) {
+    const uint64_t j = static_cast<uint64_t>(first_sequence + r);
+    const auto flat =
+        static_cast<int64_t>(uniform_index(seed_, stream, j, static_cast<uint64_t>(num_starts_)));
+    const auto [shard, start] = locate(first_start_, flat);
+    const size_t row = static_cast<size_t>(r) * static_cast<size_t>(seq_len_);
+    copy_window(dataset_, shard, start, seq_len_, inputs + row, targets + row);
+  }
+}
+
+ValSampler::ValSampler(const Dataset& dataset, int seq_len)
+    : dataset_(dataset), seq_len_(seq_len) {
+  first_window_ = prefix_sums(dataset, seq_len, "ValSampler", [](int64_t length, int t) {
+    return length > t ? (length - 1) / t : 0;
+  });
+  num_windows_ = first_window_.back();
+}
+
+void ValSampler::fill(int64_t batch_index, int batch_size, int32_t* inputs,
+                      int32_t* targets) const {
+  FEAST_CHECK(batch_index >= 0 && batch_size >= 0,
+              "ValSampler::fill: batch_index " << batch_index << " and batch_size "
+                                               << batch_size << " must be >= 0");
+  for (int r = 0; r < batch_size; ++r) {
+    const int64_t window = (batch_index * batch_size + r) % num_windows_;
+    const auto [shard, k] = locate(first_window_, window);
+    const size_t row = static_cast<size_t>(r) * static_cast<size_t>(seq_len_);
+    copy_window(dataset_, shard, k * seq_len_, seq_len_, inputs + row, targets + row);
+  }
+}
+
+}  // namespace feast

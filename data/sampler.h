@@ -1,0 +1,61 @@
+// Which token windows make up a batch. Invariant: the data of training step s is a function of
+// (seed, s) alone, never of the run's history or of how the batch is split over ranks, so a
+// resumed or re-sharded run sees exactly the same sequences.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace feast {
+
+// Random windows for training. Every position p with p + T + 1 <= shard length is a valid start
+// (a shard of L tokens has L - T of them); starts of all shards form one flat index space.
+class TrainSampler {
+ public:
+  // Throws DataError naming the pattern, seq_len and the longest shard when no shard holds
+  // seq_len + 1 tokens. Keeps a reference to dataset.
+  TrainSampler(const Dataset& dataset, uint64_t seed, int seq_len);
+
+  // Fills rows j = first_sequence .. first_sequence + count - 1 of step `step`'s global batch:
+  // inputs and targets are (count, T) row-major; targets are the inputs shifted by one token.
+  // Row j's start is uniform_index(seed, hash_combine(step, tag), j, num_starts()), so a rank
+  // can fill its slice alone and get the rows the full batch would have.
+  void fill(int64_t step, int64_t first_sequence, int count, int32_t* inputs,
+            int32_t* targets) const;
+
+  int64_t num_starts() const { return num_starts_; }
+  int seq_len() const { return seq_len_; }
+
+ private:
+  const Dataset& dataset_;
+  uint64_t seed_;
+  int seq_len_;
+  std::vector<int64_t> first_start_;  // (num_shards + 1) prefix sums of valid starts
+  int64_t num_starts_ = 0;
+};
+
+// Fixed validation windows: window k covers tokens [k T, k T + T] of its shard, so consecutive
+// windows predict disjoint targets. Batch b holds windows b*B .. b*B + B - 1, wrapping around
+// when the split is exhausted, so every evaluation scores the same tokens and val_loss is
+// comparable across a run.
+class ValSampler {
+ public:
+  // Throws DataError (like TrainSampler) when no shard holds seq_len + 1 tokens.
+  ValSampler(const Dataset& dataset, int seq_len);
+
+  // inputs, targets: (batch_size, T) row-major.
+  void fill(int64_t batch_index, int batch_size, int32_t* inputs, int32_t* targets) const;
+
+  int64_t num_windows() const { return num_windows_; }
+  int seq_len() const { return seq_len_; }
+
+ private:
+  const Dataset& dataset_;
+  int seq_len_;
+  std::vector<int64_t> first_window_;  // (num_shards + 1) prefix sums of windows per shard
+  int64_t num_windows_ = 0;
+};
+
+}  // namespace feast

@@ -1,0 +1,219 @@
+// Shard I/O: the header check that turns a wrong file into one precise message, the mmap
+// lifetime, and the atomic write. Assumes a little-endian host, as llm.c's format does.
+#include "data/shard.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+
+namespace feast {
+
+static_assert(std::endian::native == std::endian::little,
+              "token shards are little-endian; a big-endian host would need byte swaps");
+
+namespace {
+
+int64_t bytes_per_token(TokenWidth w) { return w == TokenWidth::u16 ? 2 : 4; }
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw DataError(path + ": " + what);
+}
+
+template <typename T>
+void write_tokens(std::ofstream& f, const std::string& path, std::span<const int32_t> tokens,
+                  int64_t max_id) {
+  // Converted in blocks so a 100M-token shard never needs a second full copy in memory.
+  std::vector<T> block;
+  block.reserve(1 << 16);
+  for (size_t i = 0; i < tokens.size(); i += block.capacity()) {
+    block.clear();
+    const size_t end = std::min(tokens.size(), i + block.capacity());
+    for (size_t k = i; k < end; ++k) {
+      const int32_t t = tokens[k];
+      if (t < 0 || t > max_id) {
+        std::ostringstream os;
+        os << "token " << k << " has id " << t << ", which does not fit the shard's "
+           << (sizeof(T) == 2 ? "uint16 (version 1)" : "uint32 (version 2)")
+           << " tokens (valid ids 0.." << max_id << ")";
+        fail(path, os.str());
+      }
+      block.push_back(static_cast<T>(t));
+    }
+    f.write(reinterpret_cast<const char*>(block.data()),
+            static_cast<std::streamsize>(block.size() * sizeof(T)));
+  }
+}
+
+}  // namespace
+
+TokenWidth width_for_vocab(int64_t vocab_size) {
+  return vocab_size <= 65536 ? TokenWidth::u16 : TokenWidth::u32;
+}
+
+void write_shard(const std::string& path, std::span<const int32_t> tokens, TokenWidth width) {
+  if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
+    fail(path, "too many tokens for one shard (" + std::to_string(tokens.size()) +
+                   "); the header's count is an int32");
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) fail(tmp, std::string("cannot open for writing: ") + std::strerror(errno));
+    std::array<int32_t, kShardHeaderInts> header{};
+    header[0] = kShardMagic;
+    header[1] = static_cast<int32_t>(width);
+    header[2] = static_cast<int32_t>(tokens.size());
+    f.write(reinterpret_cast<const char*>(header.data()), kShardHeaderBytes);
+    try {
+      if (width == TokenWidth::u16) {
+        write_tokens<uint16_t>(f, path, tokens, 65535);
+      } else {
+        write_tokens<uint32_t>(f, path, tokens, INT32_MAX);
+      }
+    } catch (...) {
+      f.close();
+      std::remove(tmp.c_str());
+      throw;
+    }
+    f.flush();
+    if (!f) {
+      std::remove(tmp.c_str());
+      fail(tmp, "write failed (disk full?)");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    fail(path, "cannot rename " + tmp + " into place: " + why);
+  }
+}
+
+Shard::Shard(const std::string& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    fail(path, std::string("cannot open token shard: ") + std::strerror(errno) +
+                   " (run `trainer prepare-data` to create shards)");
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(path, "not a regular file");
+  }
+  const int64_t file_bytes = st.st_size;
+  if (file_bytes < kShardHeaderBytes) {
+    ::close(fd);
+    fail(path, "file is " + std::to_string(file_bytes) + " bytes, shorter than the " +
+                   std::to_string(kShardHeaderBytes) + "-byte header: not a token shard");
+  }
+  map_bytes_ = static_cast<size_t>(file_bytes);
+  map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);  // the mapping keeps the file alive
+  if (map_ == MAP_FAILED) {
+    map_ = nullptr;
+    fail(path, std::string("mmap failed: ") + std::strerror(map_errno));
+  }
+
+  // From here a throw must unmap: the destructor does not run for a half-built object.
+  const auto* header = static_cast<const int32_t*>(map_);
+  std::ostringstream problem;
+  if (header[0] != kShardMagic) {
+    problem << "bad magic " << header[0] << " (expected " << kShardMagic
+            << "): not a feast/llm.c token shard";
+  } else if (header[1] != 1 && header[1] != 2) {
+    problem << "unsupported version " << header[1]
+            << " (expected 1 = uint16 tokens or 2 = uint32 tokens)";
+  } else if (header[2] < 0) {
+    problem << "negative token count " << header[2] << " in the header";
+  } else {
+    width_ = static_cast<TokenWidth>(header[1]);
+    count_ = header[2];
+    const int64_t expected = kShardHeaderBytes + count_ * bytes_per_token(width_);
+    if (file_bytes < expected) {
+      problem << "truncated: header says " << count_ << " tokens (" << expected
+              << " bytes) but the file is " << file_bytes << " bytes";
+    } else if (file_bytes > expected) {
+      problem << file_bytes - expected << " trailing bytes: header says " << count_
+              << " tokens (" << expected << " bytes) but the file is " << file_bytes << " bytes";
+    }
+  }
+  if (!problem.str().empty()) {
+    unmap();
+    fail(path, problem.str());
+  }
+  // Samplers jump around the file; the kernel's default read-ahead would waste I/O.
+  ::madvise(map_, map_bytes_, MADV_RANDOM);
+}
+
+Shard::~Shard() { unmap(); }
+
+Shard::Shard(Shard&& other) noexcept
+    : path_(std::move(other.path_)),
+      map_(std::exchange(other.map_, nullptr)),
+      map_bytes_(std::exchange(other.map_bytes_, 0)),
+      width_(other.width_),
+      count_(std::exchange(other.count_, 0)) {}
+
+Shard& Shard::operator=(Shard&& other) noexcept {
+  if (this != &other) {
+    unmap();
+    path_ = std::move(other.path_);
+    map_ = std::exchange(other.map_, nullptr);
+    map_bytes_ = std::exchange(other.map_bytes_, 0);
+    width_ = other.width_;
+    count_ = std::exchange(other.count_, 0);
+  }
+  return *this;
+}
+
+void Shard::unmap() noexcept {
+  if (map_) ::munmap(map_, map_bytes_);
+  map_ = nullptr;
+  map_bytes_ = 0;
+}
+
+void Shard::read(int64_t offset, int64_t count, int32_t* out) const {
+  if (offset < 0 || count < 0 || offset + count > count_) {
+    std::ostringstream os;
+    os << "read of tokens [" << offset << ", " << offset + count << ") is outside the shard's "
+       << count_ << " tokens";
+    fail(path_, os.str());
+  }
+  const auto* base = static_cast<const unsigned char*>(map_) + kShardHeaderBytes;
+  if (width_ == TokenWidth::u16) {
+    const auto* src = reinterpret_cast<const uint16_t*>(base) + offset;
+    for (int64_t i = 0; i < count; ++i) out[i] = src[i];
+  } else {
+    const auto* src = reinterpret_cast<const uint32_t*>(base) + offset;
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>(src[i]);
+  }
+}
+
+int64_t Shard::max_token() const {
+  const auto* base = static_cast<const unsigned char*>(map_) + kShardHeaderBytes;
+  int64_t best = -1;
+  if (width_ == TokenWidth::u16) {
+    const auto* src = reinterpret_cast<const uint16_t*>(base);
+    for (int64_t i = 0; i < count_; ++i) best = std::max<int64_t>(best, src[i]);
+  } else {
+    const auto* src = reinterpret_cast<const uint32_t*>(base);
+    for (int64_t i = 0; i < count_; ++i) best = std::max<int64_t>(best, src[i]);
+  }
+  return best;
+}
+
+}  // namespace feast

@@ -1,0 +1,51 @@
+#include "model/cpu/matmul.h"
+
+#include <cstddef>
+
+#include "model/cpu/blas.h"
+
+namespace feast::cpu {
+
+template <typename T>
+void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC) {
+  T beta = T(0);
+  if (bias) {
+    // Seed the output with the bias so the GEMM adds into it (beta = 1): no extra pass after.
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; ++n) {
+      T* row = out + static_cast<size_t>(n) * OC;
+      for (int o = 0; o < OC; ++o) row[o] = bias[o];
+    }
+    beta = T(1);
+  }
+  gemm(false, true, N, OC, C, T(1), inp, C, weight, C, beta, out, OC);
+}
+
+template <typename T>
+void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                     int N, int C, int OC) {
+  if (dinp) gemm(false, false, N, C, OC, T(1), dout, OC, weight, C, T(0), dinp, C);
+  gemm(true, false, OC, C, N, T(1), dout, OC, inp, C, T(1), dweight, C);
+  if (dbias) {
+    // Parallel over output channels, rows summed in order: deterministic at any thread count.
+    constexpr int kBlock = 64;
+    const int blocks = (OC + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < blocks; ++blk) {
+      const int o0 = blk * kBlock, o1 = o0 + kBlock < OC ? o0 + kBlock : OC;
+      T acc[kBlock] = {};
+      for (int n = 0; n < N; ++n) {
+        const T* row = dout + static_cast<size_t>(n) * OC;
+        for (int o = o0; o < o1; ++o) acc[o - o0] += row[o];
+      }
+      for (int o = o0; o < o1; ++o) dbias[o] += acc[o - o0];
+    }
+  }
+}
+
+template void matmul_forward<float>(float*, const float*, const float*, const float*, int, int, int);
+template void matmul_forward<double>(double*, const double*, const double*, const double*, int, int, int);
+template void matmul_backward<float>(float*, float*, float*, const float*, const float*, const float*, int, int, int);
+template void matmul_backward<double>(double*, double*, double*, const double*, const double*, const double*, int, int, int);
+
+}  // namespace feast::cpu

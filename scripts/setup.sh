@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency from Debian 12's packages. Idempotent: when all
+# packages are present it changes nothing and needs no network.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  openmpi-bin libopenmpi-dev      # MPI: the launcher and the communication backend
+  libhdf5-openmpi-dev             # parallel HDF5 for checkpoints
+  libtomlplusplus-dev             # the config file
+  nlohmann-json3-dev              # metrics and metadata
+  libopenblas-openmp-dev          # sgemm for the CPU backend, sharing OpenMP's threads
+  libgtest-dev                    # unit tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
+echo "setup: installing ${missing[*]}"
+"${sudo[@]}" apt-get update -q
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,121 @@
+// Dataset: a file, a directory or a glob resolve to the same sorted shard list; nothing to read
+// is an error that says how to create data; check_vocab finds out-of-range ids.
+#include "data/dataset.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <numeric>
+#include <vector>
+
+#include "core/error.h"
+#include "temp_dir.h"
+
+namespace feast {
+namespace {
+
+using ::feast::testing::TempDir;
+
+std::vector<int32_t> iota(int n, int start) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
+// train_000 (10 tokens), train_001 (20), val_000 (5) and a stray non-shard file.
+void make_split(const TempDir& dir) {
+  write_shard(dir.file("train_001.bin"), iota(20, 100), TokenWidth::u16);
+  write_shard(dir.file("train_000.bin"), iota(10, 0), TokenWidth::u16);
+  write_shard(dir.file("val_000.bin"), iota(5, 200), TokenWidth::u32);
+  std::ofstream(dir.file("notes.txt")) << "not a shard";
+}
+
+TEST(Dataset, GlobMatchesSortedShards) {
+  TempDir dir;
+  make_split(dir);
+  Dataset d(dir.file("train_*.bin"));
+  ASSERT_EQ(d.num_shards(), 2u);
+  EXPECT_EQ(d.shard(0).path(), dir.file("train_000.bin"));
+  EXPECT_EQ(d.shard(1).path(), dir.file("train_001.bin"));
+  EXPECT_EQ(d.total_tokens(), 30);
+}
+
+TEST(Dataset, DirectoryTakesEveryBinFile) {
+  TempDir dir;
+  make_split(dir);
+  Dataset d(dir.path());
+  ASSERT_EQ(d.num_shards(), 3u);
+  EXPECT_EQ(d.shard(2).path(), dir.path() + "/val_000.bin");
+  EXPECT_EQ(d.total_tokens(), 35);
+}
+
+TEST(Dataset, SingleFile) {
+  TempDir dir;
+  make_split(dir);
+  Dataset d(dir.file("val_000.bin"));
+  ASSERT_EQ(d.num_shards(), 1u);
+  EXPECT_EQ(d.total_tokens(), 5);
+}
+
+TEST(Dataset, ReadsWindowsWithinAShardOnly) {
+  TempDir dir;
+  make_split(dir);
+  Dataset d(dir.file("train_*.bin"));
+  std::vector<int32_t> out(4);
+  d.read(1, 16, 4, out.data());
+  EXPECT_EQ(out, (std::vector<int32_t>{116, 117, 118, 119}));
+  EXPECT_THROW(d.read(0, 8, 4, out.data()), DataError);  // would run into train_001
+  EXPECT_THROW(d.read(2, 0, 1, out.data()), DataError);
+}
+
+TEST(Dataset, EmptyGlobNamesPatternAndFix) {
+  TempDir dir;
+  const std::string pattern = dir.file("train_*.bin");
+  try {
+    Dataset d(pattern);
+    FAIL() << "an empty glob opened";
+  } catch (const DataError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(pattern), std::string::npos) << msg;
+    EXPECT_NE(msg.find("trainer prepare-data"), std::string::npos) << msg;
+  }
+}
+
+TEST(Dataset, DirectoryWithoutShardsIsAnError) {
+  TempDir dir;
+  std::ofstream(dir.file("notes.txt")) << "x";
+  EXPECT_THROW(resolve_shard_paths(dir.path()), DataError);
+}
+
+TEST(Dataset, CorruptShardInTheSplitIsReported) {
+  TempDir dir;
+  make_split(dir);
+  std::ofstream(dir.file("train_002.bin")) << "junk";
+  try {
+    Dataset d(dir.file("train_*.bin"));
+    FAIL() << "a corrupt shard was accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(dir.file("train_002.bin")), std::string::npos);
+  }
+}
+
+TEST(Dataset, CheckVocabReportsShardAndId) {
+  TempDir dir;
+  write_shard(dir.file("a.bin"), std::vector<int32_t>{1, 2, 3}, TokenWidth::u16);
+  write_shard(dir.file("b.bin"), std::vector<int32_t>{4, 300, 5}, TokenWidth::u16);
+  Dataset d(dir.path());
+  EXPECT_NO_THROW(d.check_vocab(301));
+  try {
+    d.check_vocab(256);
+    FAIL() << "id 300 passed a vocabulary of 256";
+  } catch (const DataError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("shard " + dir.file("b.bin") + " contains token id 300 >= "
+                       "model.vocab_size 256"),
+              std::string::npos)
+        << msg;
+  }
+}
+
+}  // namespace
+}  // namespace feast

@@ -1,0 +1,176 @@
+#include "trainer/bench_command.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/timer.h"
+#include "model/cpu/blas.h"
+#include "model/gpt2.h"
+#include "parallel/optimizer.h"
+
+namespace feast {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: trainer bench [--shapes BxT[,BxT...]] [--warmup N] [--steps N]\n"
+    "                     [--layers L] [--heads H] [--embd C] [--vocab V]\n"
+    "Times training steps (zero grads + forward + backward + AdamW) of GPT-2 (default 124M:\n"
+    "12 layers, 12 heads, 768 channels, vocab 50257) on the CPU at each shape (default\n"
+    "4x64,8x256) after warm-up; prints the median ms/step, tokens/s and MFU (6*N*tokens)\n"
+    "against the measured sgemm ceiling. Exits non-zero if a loss is not finite or the first\n"
+    "loss is not near ln(vocab).\n";
+
+struct Shape {
+  int B, T;
+};
+
+std::vector<Shape> parse_shapes(const std::string& s) {
+  std::vector<Shape> shapes;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    const size_t comma = std::min(s.find(',', pos), s.size());
+    const std::string item = s.substr(pos, comma - pos);
+    const size_t x = item.find('x');
+    int B = 0, T = 0;
+    try {
+      if (x != std::string::npos) {
+        B = std::stoi(item.substr(0, x));
+        T = std::stoi(item.substr(x + 1));
+      }
+    } catch (const std::exception&) {
+    }
+    if (B <= 0 || T <= 0) throw Error("--shapes: '" + item + "' is not BxT (for example 4x64)\n" + kUsage);
+    shapes.push_back({B, T});
+    pos = comma + 1;
+  }
+  return shapes;
+}
+
+int parse_int(const std::string& flag, const std::string& value) {
+  try {
+    size_t used = 0;
+    const int v = std::stoi(value, &used);
+    if (used == value.size() && v > 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw Error(flag + ": expected a positive integer, got '" + value + "'\n" + kUsage);
+}
+
+// The best of a few large square sgemms: the machine's practical fp32 ceiling for MFU.
+double measure_sgemm_gflops() {
+  const int n = 1536;
+  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
+  double best = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    Timer t;
+    cpu::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    const double s = t.seconds();
+    if (rep > 0) best = std::max(best, 2.0 * n * n * double(n) / s / 1e9);  // first is warm-up
+  }
+  FEAST_CHECK(std::abs(c[0] - 0.125f * n) < 1e-2f * n, "sgemm returned a wrong result");
+  return best;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+}  // namespace
+
+int bench_command(const std::vector<std::string>& args) {
+  std::vector<Shape> shapes = {{4, 64}, {8, 256}};
+  int warmup = 2, steps = 7;
+  ModelConfig mc;
+  mc.n_layer = 12;
+  mc.n_head = 12;
+  mc.n_embd = 768;
+  mc.vocab_size = 50257;
+  mc.max_seq_len = 1024;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= args.size()) throw Error("bench: " + a + " needs a value (or is unknown)\n" + kUsage);
+    const std::string& v = args[++i];
+    if (a == "--shapes") shapes = parse_shapes(v);
+    else if (a == "--warmup") warmup = parse_int(a, v);
+    else if (a == "--steps") steps = parse_int(a, v);
+    else if (a == "--layers") mc.n_layer = parse_int(a, v);
+    else if (a == "--heads") mc.n_head = parse_int(a, v);
+    else if (a == "--embd") mc.n_embd = parse_int(a, v);
+    else if (a == "--vocab") mc.vocab_size = parse_int(a, v);
+    else throw Error("bench: unknown option '" + a + "'\n" + kUsage);
+  }
+  FEAST_CHECK(mc.n_embd % mc.n_head == 0, "--embd must be divisible by --heads");
+  int max_b = 1, max_t = 1;
+  for (const Shape& s : shapes) {
+    max_b = std::max(max_b, s.B);
+    max_t = std::max(max_t, s.T);
+  }
+  FEAST_CHECK(max_t <= mc.max_seq_len, "sequence length above " << mc.max_seq_len);
+
+  GPT2 model(mc, max_b, max_t);
+  init_parameters(model.table(), 1337, model.params());
+  // N counts every logical parameter once (the tied head is the embedding), padding excluded.
+  const double n_params = double(model.num_params()) - double(mc.padded_vocab() - mc.vocab_size) * mc.n_embd;
+  AdamWConfig oc;
+  oc.weight_decay = 0.0;  // as the PyTorch reference bench
+  oc.beta2 = 0.999;
+  AdamW opt(model.table(), oc);
+
+  std::printf("feast bench: GPT-2 %d layers, %d heads, %d channels, vocab %d (padded %d): %.1fM parameters\n",
+              mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab(), n_params / 1e6);
+  const double ceiling = measure_sgemm_gflops();
+  std::printf("device: cpu, %d OpenMP threads; sgemm ceiling %.1f GFLOP/s (best 1536^3 sgemm)\n",
+              omp_get_max_threads(), ceiling);
+  std::printf("%-8s %6s %10s %10s %10s %11s %10s %7s\n", "shape", "steps", "ms/step", "min ms",
+              "max ms", "tokens/s", "GFLOP/s", "MFU");
+
+  bool ok = true;
+  for (const Shape& s : shapes) {
+    const size_t n = size_t(s.B) * s.T;
+    std::vector<int32_t> x(n), y(n);
+    std::vector<double> times;
+    int64_t t = 0;
+    for (int it = 0; it < warmup + steps; ++it) {
+      for (size_t i = 0; i < n; ++i) {  // fresh random tokens each step, outside the timer
+        x[i] = int32_t(uniform_index(7, uint64_t(it), 2 * i, uint64_t(mc.vocab_size)));
+        y[i] = int32_t(uniform_index(7, uint64_t(it), 2 * i + 1, uint64_t(mc.vocab_size)));
+      }
+      Timer timer;
+      model.zero_grads();
+      const float loss = model.forward_backward(x.data(), y.data(), s.B, s.T, 1.0f / float(n));
+      opt.step(model.params(), model.grads(), ++t, 3e-4);
+      const double sec = timer.seconds();
+      if (it >= warmup) times.push_back(sec);
+      if (!std::isfinite(loss) || (it == 0 && std::abs(loss - std::log(double(mc.vocab_size))) > 0.5)) {
+        std::fprintf(stderr, "bench: shape %dx%d step %d: loss %f is wrong (expected about ln(V) = %.3f at start)\n",
+                     s.B, s.T, it, double(loss), std::log(double(mc.vocab_size)));
+        ok = false;
+      }
+    }
+    const double med = median(times);
+    const double tok_s = double(n) / med;
+    const double gflops = 6.0 * n_params * double(n) / med / 1e9;
+    char name[32];
+    std::snprintf(name, sizeof name, "%dx%d", s.B, s.T);
+    std::printf("%-8s %6d %10.1f %10.1f %10.1f %11.1f %10.1f %6.1f%%\n", name, steps, med * 1e3,
+                *std::min_element(times.begin(), times.end()) * 1e3,
+                *std::max_element(times.begin(), times.end()) * 1e3, tok_s, gflops, 100.0 * gflops / ceiling);
+    std::fflush(stdout);
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace feast

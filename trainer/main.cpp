@@ -1,0 +1,127 @@
+// The `trainer` executable: `trainer CONFIG.toml [--set section.key=value ...]` trains; other
+// verbs (prepare-data, bench, print-config) do one job each. Errors are caught here and end
+// every rank with a non-zero status: an error every rank finds alike (a bad config) is printed
+// once by rank 0; one that only this rank hit is printed with its rank and aborts the job.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/device_info.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "parallel/runtime.h"
+#include "trainer/bench_command.h"
+#include "trainer/config.h"
+#include "trainer/prepare_data_command.h"
+#include "trainer/train_loop.h"
+
+namespace feast {
+namespace {
+
+constexpr const char* kHelp =
+    "usage: trainer CONFIG.toml [--set section.key=value ...]   train as configured\n"
+    "       trainer print-config [CONFIG.toml] [--set ...]      print the resolved config\n"
+    "       trainer prepare-data ...                            text files -> token shards\n"
+    "       trainer bench ...                                   time GPT-2 training steps\n"
+    "       trainer --help | VERB --help\n"
+    "Launch one process per CPU slot (or GPU) with mpirun. Every config key is documented in\n"
+    "docs/config.md; `--set` takes TOML values (bare words are strings) and may repeat.\n";
+
+struct ConfigArgs {
+  std::string path;
+  std::vector<std::string> overrides;
+};
+
+ConfigArgs parse_config_args(const std::vector<std::string>& args) {
+  ConfigArgs out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--set") {
+      if (i + 1 >= args.size()) throw ConfigError("--set needs a value: --set section.key=value");
+      out.overrides.push_back(args[++i]);
+    } else if (a.rfind("--set=", 0) == 0) {
+      out.overrides.push_back(a.substr(6));
+    } else if (a.rfind("--", 0) == 0) {
+      throw ConfigError("unknown option '" + a + "'\n" + kHelp);
+    } else if (out.path.empty()) {
+      out.path = a;
+    } else {
+      throw ConfigError("more than one config file given ('" + out.path + "' and '" + a + "')");
+    }
+  }
+  return out;
+}
+
+// The parallel layout must match the world before anything is allocated.
+void check_layout(const Config& c, int world_size) {
+  const ParallelConfig& p = c.parallel;
+  if (p.tp != 1 || p.pp != 1)
+    throw ConfigError(c.where(p.tp != 1 ? "parallel.tp" : "parallel.pp") +
+                      ": tensor and pipeline parallelism are not built yet; set parallel.tp = 1 and parallel.pp = 1");
+  const int dp = p.dp == 0 ? world_size / (p.tp * p.pp) : p.dp;
+  if (p.tp * p.pp * dp != world_size)
+    throw ConfigError("parallel.tp * parallel.pp * parallel.dp = " + std::to_string(p.tp) + " * " +
+                      std::to_string(p.pp) + " * " + std::to_string(dp) + " != " + std::to_string(world_size) +
+                      " ranks (mpirun -np); set parallel.dp (" + c.where("parallel.dp") + ") or launch " +
+                      std::to_string(p.tp * p.pp * dp) + " ranks");
+  if (dp != 1)
+    throw ConfigError("data parallelism is not built yet: launch a single rank (world size " +
+                      std::to_string(world_size) + ")");
+}
+
+int run(const std::vector<std::string>& args, int world_size) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    log::info(kHelp);
+    return args.empty() ? 2 : 0;
+  }
+  const std::string& verb = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (verb == "prepare-data" || verb == "bench") {
+    if (world_size != 1) throw ConfigError("`trainer " + verb + "` runs as a single process, not under mpirun -np " +
+                                           std::to_string(world_size));
+    return verb == "bench" ? bench_command(rest) : prepare_data_command(rest);
+  }
+  if (verb == "print-config") {
+    const ConfigArgs ca = parse_config_args(rest);
+    log::info(to_toml(load_config(ca.path, ca.overrides)));
+    return 0;
+  }
+  const ConfigArgs ca = parse_config_args(args);
+  const Config config = load_config(ca.path, ca.overrides);
+  check_layout(config, world_size);
+  log::info("feast trainer: " + ca.path + " (" + describe_devices() + ")");
+  log::info("resolved config:\n" + to_toml(config));
+  const TrainSummary s = train(config);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "done: %lld steps, final loss %.4f", static_cast<long long>(s.steps), s.final_loss);
+  std::string line = buf;
+  if (s.final_val_loss) {
+    std::snprintf(buf, sizeof buf, ", final val loss %.4f", *s.final_val_loss);
+    line += buf;
+  }
+  std::snprintf(buf, sizeof buf, ", %.0f tokens/s; metrics in %s/metrics.jsonl", s.tokens_per_s,
+                config.logging.dir.c_str());
+  log::info(line + buf);
+  return 0;
+}
+
+}  // namespace
+}  // namespace feast
+
+int main(int argc, char** argv) {
+  feast::Runtime runtime(&argc, &argv);
+  feast::log::set_rank(runtime.rank());
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  int code = 1;
+  try {
+    code = feast::run(args, runtime.world_size());
+  } catch (const feast::ConfigError& e) {
+    // Every rank read the same config and failed alike: one message, every rank exits 1.
+    if (runtime.rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    feast::log::error(e.what());
+    runtime.abort_job(1);
+  }
+  return code;
+}

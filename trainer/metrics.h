@@ -1,0 +1,36 @@
+// Per-step metrics: one JSON object per line in <logging.dir>/metrics.jsonl (flushed every
+// line, so a crashed run keeps what it logged), and the human progress line on stdout.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace feast {
+
+struct StepMetrics {
+  int64_t step = 0;  // 1-based: the number of optimizer steps taken
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double tokens_per_s = 0;
+  double ms_per_step = 0;
+  std::optional<double> val_loss;
+};
+
+class MetricsWriter {
+ public:
+  // Opens (truncating) path; throws feast::Error naming it when it cannot be written.
+  explicit MetricsWriter(const std::string& path);
+  void write(const StepMetrics& m);
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+// "step   12/300 | loss 2.3456 | lr 1.00e-03 | grad norm 0.812 | 1234 tok/s | 56.7 ms"
+std::string format_progress(const StepMetrics& m, int64_t total_steps);
+
+}  // namespace feast
