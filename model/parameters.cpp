@@ -69,20 +69,89 @@ ParamTable gpt2_param_table(const ModelConfig& cfg) {
   return ParamTable(std::move(specs));
 }
 
-void init_parameters(const ParamTable& table, uint64_t seed, float* params) {
-  for (const ParamSpec& s : table.specs()) {
-    float* p = params + s.offset;
-    const long n = static_cast<long>(s.numel);
-    if (s.init_std <= 0) {
-      for (long i = 0; i < n; ++i) p[i] = s.init_value;
-      continue;
+float initial_value(const ParamSpec& s, uint64_t seed, int64_t i) {
+  if (s.init_std <= 0) return s.init_value;
+  const int64_t row = s.shape.size() > 1 ? s.shape[1] : 1;
+  if (s.init_rows >= 0 && i >= s.init_rows * row) return 0.0f;  // vocabulary padding
+  return static_cast<float>(s.init_std * normal_at(seed, hash_name(s.name), static_cast<uint64_t>(i)));
+}
+
+int64_t LocalParam::logical_index(int64_t i) const {
+  if (tp == 1 || spec->split == TpSplit::kReplicated) return i;
+  const int64_t cols = spec->shape.size() > 1 ? spec->shape[1] : 1;
+  if (spec->split == TpSplit::kInputCols) {
+    const int64_t local_cols = cols / tp;
+    return (i / local_cols) * cols + tp_rank * local_cols + i % local_cols;
+  }
+  // Row splits (output rows, vocab rows): each of split_blocks blocks is cut into tp parts and
+  // the rank holds part tp_rank of every block, in block order.
+  const int64_t rows = spec->shape[0], blocks = spec->split_blocks;
+  const int64_t part = rows / (blocks * tp);
+  const int64_t local_row = i / cols, b = local_row / part, within = local_row % part;
+  return (b * (rows / blocks) + tp_rank * part + within) * cols + i % cols;
+}
+
+LocalTable::LocalTable(const ParamTable& logical, const StageSpec& st) {
+  const int t = st.tp;
+  const int last_layer = st.first_layer + st.num_layers;
+  for (const ParamSpec& s : logical.specs()) {
+    bool held = false;
+    if (s.name.rfind("layers.", 0) == 0) {
+      const int l = std::stoi(s.name.substr(7));
+      held = l >= st.first_layer && l < last_layer;
+    } else if (s.name == "wte.weight") {
+      held = st.has_embedding || st.has_head;  // the head is tied to the token embedding
+    } else if (s.name == "wpe.weight") {
+      held = st.has_embedding;
+    } else {
+      held = st.has_head;  // ln_f
     }
-    const uint64_t stream = hash_name(s.name);
-    const long row = s.shape.size() > 1 ? static_cast<long>(s.shape[1]) : 1;
-    const long drawn = s.init_rows < 0 ? n : static_cast<long>(s.init_rows) * row;
+    if (!held) continue;
+    LocalParam p;
+    p.spec = &s;
+    p.shape = s.shape;
+    p.tp_rank = st.tp_rank;
+    p.tp = t;
+    if (s.split == TpSplit::kInputCols) {
+      if (s.shape[1] % t != 0)
+        throw ConfigError("parallel.tp = " + std::to_string(t) + " does not divide the " + std::to_string(s.shape[1]) +
+                          " input columns of " + s.name);
+      p.shape[1] /= t;
+    } else if (s.split != TpSplit::kReplicated) {
+      if (s.shape[0] % (int64_t{s.split_blocks} * t) != 0)
+        throw ConfigError("parallel.tp = " + std::to_string(t) + " does not divide the " +
+                          std::to_string(s.shape[0] / s.split_blocks) + " rows of " + s.name +
+                          (s.split == TpSplit::kVocabRows ? " (the padded vocabulary)" : ""));
+      p.shape[0] /= t;
+    }
+    p.numel = 1;
+    for (int64_t d : p.shape) p.numel *= static_cast<size_t>(d);
+    p.offset = total_;
+    total_ += p.numel;
+    p.counts_in_norm = (s.split != TpSplit::kReplicated || st.tp_rank == 0) &&
+                       !(s.name == "wte.weight" && !st.has_embedding);
+    params_.push_back(p);
+  }
+}
+
+const LocalParam& LocalTable::at(const std::string& name) const {
+  for (const LocalParam& p : params_)
+    if (p.spec->name == name) return p;
+  throw Error("this stage holds no parameter named '" + name + "'");
+}
+
+bool LocalTable::contains(const std::string& name) const {
+  for (const LocalParam& p : params_)
+    if (p.spec->name == name) return true;
+  return false;
+}
+
+void init_local_parameters(const LocalTable& table, uint64_t seed, float* params) {
+  for (const LocalParam& p : table.params()) {
+    float* out = params + p.offset;
+    const long n = static_cast<long>(p.numel);
 #pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; ++i)
-      p[i] = i < drawn ? static_cast<float>(s.init_std * normal_at(seed, stream, static_cast<uint64_t>(i))) : 0.0f;
+    for (long i = 0; i < n; ++i) out[i] = initial_value(*p.spec, seed, p.logical_index(i));
   }
 }
 

@@ -12,7 +12,8 @@
 #include "core/rng.h"
 #include "core/timer.h"
 #include "model/cpu/blas.h"
-#include "model/gpt2.h"
+#include "core/buffer.h"
+#include "model/gpt2_stage.h"
 #include "parallel/optimizer.h"
 
 namespace feast {
@@ -120,14 +121,17 @@ int bench_command(const std::vector<std::string>& args) {
   }
   FEAST_CHECK(max_t <= mc.max_seq_len, "sequence length above " << mc.max_seq_len);
 
-  GPT2 model(mc, max_b, max_t);
-  init_parameters(model.table(), 1337, model.params());
+  GPT2Stage model(mc, StageSpec::whole(mc), max_b, max_t, 1, nullptr);
+  init_local_parameters(model.table(), 1337, model.params());
+  Buffer<float> grads(model.num_params());
+  FlatGradientSink sink(grads.data());
+  model.set_gradient_sink(&sink);
   // N counts every logical parameter once (the tied head is the embedding), padding excluded.
   const double n_params = double(model.num_params()) - double(mc.padded_vocab() - mc.vocab_size) * mc.n_embd;
   AdamWConfig oc;
   oc.weight_decay = 0.0;  // as the PyTorch reference bench
   oc.beta2 = 0.999;
-  AdamW opt(model.table(), oc);
+  AdamW opt(model.table(), 0, model.num_params(), oc);
 
   std::printf("feast bench: GPT-2 %d layers, %d heads, %d channels, vocab %d (padded %d): %.1fM parameters\n",
               mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab(), n_params / 1e6);
@@ -149,9 +153,11 @@ int bench_command(const std::vector<std::string>& args) {
         y[i] = int32_t(uniform_index(7, uint64_t(it), 2 * i + 1, uint64_t(mc.vocab_size)));
       }
       Timer timer;
-      model.zero_grads();
-      const float loss = model.forward_backward(x.data(), y.data(), s.B, s.T, 1.0f / float(n));
-      opt.step(model.params(), model.grads(), ++t, 3e-4);
+      grads.zero();
+      const float loss = model.forward(0, x.data(), y.data(), s.B, s.T, 1.0f / float(n));
+      model.backward(0, x.data(), s.B, s.T);
+      const double norm = std::sqrt(counted_sum_of_squares(model.table(), grads.data(), 0, model.num_params()));
+      opt.step(model.params(), grads.data(), ++t, 3e-4, norm);
       const double sec = timer.seconds();
       if (it >= warmup) times.push_back(sec);
       if (!std::isfinite(loss) || (it == 0 && std::abs(loss - std::log(double(mc.vocab_size))) > 0.5)) {

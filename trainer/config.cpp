@@ -35,7 +35,8 @@ auto& member(Config& c) {
   return (c.*Section).*Member;
 }
 using Field = std::variant<int& (*)(Config&), int64_t& (*)(Config&), uint64_t& (*)(Config&),
-                           double& (*)(Config&), std::string& (*)(Config&)>;
+                           double& (*)(Config&), std::string& (*)(Config&),
+                           std::vector<int>& (*)(Config&)>;
 
 struct Limit {
   double value;
@@ -111,10 +112,18 @@ const std::vector<KeyDesc>& keys() {
       {FEAST_KEY(parallel, tp), at_least(1), "tensor-parallel degree"},
       {FEAST_KEY(parallel, pp), at_least(1), "pipeline-parallel degree"},
       {FEAST_KEY(parallel, dp), at_least(0), "data-parallel degree; 0 = world / (tp * pp)"},
+      {FEAST_KEY(parallel, order), one_of({"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"}),
+       "rank-numbering axes, innermost first"},
+      {FEAST_KEY(parallel, zero_stage), closed(0, 2), "0 all-reduce; 1 shard optimizer; 2 also gradients"},
       {FEAST_KEY(parallel, micro_batch_size), at_least(1), "sequences per micro-batch per rank"},
-      {FEAST_KEY(parallel, num_micro_batches), at_least(1), "micro-batches per step"},
+      {FEAST_KEY(parallel, num_micro_batches), at_least(1), "micro-batches per step per dp rank"},
+      {FEAST_KEY(parallel, schedule), one_of({"1f1b", "gpipe"}), "pipeline schedule"},
+      {FEAST_KEY(parallel, bucket_mb), above(0), "gradient-reduction bucket size, MiB"},
+      {FEAST_KEY(parallel, stage_layers), at_least(1), "layers per stage; [] = even split"},
+      {FEAST_KEY(parallel, timeout_s), above(0), "watchdog: longest wait for a collective, s"},
 
       {FEAST_KEY(training, steps), at_least(1), "optimizer steps to run"},
+      {FEAST_KEY(training, batch_size), at_least(0), "global batch in sequences; 0 = derived"},
       {FEAST_KEY(training, seed), at_least(0), "seeds the initialisation and the data order"},
       {FEAST_KEY(training, device), one_of({"cpu", "cuda"}), "compute backend"},
       {FEAST_KEY(training, seq_len), at_least(1), "tokens per sequence; <= model.max_seq_len"},
@@ -264,6 +273,10 @@ std::string value_text(const KeyDesc& k, Config& c) {
           return format_string(v);
         } else if constexpr (std::is_same_v<T, double>) {
           return format_double(v);
+        } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+          std::string out = "[";
+          for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+          return out + "]";
         } else {
           return std::to_string(v);
         }
@@ -381,6 +394,17 @@ void assign(Config& c, const KeyDesc& k, const toml::node& node, const std::stri
           const double v = i ? static_cast<double>(i->get()) : f->get();
           check_number(k, v, i ? std::to_string(i->get()) : format_double(v), where);
           field = v;
+        } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+          const auto* a = node.as_array();
+          if (!a) wrong_type(k, node, where, "array of integers");
+          std::vector<int> values;
+          for (const toml::node& e : *a) {
+            const auto* i = e.as_integer();
+            if (!i || i->get() > std::numeric_limits<int>::max()) wrong_type(k, e, where, "array of integers");
+            check_number(k, static_cast<double>(i->get()), std::to_string(i->get()), where);
+            values.push_back(static_cast<int>(i->get()));
+          }
+          field = std::move(values);
         } else {
           const auto* i = node.as_integer();
           if (!i) wrong_type(k, node, where, "integer");
@@ -507,6 +531,18 @@ void validate_cross(const Config& c) {
 }
 
 }  // namespace
+
+int Config::micro_batches_per_rank(int dp) const {
+  if (training.batch_size == 0) return parallel.num_micro_batches;
+  const int64_t per_step = int64_t{dp} * parallel.micro_batch_size;
+  if (training.batch_size % per_step != 0)
+    throw ConfigError(where("training.batch_size") + ": training.batch_size = " + std::to_string(training.batch_size) +
+                      " is not divisible by dp * parallel.micro_batch_size = " + std::to_string(dp) + " * " +
+                      std::to_string(parallel.micro_batch_size) + "; choose a batch size that is a multiple of " +
+                      std::to_string(per_step) + " or another micro_batch_size (" +
+                      where("parallel.micro_batch_size") + ")");
+  return static_cast<int>(training.batch_size / per_step);
+}
 
 std::string Config::where(const std::string& key) const {
   auto it = origin.find(key);

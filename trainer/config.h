@@ -18,12 +18,22 @@ struct ParallelConfig {
   int tp = 1;                 // tensor-parallel degree
   int pp = 1;                 // pipeline-parallel degree
   int dp = 0;                 // data-parallel degree; 0 = world size / (tp * pp)
+  std::string order = "tp-dp-pp";  // rank-numbering axes, innermost first
+  int zero_stage = 1;         // 0 all-reduce, 1 shard optimizer state, 2 also gradients
   int micro_batch_size = 4;   // sequences per micro-batch on one rank
-  int num_micro_batches = 1;  // micro-batches per step (gradient accumulation)
+  int num_micro_batches = 1;  // micro-batches per step per data-parallel rank
+  std::string schedule = "1f1b";  // pipeline schedule: "1f1b" or "gpipe"
+  double bucket_mb = 4.0;     // gradient-reduction bucket size in MiB
+  std::vector<int> stage_layers;  // layers per pipeline stage; empty = as even as possible
+  double timeout_s = 300;     // a collective or receive waiting longer ends the job (watchdog)
 };
 
 struct TrainingConfig {
   int64_t steps = 100;
+  // Sequences per optimizer step over all ranks; 0 = dp * num_micro_batches * micro_batch_size.
+  // When set, num_micro_batches is derived from it, so one config keeps the same global batch
+  // at every layout.
+  int64_t batch_size = 0;
   uint64_t seed = 1337;
   std::string device = "cpu";  // "cpu" ("cuda" comes with the CUDA backend issue)
   int seq_len = 64;            // tokens per sequence; <= model.max_seq_len
@@ -70,10 +80,9 @@ struct Config {
   std::map<std::string, std::string> origin;
   std::string where(const std::string& key) const;
 
-  // Sequences in one optimizer step over all ranks: dp * num_micro_batches * micro_batch_size.
-  int64_t global_batch_sequences(int dp) const {
-    return int64_t{dp} * parallel.num_micro_batches * parallel.micro_batch_size;
-  }
+  // Micro-batches per step on each data-parallel rank: derived from training.batch_size when
+  // it is set. Throws ConfigError when the global batch does not divide as configured.
+  int micro_batches_per_rank(int dp) const;
 };
 
 // Parses `path` (may be empty: defaults only) and applies `overrides` ("section.key=value", the

@@ -2,6 +2,7 @@
 // verbs (prepare-data, bench, print-config) do one job each. Errors are caught here and end
 // every rank with a non-zero status: an error every rank finds alike (a bad config) is printed
 // once by rank 0; one that only this rank hit is printed with its rank and aborts the job.
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "core/device_info.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "parallel/mpi_world.h"
 #include "parallel/runtime.h"
 #include "trainer/bench_command.h"
 #include "trainer/config.h"
@@ -52,23 +54,6 @@ ConfigArgs parse_config_args(const std::vector<std::string>& args) {
   return out;
 }
 
-// The parallel layout must match the world before anything is allocated.
-void check_layout(const Config& c, int world_size) {
-  const ParallelConfig& p = c.parallel;
-  if (p.tp != 1 || p.pp != 1)
-    throw ConfigError(c.where(p.tp != 1 ? "parallel.tp" : "parallel.pp") +
-                      ": tensor and pipeline parallelism are not built yet; set parallel.tp = 1 and parallel.pp = 1");
-  const int dp = p.dp == 0 ? world_size / (p.tp * p.pp) : p.dp;
-  if (p.tp * p.pp * dp != world_size)
-    throw ConfigError("parallel.tp * parallel.pp * parallel.dp = " + std::to_string(p.tp) + " * " +
-                      std::to_string(p.pp) + " * " + std::to_string(dp) + " != " + std::to_string(world_size) +
-                      " ranks (mpirun -np); set parallel.dp (" + c.where("parallel.dp") + ") or launch " +
-                      std::to_string(p.tp * p.pp * dp) + " ranks");
-  if (dp != 1)
-    throw ConfigError("data parallelism is not built yet: launch a single rank (world size " +
-                      std::to_string(world_size) + ")");
-}
-
 int run(const std::vector<std::string>& args, int world_size) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     log::info(kHelp);
@@ -88,10 +73,10 @@ int run(const std::vector<std::string>& args, int world_size) {
   }
   const ConfigArgs ca = parse_config_args(args);
   const Config config = load_config(ca.path, ca.overrides);
-  check_layout(config, world_size);
-  log::info("feast trainer: " + ca.path + " (" + describe_devices() + ")");
+  log::info("feast trainer: " + ca.path + " (" + describe_devices() + "; " + std::to_string(world_size) + " rank(s))");
   log::info("resolved config:\n" + to_toml(config));
-  const TrainSummary s = train(config);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000));
+  const TrainSummary s = train(config, make_mpi_world(timeout));
   char buf[160];
   std::snprintf(buf, sizeof buf, "done: %lld steps, final loss %.4f", static_cast<long long>(s.steps), s.final_loss);
   std::string line = buf;

@@ -2,11 +2,13 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -14,17 +16,21 @@
 #include "core/timer.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
-#include "model/gpt2.h"
+#include "parallel/grad_sync.h"
+#include "parallel/grid_report.h"
 #include "parallel/optimizer.h"
+#include "parallel/pipeline_executor.h"
+#include "parallel/process_groups.h"
+#include "trainer/layout_plan.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
 
 namespace feast {
 namespace {
 
-std::string mib(size_t bytes) {
+std::string mib(double bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+  std::snprintf(buf, sizeof buf, "%.1f", bytes / (1024.0 * 1024.0));
   return buf;
 }
 
@@ -39,32 +45,41 @@ Dataset open_split(const Config& config, const std::string& key, const std::stri
   }
 }
 
-// Mean loss over eval_batches fixed validation batches.
-double evaluate(GPT2& model, const ValSampler& val, const Config& config, std::vector<int32_t>& x,
-                std::vector<int32_t>& y) {
-  const int B = config.parallel.micro_batch_size, T = config.training.seq_len;
-  double sum = 0;
-  for (int b = 0; b < config.training.eval_batches; ++b) {
-    val.fill(b, B, x.data(), y.data());
-    sum += model.evaluate(x.data(), y.data(), B, T);
-  }
-  return sum / config.training.eval_batches;
-}
-
-}  // namespace
-
-TrainSummary train(const Config& config) {
-  const TrainingConfig& tc = config.training;
+void check_runnable(const Config& config) {
   if (config.data.train.empty())
     throw ConfigError("data.train is not set: name the training shards in [data] train = \"...\" or with "
                       "--set data.train=PATH (make them with `trainer prepare-data`)");
-  if (tc.device != "cpu")
-    throw ConfigError(config.where("training.device") + ": training.device = \"" + tc.device +
+  if (config.training.device != "cpu")
+    throw ConfigError(config.where("training.device") + ": training.device = \"" + config.training.device +
                       "\" is not available in this build yet; use \"cpu\"");
   if (config.checkpoint.interval > 0)
     throw ConfigError(config.where("checkpoint.interval") +
                       ": checkpoint.interval > 0, but checkpoints are not built yet and a run that "
                       "believes it saves would lose its work; set checkpoint.interval = 0");
+}
+
+// Every rank's memory, gathered and printed by rank 0 as one table.
+void report_memory(Communicator& world, const std::vector<double>& mine) {
+  std::vector<double> all(mine.size() * size_t(world.size()));
+  std::vector<size_t> counts(size_t(world.size()), mine.size());
+  world.allgather(mine.data(), all.data(), counts, DType::kFloat64)->wait();
+  log::info("memory per rank (MiB): rank | parameters | gradients | optimizer | activations");
+  for (int r = 0; r < world.size(); ++r) {
+    const double* m = all.data() + size_t(r) * mine.size();
+    char line[160];
+    std::snprintf(line, sizeof line, "  %4d | %10s | %9s | %9s | %11s", r, mib(m[0]).c_str(), mib(m[1]).c_str(),
+                  mib(m[2]).c_str(), mib(m[3]).c_str());
+    log::info(line);
+  }
+}
+
+}  // namespace
+
+TrainSummary train(const Config& config, std::unique_ptr<Communicator> world_comm, const FinishHook& on_finish) {
+  const TrainingConfig& tc = config.training;
+  check_runnable(config);
+  const LayoutPlan plan = plan_layout(config, world_comm->size());
+  const ParallelLayout& layout = plan.layout;
   if (tc.threads > 0) omp_set_num_threads(tc.threads);
 
   // Everything that can be wrong with the data is found before the model is allocated.
@@ -76,75 +91,146 @@ TrainSummary train(const Config& config) {
     val_data.emplace(open_split(config, "data.val", config.data.val));
     val_sampler.emplace(*val_data, tc.seq_len);
   }
-  std::filesystem::create_directories(config.logging.dir);
-  {
-    std::ofstream resolved(config.logging.dir + "/config.toml");
-    resolved << to_toml(config);
-  }
-  MetricsWriter metrics(config.logging.dir + "/metrics.jsonl");
 
-  const int B = config.parallel.micro_batch_size, T = tc.seq_len;
-  const int micro_batches = config.parallel.num_micro_batches;
-  GPT2 model(config.model, B, T);
-  init_parameters(model.table(), tc.seed, model.params());
+  const int world_rank = world_comm->rank();
+  ProcessGroups groups = make_process_groups(std::move(world_comm), layout);
+  Communicator& world = *groups.world;
+  if (world.size() > 1) {
+    const std::vector<std::string> hosts = gather_host_names(world);
+    log::info(describe_grid(layout, hosts));
+    if (tc.threads == 0) {
+      // Share this host's cores among its ranks: OpenMP's default of every core per rank would
+      // oversubscribe them, and spinning OpenMP barriers collapse under oversubscription.
+      const long here = std::count(hosts.begin(), hosts.end(), hosts[size_t(world_rank)]);
+      omp_set_num_threads(std::max(1, int(std::thread::hardware_concurrency() / std::max(1L, here))));
+    }
+  }
+
+  const RankCoord me = layout.coord(world_rank);
+  const int B = config.parallel.micro_batch_size, T = tc.seq_len, m = plan.micro_batches;
+  StageSpec spec;
+  spec.first_layer = first_layer_of(plan.stage_layers, me.pp);
+  spec.num_layers = plan.stage_layers[size_t(me.pp)];
+  spec.has_embedding = me.pp == 0;
+  spec.has_head = me.pp == layout.pp() - 1;
+  spec.tp_rank = me.tp;
+  spec.tp = layout.tp();
+  const int slots = PipelineExecutor::slots_needed(plan.schedule, layout.pp(), me.pp, m);
+  GPT2Stage stage(config.model, spec, B, T, slots, layout.tp() > 1 ? groups.tp.get() : nullptr);
+  init_local_parameters(stage.table(), tc.seed, stage.params());
+
+  std::vector<GradRange> ranges;
+  for (const auto& [b, e] : stage.gradient_ranges()) ranges.push_back({b, e});
+  const auto [wte_b, wte_e] = stage.wte_range();
+  const size_t bucket_elems = static_cast<size_t>(config.parallel.bucket_mb * 1024 * 1024 / sizeof(float));
+  Communicator* dp = layout.dp() > 1 ? groups.dp.get() : nullptr;
+  Communicator* embedding = layout.pp() > 1 ? groups.embedding.get() : nullptr;
+  GradientSync sync(stage.num_params(), ranges, {wte_b, wte_e}, stage.wte_uses_per_backward(),
+                    config.parallel.zero_stage, bucket_elems, dp, embedding);
+  stage.set_gradient_sink(&sync);
+  const int zero = sync.zero_stage();  // 0 whenever dp = 1
+  const ShardRange shard = sync.shard();
+  const ShardRange opt_range = zero == 0 ? ShardRange{0, stage.num_params()} : shard;
   AdamWConfig oc;
   oc.beta1 = tc.beta1;
   oc.beta2 = tc.beta2;
   oc.eps = tc.eps;
   oc.weight_decay = tc.weight_decay;
   oc.grad_clip = tc.grad_clip;
-  AdamW optimizer(model.table(), oc);
+  AdamW optimizer(stage.table(), opt_range.begin, opt_range.end, oc);
+  PipelineExecutor executor(stage, layout.pp() > 1 ? groups.pp.get() : nullptr, plan.schedule, m, B, T);
+  // Shard sizes of every data-parallel rank, for the parameter all-gather after the update.
+  std::vector<size_t> shard_sizes;
+  for (int d = 0; d < layout.dp(); ++d) shard_sizes.push_back(shard_range(stage.num_params(), layout.dp(), d).size());
 
-  const int64_t tokens_per_step = int64_t{B} * T * micro_batches;
+  const int64_t global_sequences = int64_t{layout.dp()} * m * B;
+  const int64_t tokens_per_step = global_sequences * T;
   log::info("data: train " + std::to_string(train_data.total_tokens()) + " tokens in " +
             std::to_string(train_data.num_shards()) + " shard(s)" +
             (val_data ? ", val " + std::to_string(val_data->total_tokens()) + " tokens" : ", no validation"));
-  log::info("model: " + std::to_string(model.num_params()) + " parameters (vocabulary padded to " +
-            std::to_string(config.model.padded_vocab()) + "); batch " + std::to_string(micro_batches) + " x " +
-            std::to_string(B) + " x " + std::to_string(T) + " = " + std::to_string(tokens_per_step) +
-            " tokens/step; " + std::to_string(omp_get_max_threads()) + " threads");
-  log::info("memory: parameters " + mib(model.num_params() * 4) + ", gradients " + mib(model.num_params() * 4) +
-            ", optimizer " + mib(optimizer.state_bytes()) + ", activations " + mib(model.activation_bytes()));
+  log::info("model: " + std::to_string(config.model.n_layer) + " layers over " + std::to_string(layout.pp()) +
+            " stage(s) [" + [&] {
+              std::string s;
+              for (int l : plan.stage_layers) s += (s.empty() ? "" : ", ") + std::to_string(l);
+              return s;
+            }() + "], tp " + std::to_string(layout.tp()) + ", dp " + std::to_string(layout.dp()) + ", ZeRO " +
+            std::to_string(zero) + ", " + config.parallel.schedule + "; batch " + std::to_string(layout.dp()) +
+            " x " + std::to_string(m) + " x " + std::to_string(B) + " x " + std::to_string(T) + " = " +
+            std::to_string(tokens_per_step) + " tokens/step; " + std::to_string(omp_get_max_threads()) +
+            " threads per rank");
+  report_memory(world, {double(stage.num_params()) * 4, double(sync.gradient_bytes()), double(optimizer.state_bytes()),
+                        double(stage.activation_bytes())});
 
-  std::vector<int32_t> x(size_t(B) * T), y(size_t(B) * T);
+  std::optional<MetricsWriter> metrics;
+  if (world_rank == 0) {
+    std::filesystem::create_directories(config.logging.dir);
+    std::ofstream(config.logging.dir + "/config.toml") << to_toml(config);
+    metrics.emplace(config.logging.dir + "/metrics.jsonl");
+  }
+
+  // This rank reports the loss only if it owns it: the last stage, one tensor-parallel rank.
+  const bool owns_loss = spec.has_head && me.tp == 0;
   const float loss_scale = 1.0f / float(tokens_per_step);
   TrainSummary summary;
   double train_seconds = 0;
   for (int64_t step = 0; step < tc.steps; ++step) {
     Timer timer;
-    model.zero_grads();
-    double loss = 0;
-    for (int mb = 0; mb < micro_batches; ++mb) {
-      sampler.fill(step, int64_t{mb} * B, B, x.data(), y.data());
-      loss += model.forward_backward(x.data(), y.data(), B, T, loss_scale);
-    }
-    loss /= micro_batches;
+    sync.begin_step();
+    const BatchFill fill = [&](int k, int32_t* x, int32_t* y) {
+      sampler.fill(step, (int64_t{me.dp} * m + k) * B, B, x, y);
+    };
+    const double local_loss = executor.train(fill, sync, loss_scale);
+    sync.finish_step();
+    // One reduction for the loss (owned by the last stage) and the squared gradient norm
+    // (each logical element counted once over tp, pp and dp).
+    double reduced[2] = {owns_loss ? local_loss : 0.0,
+                         counted_sum_of_squares(stage.table(), sync.shard_grads(), shard.begin, shard.end)};
+    world.allreduce(reduced, 2, DType::kFloat64)->wait();
+    const double loss = reduced[0] / double(layout.dp() * m);
+    const double grad_norm = std::sqrt(reduced[1]);
     const double lr = learning_rate(tc, step);
-    const double grad_norm = optimizer.step(model.params(), model.grads(), step + 1, lr);
-    const double sec = timer.seconds();
-    train_seconds += sec;
     if (!std::isfinite(loss) || !std::isfinite(grad_norm))
       throw Error("step " + std::to_string(step + 1) + ": loss " + std::to_string(loss) + ", grad norm " +
                   std::to_string(grad_norm) + " is not finite; lower training.lr or raise training.warmup_steps");
+    if (zero == 0) {
+      optimizer.step(stage.params(), sync.shard_grads() - shard.begin, step + 1, lr, grad_norm);
+    } else {
+      optimizer.step(stage.params() + shard.begin, sync.shard_grads(), step + 1, lr, grad_norm);
+      if (dp) dp->allgather(stage.params() + shard.begin, stage.params(), shard_sizes, DType::kFloat32)->wait();
+    }
+    const double sec = timer.seconds();
+    train_seconds += sec;
 
-    StepMetrics m;
-    m.step = step + 1;
-    m.loss = loss;
-    m.lr = lr;
-    m.grad_norm = grad_norm;
-    m.ms_per_step = sec * 1e3;
-    m.tokens_per_s = double(tokens_per_step) / sec;
+    StepMetrics mt;
+    mt.step = step + 1;
+    mt.loss = loss;
+    mt.lr = lr;
+    mt.grad_norm = grad_norm;
+    mt.ms_per_step = sec * 1e3;
+    mt.tokens_per_s = double(tokens_per_step) / sec;
     const bool last = step + 1 == tc.steps;
-    if (val_sampler && ((tc.eval_interval > 0 && m.step % tc.eval_interval == 0) || last))
-      m.val_loss = evaluate(model, *val_sampler, config, x, y);
-    metrics.write(m);
-    if (m.step % config.logging.interval == 0 || last || m.step == 1 || m.val_loss)
-      log::info(format_progress(m, tc.steps));
+    if (val_sampler && ((tc.eval_interval > 0 && mt.step % tc.eval_interval == 0) || last)) {
+      // Validation batches are dealt round-robin to the data-parallel replicas.
+      const int mine = (tc.eval_batches - me.dp + layout.dp() - 1) / layout.dp();
+      const BatchFill val_fill = [&](int k, int32_t* x, int32_t* y) {
+        val_sampler->fill(int64_t{k} * layout.dp() + me.dp, B, x, y);
+      };
+      double val = executor.evaluate(mine, val_fill);
+      val = owns_loss ? val : 0.0;
+      world.allreduce(&val, 1, DType::kFloat64)->wait();
+      mt.val_loss = val / tc.eval_batches;
+    }
+    if (metrics) metrics->write(mt);
+    if (mt.step % config.logging.interval == 0 || last || mt.step == 1 || mt.val_loss)
+      log::info(format_progress(mt, tc.steps));
+    summary.losses.push_back(loss);
+    summary.grad_norms.push_back(grad_norm);
     summary.final_loss = loss;
-    if (m.val_loss) summary.final_val_loss = m.val_loss;
+    if (mt.val_loss) summary.final_val_loss = mt.val_loss;
   }
   summary.steps = tc.steps;
   summary.tokens_per_s = double(tokens_per_step) * double(tc.steps) / train_seconds;
+  if (on_finish) on_finish(stage);
   return summary;
 }
 

@@ -1,23 +1,36 @@
-// The training loop of one rank: builds the model, optimizer and samplers from a validated
-// config, checks the data before allocating the model, then runs training.steps optimizer
-// steps with gradient accumulation over micro-batches, periodic evaluation, progress lines and
-// metrics.jsonl in the run directory.
+// The training loop of one rank in a dp x pp x tp job: plans and checks the layout, opens the
+// data (before any model memory is allocated), builds this rank's stage of the model, its
+// gradient synchronisation and its shard of the optimizer, then runs training.steps steps of
+// the pipeline schedule with periodic evaluation. Rank 0 prints progress and writes
+// metrics.jsonl; losses and norms are reduced from the ranks that own them.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
+#include <vector>
 
+#include "core/communicator.h"
+#include "model/gpt2_stage.h"
 #include "trainer/config.h"
 
 namespace feast {
 
 struct TrainSummary {
   int64_t steps = 0;
+  std::vector<double> losses;     // mean training loss of every step (the same on every rank)
+  std::vector<double> grad_norms;  // global gradient norm of every step
   double final_loss = 0;
   std::optional<double> final_val_loss;
   double tokens_per_s = 0;  // over the whole run, evaluation excluded
 };
 
-TrainSummary train(const Config& config);
+// Called on every rank after the last step with the rank's stage (tests read its weights).
+using FinishHook = std::function<void(const GPT2Stage&)>;
+
+// world: the job's ranks (its size is checked against the layout). Throws ConfigError or
+// DataError on bad input before allocating the model.
+TrainSummary train(const Config& config, std::unique_ptr<Communicator> world, const FinishHook& on_finish = {});
 
 }  // namespace feast

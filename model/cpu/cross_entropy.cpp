@@ -1,55 +1,91 @@
 #include "model/cpu/cross_entropy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
+#include <vector>
 
 namespace feast::cpu {
 namespace {
 
-// Max and log-sum-exp of one row's first V logits.
-template <typename T>
-void row_logsumexp(const T* row, int V, T& max_out, T& lse_out) {
-  T mx = row[0];
-  for (int v = 1; v < V; ++v) mx = row[v] > mx ? row[v] : mx;
-  T sum = 0;
-  for (int v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
-  max_out = mx;
-  lse_out = mx + std::log(sum);
-}
+// Local columns that are real vocabulary entries: [0, real).
+int real_columns(int Vl, int vocab_begin, int V) { return std::clamp(V - vocab_begin, 0, Vl); }
 
 }  // namespace
 
 template <typename T>
-void cross_entropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V,
-                           int Vp) {
+void cross_entropy_row_max(T* row_max, const T* logits, int N, int Vl, int vocab_begin, int V) {
+  const int real = real_columns(Vl, vocab_begin, V);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
-    const T* row = logits + static_cast<size_t>(n) * Vp;
-    T mx, lse;
-    row_logsumexp(row, V, mx, lse);
-    losses[n] = lse - row[targets[n]];
+    const T* row = logits + static_cast<size_t>(n) * Vl;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int v = 0; v < real; ++v) mx = row[v] > mx ? row[v] : mx;
+    row_max[n] = mx;
   }
 }
 
 template <typename T>
-void cross_entropy_forward_backward(T* logits, T* losses, const int32_t* targets, int N, int V,
-                                    int Vp, T dloss) {
+void cross_entropy_partials(T* sum_exp, T* target_logit, const T* logits, const T* row_max,
+                            const int32_t* targets, int N, int Vl, int vocab_begin, int V) {
+  const int real = real_columns(Vl, vocab_begin, V);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
-    T* row = logits + static_cast<size_t>(n) * Vp;
-    T mx, lse;
-    row_logsumexp(row, V, mx, lse);
-    const int target = targets[n];
-    losses[n] = lse - row[target];
-    for (int v = 0; v < V; ++v) row[v] = std::exp(row[v] - lse) * dloss;
-    row[target] -= dloss;
-    for (int v = V; v < Vp; ++v) row[v] = T(0);
+    const T* row = logits + static_cast<size_t>(n) * Vl;
+    const T mx = row_max[n];
+    T sum = 0;
+    for (int v = 0; v < real; ++v) sum += std::exp(row[v] - mx);
+    sum_exp[n] = sum;
+    const int local = targets[n] - vocab_begin;
+    target_logit[n] = local >= 0 && local < real ? row[local] : T(0);
   }
 }
 
-template void cross_entropy_forward<float>(float*, const float*, const int32_t*, int, int, int);
-template void cross_entropy_forward<double>(double*, const double*, const int32_t*, int, int, int);
-template void cross_entropy_forward_backward<float>(float*, float*, const int32_t*, int, int, int, float);
-template void cross_entropy_forward_backward<double>(double*, double*, const int32_t*, int, int, int, double);
+template <typename T>
+void cross_entropy_finish(T* logits, T* losses, const T* row_max, const T* sum_exp, const T* target_logit,
+                          const int32_t* targets, int N, int Vl, int vocab_begin, int V, T dloss) {
+  const int real = real_columns(Vl, vocab_begin, V);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const T lse = row_max[n] + std::log(sum_exp[n]);
+    losses[n] = lse - target_logit[n];
+    if (dloss == T(0)) continue;
+    T* row = logits + static_cast<size_t>(n) * Vl;
+    for (int v = 0; v < real; ++v) row[v] = std::exp(row[v] - lse) * dloss;
+    for (int v = real; v < Vl; ++v) row[v] = T(0);
+    const int local = targets[n] - vocab_begin;
+    if (local >= 0 && local < real) row[local] -= dloss;
+  }
+}
+
+template <typename T>
+void cross_entropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
+  std::vector<T> mx(static_cast<size_t>(N)), se(static_cast<size_t>(N)), tl(static_cast<size_t>(N));
+  cross_entropy_row_max(mx.data(), logits, N, Vp, 0, V);
+  cross_entropy_partials(se.data(), tl.data(), logits, mx.data(), targets, N, Vp, 0, V);
+  // dloss = 0: losses only; the logits are not written.
+  cross_entropy_finish(const_cast<T*>(logits), losses, mx.data(), se.data(), tl.data(), targets, N, Vp, 0, V, T(0));
+}
+
+template <typename T>
+void cross_entropy_forward_backward(T* logits, T* losses, const int32_t* targets, int N, int V, int Vp,
+                                    T dloss) {
+  std::vector<T> mx(static_cast<size_t>(N)), se(static_cast<size_t>(N)), tl(static_cast<size_t>(N));
+  cross_entropy_row_max(mx.data(), logits, N, Vp, 0, V);
+  cross_entropy_partials(se.data(), tl.data(), logits, mx.data(), targets, N, Vp, 0, V);
+  cross_entropy_finish(logits, losses, mx.data(), se.data(), tl.data(), targets, N, Vp, 0, V, dloss);
+}
+
+#define FEAST_INSTANTIATE(T)                                                                          \
+  template void cross_entropy_row_max<T>(T*, const T*, int, int, int, int);                            \
+  template void cross_entropy_partials<T>(T*, T*, const T*, const T*, const int32_t*, int, int, int, int); \
+  template void cross_entropy_finish<T>(T*, T*, const T*, const T*, const T*, const int32_t*, int, int, int, \
+                                        int, T);                                                        \
+  template void cross_entropy_forward<T>(T*, const T*, const int32_t*, int, int, int);                 \
+  template void cross_entropy_forward_backward<T>(T*, T*, const int32_t*, int, int, int, T);
+FEAST_INSTANTIATE(float)
+FEAST_INSTANTIATE(double)
+#undef FEAST_INSTANTIATE
 
 }  // namespace feast::cpu

@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "model/gpt2.h"
+#include "core/buffer.h"
+#include "model/gpt2_stage.h"
 #include "parallel/optimizer.h"
 #include "tests/model/fixture.h"
 
@@ -49,12 +50,12 @@ class Gpt2Golden : public ::testing::Test {
   }
 
   // Copies the fixture's prefix.<name> tensors into the flat buffer; wte's padded rows stay 0.
-  void load(GPT2& model, const std::string& prefix) {
+  void load(GPT2Stage& model, const std::string& prefix) {
     std::fill(model.params(), model.params() + model.num_params(), 0.0f);
-    for (const ParamSpec& s : model.table().specs()) {
-      const FixtureArray& a = fx_.at(prefix + s.name);
-      ASSERT_LE(a.data.size(), s.numel) << s.name;
-      std::copy(a.data.begin(), a.data.end(), model.params() + s.offset);
+    for (const LocalParam& p : model.table().params()) {
+      const FixtureArray& a = fx_.at(prefix + p.spec->name);
+      ASSERT_LE(a.data.size(), p.numel) << p.spec->name;
+      std::copy(a.data.begin(), a.data.end(), model.params() + p.offset);
     }
   }
 
@@ -69,32 +70,38 @@ class Gpt2Golden : public ::testing::Test {
 };
 
 TEST_F(Gpt2Golden, LogitsLossAndGradientsOfFirstStep) {
-  GPT2 model(cfg_, B_, T_);
+  GPT2Stage model(cfg_, StageSpec::whole(cfg_), B_, T_, 1, nullptr);
   load(model, "init.");
+  Buffer<float> grads(model.num_params());
+  FlatGradientSink sink(grads.data());
+  model.set_gradient_sink(&sink);
   const auto x = tokens("inputs.0"), y = tokens("targets.0");
-  const float eval_loss = model.evaluate(x.data(), y.data(), B_, T_);
+  const float eval_loss = model.forward(0, x.data(), y.data(), B_, T_, 0.0f);
   EXPECT_NEAR(eval_loss, fx_.at("losses").data[0], 2e-5);
   // Logits: compare the real vocabulary columns of each row.
   const int V = cfg_.vocab_size, Vp = cfg_.padded_vocab();
   std::vector<float> logits(size_t(B_) * T_ * V);
   for (int r = 0; r < B_ * T_; ++r)
-    std::copy_n(model.logits() + size_t(r) * Vp, V, logits.begin() + size_t(r) * V);
+    std::copy_n(model.logits(0) + size_t(r) * Vp, V, logits.begin() + size_t(r) * V);
   expect_close("logits", logits.data(), fx_.at("logits.0").data, 2e-5, 1e-4);
 
-  model.zero_grads();
-  const float loss = model.forward_backward(x.data(), y.data(), B_, T_, 1.0f / float(B_ * T_));
+  const float loss = model.forward(0, x.data(), y.data(), B_, T_, 1.0f / float(B_ * T_));
+  model.backward(0, x.data(), B_, T_);
   EXPECT_NEAR(loss, fx_.at("losses").data[0], 2e-5);
-  for (const ParamSpec& s : model.table().specs()) {
-    const FixtureArray& g = fx_.at("grad." + s.name);
-    expect_close("gradient of " + s.name, model.grads() + s.offset, g.data, 1e-5, 1e-3);
-    for (size_t i = g.data.size(); i < s.numel; ++i)  // vocabulary padding gets no gradient
-      ASSERT_EQ(model.grads()[s.offset + i], 0.0f) << s.name << " padded element " << i;
+  for (const LocalParam& p : model.table().params()) {
+    const FixtureArray& g = fx_.at("grad." + p.spec->name);
+    expect_close("gradient of " + p.spec->name, grads.data() + p.offset, g.data, 1e-5, 1e-3);
+    for (size_t i = g.data.size(); i < p.numel; ++i)  // vocabulary padding gets no gradient
+      ASSERT_EQ(grads[p.offset + i], 0.0f) << p.spec->name << " padded element " << i;
   }
 }
 
 TEST_F(Gpt2Golden, ThreeAdamWStepsWithClipping) {
-  GPT2 model(cfg_, B_, T_);
+  GPT2Stage model(cfg_, StageSpec::whole(cfg_), B_, T_, 1, nullptr);
   load(model, "init.");
+  Buffer<float> grads(model.num_params());
+  FlatGradientSink sink(grads.data());
+  model.set_gradient_sink(&sink);
   const auto& h = fx_.at("hyper").data;  // lr per step, beta1, beta2, eps, wd, clip
   AdamWConfig oc;
   oc.beta1 = h[size_t(steps_)];
@@ -102,32 +109,35 @@ TEST_F(Gpt2Golden, ThreeAdamWStepsWithClipping) {
   oc.eps = h[size_t(steps_) + 2];
   oc.weight_decay = h[size_t(steps_) + 3];
   oc.grad_clip = h[size_t(steps_) + 4];
-  AdamW opt(model.table(), oc);
+  AdamW opt(model.table(), 0, model.num_params(), oc);
   for (int s = 0; s < steps_; ++s) {
     const auto x = tokens("inputs." + std::to_string(s)), y = tokens("targets." + std::to_string(s));
-    model.zero_grads();
-    const float loss = model.forward_backward(x.data(), y.data(), B_, T_, 1.0f / float(B_ * T_));
+    grads.zero();
+    const float loss = model.forward(0, x.data(), y.data(), B_, T_, 1.0f / float(B_ * T_));
+    model.backward(0, x.data(), B_, T_);
     EXPECT_NEAR(loss, fx_.at("losses").data[size_t(s)], 5e-5) << "step " << s;
-    const double norm = opt.step(model.params(), model.grads(), s + 1, h[size_t(s)]);
+    const double norm = std::sqrt(counted_sum_of_squares(model.table(), grads.data(), 0, model.num_params()));
     EXPECT_NEAR(norm, fx_.at("grad_norms").data[size_t(s)], 1e-4 * norm) << "step " << s;
+    opt.step(model.params(), grads.data(), s + 1, h[size_t(s)], norm);
   }
   double lr_sum = 0;
   for (int s = 0; s < steps_; ++s) lr_sum += h[size_t(s)];
-  for (const ParamSpec& s : model.table().specs()) {
+  for (const LocalParam& lp : model.table().params()) {
+    const ParamSpec& s = *lp.spec;
     const std::vector<float>& expected = fx_.at("final." + s.name).data;
     if (s.name.ends_with("attn.qkv.bias")) {
       // The key bias has an exactly zero gradient (it adds q.b to a whole softmax row), so both
       // implementations see only rounding noise there, and AdamW normalises noise into steps of
       // up to lr each. Compare q and v tightly and bound the k block by the summed lr.
       const size_t C = size_t(cfg_.n_embd);
-      const float* p = model.params() + s.offset;
+      const float* p = model.params() + lp.offset;
       expect_close("updated " + s.name + " (q)", p, {expected.begin(), expected.begin() + C}, 5e-5, 1e-4);
       expect_close("updated " + s.name + " (k)", p + C, {expected.begin() + C, expected.begin() + 2 * C},
                    lr_sum, 0);
       expect_close("updated " + s.name + " (v)", p + 2 * C, {expected.begin() + 2 * C, expected.end()}, 5e-5, 1e-4);
       continue;
     }
-    expect_close("updated " + s.name, model.params() + s.offset, expected, 5e-5, 1e-4);
+    expect_close("updated " + s.name, model.params() + lp.offset, expected, 5e-5, 1e-4);
   }
 }
 

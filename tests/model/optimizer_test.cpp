@@ -18,7 +18,8 @@ TEST(AdamW, MatchesReferenceUpdateAndDecaysMatricesOnly) {
   c.n_embd = 4;
   c.vocab_size = 3;
   c.max_seq_len = 2;
-  const ParamTable t = gpt2_param_table(c);
+  const ParamTable logical = gpt2_param_table(c);
+  const LocalTable t(logical, StageSpec::whole(c));
   const size_t n = t.total_numel();
   std::vector<float> p(n), g(n);
   for (size_t i = 0; i < n; ++i) {
@@ -27,13 +28,13 @@ TEST(AdamW, MatchesReferenceUpdateAndDecaysMatricesOnly) {
   }
   AdamWConfig oc;
   oc.grad_clip = 0;  // no clipping here
-  AdamW opt(t, oc);
+  AdamW opt(t, 0, n, oc);
   std::vector<double> ref_p(p.begin(), p.end()), m(n, 0.0), v(n, 0.0);
   for (int step = 1; step <= 3; ++step) {
     const double lr = 0.01 * step;
-    opt.step(p.data(), g.data(), step, lr);
-    for (const ParamSpec& s : t.specs()) {
-      const double wd = s.weight_decay ? oc.weight_decay : 0.0;
+    opt.step(p.data(), g.data(), step, lr, 1.0);
+    for (const LocalParam& s : t.params()) {
+      const double wd = s.spec->weight_decay ? oc.weight_decay : 0.0;
       for (size_t i = s.offset; i < s.offset + s.numel; ++i) {
         m[i] = oc.beta1 * m[i] + (1 - oc.beta1) * g[i];
         v[i] = oc.beta2 * v[i] + (1 - oc.beta2) * double(g[i]) * g[i];
@@ -47,14 +48,15 @@ TEST(AdamW, MatchesReferenceUpdateAndDecaysMatricesOnly) {
   for (size_t i = 0; i < n; ++i) ASSERT_NEAR(p[i], ref_p[i], 1e-6) << "element " << i;
 }
 
-TEST(AdamW, ClipsToMaxNormAndReportsUnclippedNorm) {
+TEST(AdamW, ClipsToTheMaxNorm) {
   ModelConfig c;
   c.n_layer = 1;
   c.n_head = 1;
   c.n_embd = 4;
   c.vocab_size = 3;
   c.max_seq_len = 2;
-  const ParamTable t = gpt2_param_table(c);
+  const ParamTable logical = gpt2_param_table(c);
+  const LocalTable t(logical, StageSpec::whole(c));
   const size_t n = t.total_numel();
   std::vector<float> g(n, 1.0f), p1(n, 0.0f), p2(n, 0.0f);
   AdamWConfig oc;
@@ -63,15 +65,44 @@ TEST(AdamW, ClipsToMaxNormAndReportsUnclippedNorm) {
   oc.beta2 = 0;
   oc.eps = 1.0;  // ...unless eps is large, so the clipped gradient shows in the update
   oc.grad_clip = 2.0;
-  AdamW clipped(t, oc);
-  const double norm = clipped.step(p1.data(), g.data(), 1, 1.0);
+  const double norm = std::sqrt(counted_sum_of_squares(t, g.data(), 0, n));
   EXPECT_NEAR(norm, std::sqrt(double(n)), 1e-9);
+  AdamW clipped(t, 0, n, oc);
+  clipped.step(p1.data(), g.data(), 1, 1.0, norm);
   const double gc = 2.0 / (std::sqrt(double(n)) + 1e-6);  // clipped gradient element
   EXPECT_NEAR(p1[0], -gc / (gc + 1.0), 1e-6);
   oc.grad_clip = 0;
-  AdamW unclipped(t, oc);
-  unclipped.step(p2.data(), g.data(), 1, 1.0);
+  AdamW unclipped(t, 0, n, oc);
+  unclipped.step(p2.data(), g.data(), 1, 1.0, norm);
   EXPECT_NEAR(p2[0], -0.5, 1e-6);
+}
+
+// A sharded optimizer (ZeRO) updating [begin, end) gives the same result as the whole one.
+TEST(AdamW, ShardsUpdateLikeTheWhole) {
+  ModelConfig c;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 8;
+  c.vocab_size = 50;
+  c.max_seq_len = 4;
+  const ParamTable logical = gpt2_param_table(c);
+  const LocalTable t(logical, StageSpec::whole(c));
+  const size_t n = t.total_numel();
+  std::vector<float> g(n), whole(n), sharded(n);
+  for (size_t i = 0; i < n; ++i) {
+    g[i] = 0.001f * float(int(i % 101) - 50);
+    whole[i] = sharded[i] = 0.01f * float(i % 17);
+  }
+  AdamWConfig oc;
+  AdamW all(t, 0, n, oc);
+  const size_t cuts[] = {0, n / 3 + 5, 2 * n / 3 + 1, n};
+  std::vector<AdamW> parts;
+  for (int s = 0; s < 3; ++s) parts.emplace_back(t, cuts[s], cuts[s + 1], oc);
+  for (int step = 1; step <= 2; ++step) {
+    all.step(whole.data(), g.data(), step, 0.1, 5.0);
+    for (AdamW& a : parts) a.step(sharded.data() + a.begin(), g.data() + a.begin(), step, 0.1, 5.0);
+  }
+  EXPECT_EQ(whole, sharded);
 }
 
 TEST(AdamW, SumOfSquaresIsExactForSmallIntegers) {

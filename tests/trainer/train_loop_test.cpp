@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "data/prepare.h"
+#include "parallel/self_communicator.h"
 
 namespace feast {
 namespace {
@@ -72,7 +73,7 @@ PreparedData* TrainLoop::prepared_ = nullptr;
 
 TEST_F(TrainLoop, ValidationLossFallsTowardsTheEntropyFloor) {
   const Config c = small_config("learn");
-  const TrainSummary s = train(c);
+  const TrainSummary s = train(c, make_self_communicator());
   ASSERT_TRUE(s.final_val_loss.has_value());
   // ln 256 = 5.55 at start; the unigram entropy is 2.81 and a model that knows the last
   // character's successor set reaches ln 4 = 1.39; the floor is 0.80.
@@ -94,8 +95,8 @@ TEST_F(TrainLoop, ValidationLossFallsTowardsTheEntropyFloor) {
 TEST_F(TrainLoop, SameSeedIsBitForBitRepeatable) {
   Config a = small_config("repeat_a"), b = small_config("repeat_b");
   a.training.steps = b.training.steps = 5;
-  train(a);
-  train(b);
+  train(a, make_self_communicator());
+  train(b, make_self_communicator());
   const auto la = read_metrics(a), lb = read_metrics(b);
   ASSERT_EQ(la.size(), 5u);
   for (size_t i = 0; i < la.size(); ++i) {
@@ -105,7 +106,7 @@ TEST_F(TrainLoop, SameSeedIsBitForBitRepeatable) {
   Config other = small_config("repeat_other");
   other.training.steps = 5;
   other.training.seed = 7;
-  train(other);
+  train(other, make_self_communicator());
   EXPECT_NE(read_metrics(other)[0]["loss"].get<double>(), la[0]["loss"].get<double>());
 }
 
@@ -115,8 +116,8 @@ TEST_F(TrainLoop, MicroBatchSplitDoesNotChangeTheMath) {
   whole.training.steps = split.training.steps = 6;
   split.parallel.micro_batch_size = 2;
   split.parallel.num_micro_batches = 4;
-  train(whole);
-  train(split);
+  train(whole, make_self_communicator());
+  train(split, make_self_communicator());
   const auto lw = read_metrics(whole), ls = read_metrics(split);
   ASSERT_EQ(lw.size(), ls.size());
   for (size_t i = 0; i < lw.size(); ++i) {
@@ -131,7 +132,7 @@ TEST_F(TrainLoop, MissingDataIsAnErrorNamingTheKey) {
   Config c = small_config("missing");
   c.data.train = *dir_ + "/nothing/train_*.bin";
   try {
-    train(c);
+    train(c, make_self_communicator());
     FAIL() << "expected a DataError";
   } catch (const DataError& e) {
     const std::string msg = e.what();

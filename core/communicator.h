@@ -1,0 +1,80 @@
+// The communication interface every layer and the trainer use (PyTorch c10d's shape): collectives
+// and point-to-point calls on one group of ranks, each returning a handle whose wait() throws if
+// the work failed. Implementations (MPI now, NCCL later) live in parallel/; callers never see
+// MPI or NCCL types. It sits in core/ because model/ needs it for tensor-parallel reductions
+// while parallel/ depends on model/.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace feast {
+
+enum class DType { kFloat32, kFloat64, kInt32, kInt64 };
+enum class ReduceOp { kSum, kMax };
+
+size_t dtype_size(DType dtype);
+
+struct CollectiveOptions {
+  ReduceOp op = ReduceOp::kSum;
+  // How long wait() may block before it throws CommTimeout naming the call and group; zero
+  // means the communicator's default (its watchdog).
+  std::chrono::milliseconds timeout{0};
+};
+
+// A started operation. wait() blocks until it is done and throws feast::Error (CommTimeout
+// when the deadline passes) naming the call and the group. Destroying a handle that was never
+// waited on waits for it.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+};
+using WorkHandle = std::unique_ptr<Work>;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;  // rank within this group
+  virtual int size() const = 0;
+  virtual const std::string& name() const = 0;  // "tp", "dp", ... for messages
+
+  // In place: data (count) becomes the reduction over the group.
+  virtual WorkHandle allreduce(void* data, size_t count, DType dtype, const CollectiveOptions& opts = {}) = 0;
+
+  // send holds the concatenation of size() blocks, block r having recv_counts[r] elements;
+  // rank r receives the reduction of block r in recv (recv_counts[rank()] elements).
+  virtual WorkHandle reduce_scatter(const void* send, void* recv, std::span<const size_t> recv_counts,
+                                    DType dtype, const CollectiveOptions& opts = {}) = 0;
+
+  // Rank r contributes counts[r] elements from send; recv receives every block in rank order
+  // (sum of counts). send may point into recv at rank()'s own block (in place).
+  virtual WorkHandle allgather(const void* send, void* recv, std::span<const size_t> counts, DType dtype,
+                               const CollectiveOptions& opts = {}) = 0;
+
+  virtual WorkHandle broadcast(void* data, size_t count, DType dtype, int root,
+                               const CollectiveOptions& opts = {}) = 0;
+
+  // Point-to-point with a peer given as a rank of this group; tags keep micro-batches apart.
+  virtual WorkHandle send(const void* data, size_t count, DType dtype, int peer, int tag) = 0;
+  virtual WorkHandle recv(void* data, size_t count, DType dtype, int peer, int tag) = 0;
+
+  virtual void barrier() = 0;
+
+  // A sub-communicator of the ranks that pass the same color, ordered by key (MPI_Comm_split).
+  virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name) = 0;
+};
+
+// Convenience for the common blocking float/double all-reduce.
+inline void allreduce_sum(Communicator& c, float* data, size_t count) {
+  c.allreduce(data, count, DType::kFloat32)->wait();
+}
+inline void allreduce_sum(Communicator& c, double* data, size_t count) {
+  c.allreduce(data, count, DType::kFloat64)->wait();
+}
+
+}  // namespace feast

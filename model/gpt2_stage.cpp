@@ -1,0 +1,257 @@
+#include "model/gpt2_stage.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "core/timer.h"
+#include "model/cpu/attention.h"
+#include "model/cpu/cross_entropy.h"
+#include "model/cpu/encoder.h"
+#include "model/cpu/gelu.h"
+#include "model/cpu/layernorm.h"
+#include "model/cpu/matmul.h"
+#include "model/cpu/residual.h"
+
+namespace feast {
+
+GPT2Stage::GPT2Stage(const ModelConfig& config, const StageSpec& spec, int max_batch, int max_seq, int slots,
+                     Communicator* tp_comm)
+    : config_(config),
+      spec_(spec),
+      logical_(gpt2_param_table(config)),
+      table_(logical_, spec),
+      max_batch_(max_batch),
+      max_seq_(max_seq),
+      slots_(slots),
+      tp_(tp_comm) {
+  FEAST_CHECK(config.n_embd % config.n_head == 0, "model.n_embd must be divisible by model.n_head");
+  FEAST_CHECK(max_seq <= config.max_seq_len,
+              "sequence length " << max_seq << " exceeds model.max_seq_len " << config.max_seq_len);
+  FEAST_CHECK(spec.tp == 1 || (tp_comm && tp_comm->size() == spec.tp),
+              "a tensor-parallel stage needs its tp communicator of size " << spec.tp);
+  if (config.n_head % spec.tp != 0)
+    throw ConfigError("parallel.tp = " + std::to_string(spec.tp) + " does not divide model.n_head = " +
+                      std::to_string(config.n_head));
+  C_ = config.n_embd;
+  Cl_ = C_ / spec.tp;
+  NHl_ = config.n_head / spec.tp;
+  Vl_ = config.padded_vocab() / spec.tp;
+  vocab_begin_ = spec.tp_rank * Vl_;
+  params_ = Buffer<float>(table_.total_numel());
+
+  const size_t BT = size_t(max_batch) * max_seq, C = C_, Cl = Cl_;
+  const size_t att = size_t(max_batch) * NHl_ * max_seq * max_seq;
+  const size_t per_layer = BT * (C + 2 + 3 * Cl + Cl + C + C + 2 + 4 * Cl + 4 * Cl + C) + att;
+  const size_t head = spec.has_head ? BT * (C + 2 + size_t(Vl_) + 1) : 0;
+  acts_ = Buffer<float>(size_t(slots) * (BT * C + size_t(spec.num_layers) * per_layer + head));
+  float* p = acts_.data();
+  auto take = [&p](size_t n) {
+    float* view = p;
+    p += n;
+    return view;
+  };
+  slot_acts_.resize(size_t(slots));
+  for (SlotActs& s : slot_acts_) {
+    s.input = take(BT * C);
+    s.layers.resize(size_t(spec.num_layers));
+    for (LayerActs& a : s.layers) {
+      a.ln1 = take(BT * C);
+      a.ln1_mean = take(BT);
+      a.ln1_rstd = take(BT);
+      a.qkv = take(BT * 3 * Cl);
+      a.atty = take(BT * Cl);
+      a.att = take(att);
+      a.res2 = take(BT * C);
+      a.ln2 = take(BT * C);
+      a.ln2_mean = take(BT);
+      a.ln2_rstd = take(BT);
+      a.fch = take(BT * 4 * Cl);
+      a.fch_gelu = take(BT * 4 * Cl);
+      a.res3 = take(BT * C);
+    }
+    if (spec.has_head) {
+      s.lnf = take(BT * C);
+      s.lnf_mean = take(BT);
+      s.lnf_rstd = take(BT);
+      s.logits = take(BT * size_t(Vl_));
+      s.losses = take(BT);
+    }
+  }
+
+  const size_t att_scratch = static_cast<size_t>(cpu::attention_scratch_size(max_seq));
+  scratch_ = Buffer<float>(BT * (C + C + 4 * Cl + 3 * Cl + Cl + 3) + att_scratch);
+  p = scratch_.data();
+  tmp_ = take(BT * C);
+  dres_ = take(BT * C);
+  dbig_ = take(BT * 4 * Cl);
+  dqkv_ = take(BT * 3 * Cl);
+  dy_ = take(BT * Cl);
+  ce_max_ = take(BT);
+  ce_partials_ = take(2 * BT);
+  att_scratch_ = take(att_scratch);
+  dln_ = tmp_;  // the forward's temporary is free during the backward
+
+  for (int i = 0; i < spec.num_layers; ++i) {
+    const int l = spec.first_layer + i;
+    const std::string prefix = "layers." + std::to_string(l) + ".";
+    const LocalParam& first = table_.at(prefix + "ln_1.weight");
+    const LocalParam& last = table_.at(prefix + "mlp.proj.bias");
+    layer_ranges_.push_back({first.offset, last.offset + last.numel});
+    layer_w_.push_back(layer_views(params_.data(), 0, l));
+  }
+  auto range_of = [&](const char* name) {
+    if (!table_.contains(name)) return Range{};
+    const LocalParam& lp = table_.at(name);
+    return Range{lp.offset, lp.offset + lp.numel};
+  };
+  wte_range_ = range_of("wte.weight");
+  wpe_range_ = range_of("wpe.weight");
+  const Range lnf_w = range_of("ln_f.weight"), lnf_b = range_of("ln_f.bias");
+  lnf_range_ = {lnf_w.begin, lnf_b.end};
+}
+
+std::vector<std::pair<size_t, size_t>> GPT2Stage::gradient_ranges() const {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const Range& r : {wte_range_, wpe_range_, lnf_range_})
+    if (r.end > r.begin) out.emplace_back(r.begin, r.end);
+  for (const Range& r : layer_ranges_) out.emplace_back(r.begin, r.end);
+  return out;
+}
+
+GPT2Stage::LayerParams GPT2Stage::layer_views(float* base, size_t range_begin, int l) const {
+  const std::string p = "layers." + std::to_string(l) + ".";
+  auto at = [&](const char* name) { return base + (table_.at(p + name).offset - range_begin); };
+  return {at("ln_1.weight"),      at("ln_1.bias"),      at("attn.qkv.weight"), at("attn.qkv.bias"),
+          at("attn.proj.weight"), at("attn.proj.bias"), at("ln_2.weight"),     at("ln_2.bias"),
+          at("mlp.fc.weight"),    at("mlp.fc.bias"),    at("mlp.proj.weight"), at("mlp.proj.bias")};
+}
+
+const float* GPT2Stage::output(int slot) const {
+  const SlotActs& s = slot_acts_[size_t(slot)];
+  return s.layers.empty() ? s.input : s.layers.back().res3;
+}
+
+void GPT2Stage::tp_allreduce(float* data, size_t count, ReduceOp op) {
+  if (!tp_) return;
+  Timer t;
+  CollectiveOptions opts;
+  opts.op = op;
+  tp_->allreduce(data, count, DType::kFloat32, opts)->wait();
+  tp_comm_seconds_ += t.seconds();
+}
+
+double GPT2Stage::take_tp_comm_seconds() {
+  const double s = tp_comm_seconds_;
+  tp_comm_seconds_ = 0;
+  return s;
+}
+
+float GPT2Stage::forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale) {
+  FEAST_CHECK(slot >= 0 && slot < slots_ && B >= 1 && B <= max_batch_ && T >= 1 && T <= max_seq_,
+              "micro-batch " << B << "x" << T << " in slot " << slot << " exceeds the allocated " << slots_
+                             << " x " << max_batch_ << "x" << max_seq_);
+  SlotActs& s = slot_acts_[size_t(slot)];
+  const int BT = B * T, C = C_, Cl = Cl_;
+  if (spec_.has_embedding) {
+    // Vocab-parallel: each rank embeds its own rows; one rank adds positions; the sum is the
+    // embedding.
+    const float* wpe = spec_.tp_rank == 0 ? param("wpe.weight") : nullptr;
+    cpu::encoder_forward(s.input, tokens, param("wte.weight"), wpe, B, T, C, vocab_begin_, vocab_begin_ + Vl_);
+    tp_allreduce(s.input, size_t(BT) * C);
+  }
+  const float* x = s.input;
+  for (int i = 0; i < spec_.num_layers; ++i) {
+    const LayerParams& w = layer_w_[size_t(i)];
+    LayerActs& a = s.layers[size_t(i)];
+    // Row-parallel projections add their (replicated) bias on one rank before the sum.
+    const bool bias_rank = spec_.tp_rank == 0;
+    cpu::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, BT, C);
+    cpu::matmul_forward(a.qkv, a.ln1, w.qkv_w, w.qkv_b, BT, C, 3 * Cl);
+    cpu::attention_forward(a.atty, a.att, a.qkv, B, T, Cl, NHl_);
+    cpu::matmul_forward(tmp_, a.atty, w.proj_w, bias_rank ? w.proj_b : nullptr, BT, Cl, C);
+    tp_allreduce(tmp_, size_t(BT) * C);
+    cpu::residual_forward(a.res2, x, tmp_, size_t(BT) * C);
+    cpu::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2_w, w.ln2_b, BT, C);
+    cpu::matmul_forward(a.fch, a.ln2, w.fc_w, w.fc_b, BT, C, 4 * Cl);
+    cpu::gelu_forward(a.fch_gelu, a.fch, size_t(BT) * 4 * Cl);
+    cpu::matmul_forward(tmp_, a.fch_gelu, w.fcproj_w, bias_rank ? w.fcproj_b : nullptr, BT, 4 * Cl, C);
+    tp_allreduce(tmp_, size_t(BT) * C);
+    cpu::residual_forward(a.res3, a.res2, tmp_, size_t(BT) * C);
+    x = a.res3;
+  }
+  if (!spec_.has_head) return 0.0f;
+
+  cpu::layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, x, param("ln_f.weight"), param("ln_f.bias"), BT, C);
+  cpu::matmul_forward(s.logits, s.lnf, param("wte.weight"), static_cast<const float*>(nullptr), BT, C, Vl_);
+  // Vocab-parallel cross-entropy: reduce the row maxima, then the sums of exponentials and the
+  // target logits, never the logits themselves.
+  const int V = config_.vocab_size;
+  cpu::cross_entropy_row_max(ce_max_, s.logits, BT, Vl_, vocab_begin_, V);
+  tp_allreduce(ce_max_, size_t(BT), ReduceOp::kMax);
+  float* sum_exp = ce_partials_;
+  float* target_logit = ce_partials_ + BT;
+  cpu::cross_entropy_partials(sum_exp, target_logit, s.logits, ce_max_, targets, BT, Vl_, vocab_begin_, V);
+  tp_allreduce(ce_partials_, size_t(2) * BT);  // sum_exp and target_logit are adjacent
+  cpu::cross_entropy_finish(s.logits, s.losses, ce_max_, sum_exp, target_logit, targets, BT, Vl_, vocab_begin_, V,
+                            loss_scale);
+  double sum = 0;
+  for (int i = 0; i < BT; ++i) sum += s.losses[i];
+  return static_cast<float>(sum / BT);
+}
+
+void GPT2Stage::backward(int slot, const int32_t* tokens, int B, int T) {
+  FEAST_CHECK(sink_, "GPT2Stage::backward needs a gradient sink");
+  SlotActs& s = slot_acts_[size_t(slot)];
+  const int BT = B * T, C = C_, Cl = Cl_;
+  // Gradient views: base pointers into the sink's memory for one range at a time.
+  if (spec_.has_head) {
+    float* gwte = sink_->acquire(wte_range_.begin, wte_range_.end);
+    float* glnf = sink_->acquire(lnf_range_.begin, lnf_range_.end);
+    const float* x_last = s.layers.empty() ? s.input : s.layers.back().res3;
+    // Tied head: dlnf = dlogits @ wte_local (partial over vocab slices), dwte += dlogits^T lnf.
+    cpu::matmul_backward(dln_, gwte, static_cast<float*>(nullptr), s.logits, s.lnf, param("wte.weight"), BT, C, Vl_);
+    tp_allreduce(dln_, size_t(BT) * C);
+    std::fill(dres_, dres_ + size_t(BT) * C, 0.0f);
+    const size_t lnf_w = table_.at("ln_f.weight").offset, lnf_b = table_.at("ln_f.bias").offset;
+    cpu::layernorm_backward(dres_, glnf + (lnf_w - lnf_range_.begin), glnf + (lnf_b - lnf_range_.begin), dln_, x_last,
+                            param("ln_f.weight"), s.lnf_mean, s.lnf_rstd, BT, C);
+    sink_->release(lnf_range_.begin, lnf_range_.end);
+    // The head's part of the tied embedding's gradient is complete; the embedding's part is
+    // added at the end through a second acquire.
+    sink_->release(wte_range_.begin, wte_range_.end);
+  }
+  // dres_ carries d loss / d (residual stream) backwards through the blocks (on non-last
+  // stages it arrives from the next stage).
+  for (int i = spec_.num_layers - 1; i >= 0; --i) {
+    const int l = spec_.first_layer + i;
+    const Range r = layer_ranges_[size_t(i)];
+    const LayerParams& w = layer_w_[size_t(i)];
+    const LayerParams g = layer_views(sink_->acquire(r.begin, r.end), r.begin, l);
+    const LayerActs& a = s.layers[size_t(i)];
+    const float* x = i > 0 ? s.layers[size_t(i) - 1].res3 : s.input;
+    // MLP: the residual gradient is also the gradient of the row-parallel projection's output.
+    cpu::matmul_backward(dbig_, g.fcproj_w, g.fcproj_b, dres_, a.fch_gelu, w.fcproj_w, BT, 4 * Cl, C);
+    cpu::gelu_backward(dbig_, a.fch, dbig_, size_t(BT) * 4 * Cl);
+    cpu::matmul_backward(dln_, g.fc_w, g.fc_b, dbig_, a.ln2, w.fc_w, BT, C, 4 * Cl);
+    tp_allreduce(dln_, size_t(BT) * C);  // column-parallel input: sum the partial gradients
+    cpu::layernorm_backward(dres_, g.ln2_w, g.ln2_b, dln_, a.res2, w.ln2_w, a.ln2_mean, a.ln2_rstd, BT, C);
+    // Attention.
+    cpu::matmul_backward(dy_, g.proj_w, g.proj_b, dres_, a.atty, w.proj_w, BT, Cl, C);
+    cpu::attention_backward(dqkv_, dy_, a.qkv, a.att, B, T, Cl, NHl_, att_scratch_);
+    cpu::matmul_backward(dln_, g.qkv_w, g.qkv_b, dqkv_, a.ln1, w.qkv_w, BT, C, 3 * Cl);
+    tp_allreduce(dln_, size_t(BT) * C);
+    cpu::layernorm_backward(dres_, g.ln1_w, g.ln1_b, dln_, x, w.ln1_w, a.ln1_mean, a.ln1_rstd, BT, C);
+    sink_->release(r.begin, r.end);
+  }
+  if (spec_.has_embedding) {
+    float* gwte = sink_->acquire(wte_range_.begin, wte_range_.end);
+    float* gwpe = sink_->acquire(wpe_range_.begin, wpe_range_.end);
+    // wpe's gradient is the same on every tp rank (dres_ is replicated).
+    cpu::encoder_backward(gwte, gwpe, dres_, tokens, B, T, C, vocab_begin_, vocab_begin_ + Vl_);
+    sink_->release(wpe_range_.begin, wpe_range_.end);
+    sink_->release(wte_range_.begin, wte_range_.end);
+  }
+}
+
+}  // namespace feast

@@ -1,0 +1,134 @@
+// One rank's part of GPT-2 on the CPU backend: a pipeline stage (a range of blocks, plus the
+// embedding on the first stage and the final LayerNorm, tied head and cross-entropy on the last)
+// of one tensor-parallel slice (Megatron style: column-parallel QKV and FC, row-parallel
+// projections, vocab-parallel embedding and loss). With StageSpec::whole it is the whole model
+// on one rank. It owns the flat parameter buffer and one set of activations per pipeline slot
+// (micro-batches in flight), sized once: the step never allocates.
+// Legend: B batch, T time, C channels, t tp degree, NH heads, Vp padded vocabulary, Vl = Vp / t.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/communicator.h"
+#include "model/gradient_sink.h"
+#include "model/model_config.h"
+#include "model/parameters.h"
+#include "model/stage_spec.h"
+
+namespace feast {
+
+class GPT2Stage {
+ public:
+  // Activations for `slots` micro-batches of up to max_batch x max_seq tokens. tp_comm is the
+  // tensor-parallel group (null when spec.tp == 1).
+  GPT2Stage(const ModelConfig& config, const StageSpec& spec, int max_batch, int max_seq, int slots,
+            Communicator* tp_comm);
+  GPT2Stage(const GPT2Stage&) = delete;
+  GPT2Stage& operator=(const GPT2Stage&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const StageSpec& spec() const { return spec_; }
+  const ParamTable& logical_table() const { return logical_; }
+  const LocalTable& table() const { return table_; }
+  float* params() { return params_.data(); }
+  size_t num_params() const { return params_.size(); }
+  size_t activation_bytes() const { return (acts_.size() + scratch_.size()) * sizeof(float); }
+  int slots() const { return slots_; }
+
+  // Where backward adds parameter gradients; must be set before the first backward (the caller
+  // owns gradient memory: a full buffer, or ZeRO-2's staging).
+  void set_gradient_sink(GradientSink* sink) { sink_ = sink; }
+
+  // The ranges of the flat buffer that backward acquires from the sink (each layer, ln_f, wpe,
+  // wte), and the token embedding's range (empty when the stage holds none) with how many times
+  // one backward acquires it (the head and the embedding each do once).
+  std::vector<std::pair<size_t, size_t>> gradient_ranges() const;
+  std::pair<size_t, size_t> wte_range() const { return {wte_range_.begin, wte_range_.end}; }
+  int wte_uses_per_backward() const { return int(spec_.has_head) + int(spec_.has_embedding); }
+
+  // Pipeline I/O, each (B, T, C): the activation a non-first stage receives into before
+  // forward(slot); the activation a non-last stage sends after forward(slot); the gradient a
+  // non-last stage receives into before backward (one buffer: backward consumes it at once);
+  // the gradient of the input a non-first stage sends after backward.
+  float* input(int slot) { return slot_acts_[slot].input; }
+  const float* output(int slot) const;
+  float* output_grad() { return dres_; }
+  const float* input_grad() const { return dres_; }
+
+  // Forward of one micro-batch into `slot`. The first stage reads tokens (B, T); the last reads
+  // targets (B, T), computes the loss and, when loss_scale != 0, already turns the logits into
+  // their gradient for d(loss_scale * sum of token losses). Returns the micro-batch's mean
+  // token loss on the last stage, 0 elsewhere.
+  float forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale);
+
+  // Backward of the micro-batch in `slot` (forwarded with a non-zero loss_scale). Non-last
+  // stages first receive the output gradient into output_grad(). Parameter gradients are added
+  // through the sink; non-first stages leave the input gradient in input_grad().
+  void backward(int slot, const int32_t* tokens, int B, int T);
+
+  // This rank's (B*T, Vl) logits of `slot` after a forward with loss_scale == 0 (tests).
+  const float* logits(int slot) const { return slot_acts_[size_t(slot)].logits; }
+
+  // Seconds spent in tensor-parallel communication since the last call (for the time split).
+  double take_tp_comm_seconds();
+
+ private:
+  struct LayerParams {
+    float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
+    float *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
+  };
+  struct LayerActs {
+    float* ln1;       // (B, T, C)
+    float* ln1_mean;  // (B, T)
+    float* ln1_rstd;  // (B, T)
+    float* qkv;       // (B, T, 3C/t) this rank's heads: [q | k | v]
+    float* atty;      // (B, T, C/t) attention output before the projection
+    float* att;       // (B, NH/t, T, T) softmax probabilities
+    float* res2;      // (B, T, C) residual stream after attention
+    float* ln2;       // (B, T, C)
+    float* ln2_mean;  // (B, T)
+    float* ln2_rstd;  // (B, T)
+    float* fch;       // (B, T, 4C/t) MLP pre-activation
+    float* fch_gelu;  // (B, T, 4C/t)
+    float* res3;      // (B, T, C) the block's output
+  };
+  struct SlotActs {
+    float* input;  // (B, T, C) embedding output or received activation
+    std::vector<LayerActs> layers;
+    float *lnf, *lnf_mean, *lnf_rstd;  // (B, T, C), (B, T), (B, T)
+    float* logits;                     // (B, T, Vl); becomes dlogits in a training forward
+    float* losses;                     // (B, T)
+  };
+  // A contiguous range of the flat buffer whose gradients backward writes in one go.
+  struct Range {
+    size_t begin = 0, end = 0;
+  };
+
+  LayerParams layer_views(float* base, size_t range_begin, int layer) const;
+  float* param(const char* name) { return params_.data() + table_.at(name).offset; }
+  void tp_allreduce(float* data, size_t count, ReduceOp op = ReduceOp::kSum);
+
+  ModelConfig config_;
+  StageSpec spec_;
+  ParamTable logical_;
+  LocalTable table_;
+  int max_batch_, max_seq_, slots_;
+  Communicator* tp_;
+  int C_, Cl_, NHl_, Vl_, vocab_begin_;  // full and local widths
+  Buffer<float> params_;
+  GradientSink* sink_ = nullptr;
+  Buffer<float> acts_, scratch_;
+  std::vector<SlotActs> slot_acts_;
+  std::vector<LayerParams> layer_w_;  // per local layer, views into params_
+  std::vector<Range> layer_ranges_;
+  Range wte_range_, wpe_range_, lnf_range_;
+  float *tmp_, *dres_, *dln_, *dbig_, *dqkv_, *dy_, *att_scratch_;
+  float *ce_max_, *ce_partials_;  // (B*T), (2, B*T): vocab-parallel loss reductions
+  double tp_comm_seconds_ = 0;
+};
+
+}  // namespace feast

@@ -1,0 +1,195 @@
+#include "parallel/grad_sync.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/timer.h"
+
+namespace feast {
+namespace {
+constexpr int kStagingSlots = 3;  // a bucket being written, one being reduced, one spare
+}
+
+GradientSync::GradientSync(size_t total, const std::vector<GradRange>& ranges, GradRange wte, int wte_uses,
+                           int zero_stage, size_t bucket_elems, Communicator* dp, Communicator* embedding)
+    : total_(total), zero_stage_(zero_stage), dp_(dp), embedding_(embedding) {
+  FEAST_CHECK(zero_stage >= 0 && zero_stage <= 2, "parallel.zero_stage must be 0, 1 or 2");
+  if (dp_) {
+    dp_size_ = dp_->size();
+    dp_rank_ = dp_->rank();
+  }
+  // With one data-parallel rank there is nothing to shard: every stage is ZeRO 0.
+  if (dp_size_ == 1) zero_stage_ = 0;
+  shard_ = shard_range(total, dp_size_, dp_rank_);
+  // Buckets: ranges in the order backward produces them (descending offsets), merged while
+  // contiguous and below the bucket size. The token embedding is always a bucket of its own: it
+  // may be written twice per backward (head and embedding) and may be tied across stages.
+  std::vector<GradRange> order = ranges;
+  std::sort(order.begin(), order.end(), [](const GradRange& a, const GradRange& b) { return a.begin > b.begin; });
+  const bool has_wte = wte.end > wte.begin;
+  for (const GradRange& r : order) {
+    const bool is_wte = has_wte && r.begin == wte.begin;
+    Bucket* last = buckets_.empty() ? nullptr : &buckets_.back();
+    const bool last_is_wte = last && has_wte && last->begin == wte.begin;
+    if (last && !is_wte && !last_is_wte && last->begin == r.end && last->end - last->begin < bucket_elems) {
+      last->begin = r.begin;
+      ++last->ranges;
+    } else {
+      Bucket b{r.begin, r.end};
+      b.deferred = is_wte && embedding_ != nullptr;
+      b.uses_per_backward = is_wte ? wte_uses : 1;
+      buckets_.push_back(b);
+    }
+  }
+  size_t covered = 0;
+  for (const Bucket& b : buckets_) {
+    covered += b.end - b.begin;
+    if (!b.deferred) slot_elems_ = std::max(slot_elems_, b.end - b.begin);
+  }
+  FEAST_CHECK(covered == total, "gradient ranges cover " << covered << " of " << total << " elements");
+
+  if (zero_stage_ < 2) {
+    full_ = Buffer<float>(total);
+  } else {
+    slots_ = Buffer<float>(slot_elems_ * kStagingSlots);
+    slot_recv_ = Buffer<float>(slot_elems_ * kStagingSlots);
+    for (int s = 0; s < kStagingSlots; ++s) free_slots_.push_back(s);
+    if (has_wte && embedding_) {
+      tied_ = Buffer<float>(wte.end - wte.begin);
+      tied_recv_ = Buffer<float>(wte.end - wte.begin);
+    }
+  }
+  if (zero_stage_ > 0) shard_acc_ = Buffer<float>(shard_.size());
+}
+
+int GradientSync::bucket_of(size_t begin) const {
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    if (begin >= buckets_[i].begin && begin < buckets_[i].end) return int(i);
+  throw Error("no gradient bucket holds flat offset " + std::to_string(begin));
+}
+
+float* GradientSync::staging(const Bucket& b) {
+  if (zero_stage_ < 2) return full_.data() + b.begin;
+  if (b.deferred) return tied_.data();
+  return slots_.data() + size_t(b.slot) * slot_elems_;
+}
+
+void GradientSync::begin_step() {
+  FEAST_CHECK(pending_.empty(), "a gradient reduction is still in flight at the start of a step");
+  full_.zero();
+  shard_acc_.zero();
+  tied_.zero();
+  for (Bucket& b : buckets_) b.released = b.uses = 0;
+}
+
+int GradientSync::take_slot() {
+  while (free_slots_.empty()) {
+    FEAST_CHECK(!pending_.empty(), "ZeRO-2 staging slots exhausted with no reduction in flight");
+    complete_oldest();
+  }
+  const int s = free_slots_.back();
+  free_slots_.pop_back();
+  return s;
+}
+
+float* GradientSync::acquire(size_t begin, size_t end) {
+  Bucket& b = buckets_[size_t(bucket_of(begin))];
+  FEAST_CHECK(end <= b.end, "gradient range crosses a bucket");
+  if (zero_stage_ == 2 && !b.deferred && b.slot < 0) {
+    b.slot = take_slot();
+    std::fill_n(staging(b), b.end - b.begin, 0.0f);
+  }
+  return staging(b) + (begin - b.begin);
+}
+
+void GradientSync::release(size_t begin, size_t) {
+  const int i = bucket_of(begin);
+  Bucket& b = buckets_[size_t(i)];
+  if (++b.released < b.ranges) return;
+  b.released = 0;
+  if (b.deferred) return;  // summed over the embedding group first, at finish_step
+  if (zero_stage_ == 2) {
+    launch(i);  // every micro-batch: the staging slot must be freed
+  } else if (++b.uses == b.uses_per_backward) {
+    b.uses = 0;
+    // ZeRO 0 and 1 accumulate micro-batches in place and reduce once, during the last backward
+    // (after the bucket's last write of that backward).
+    if (last_micro_batch_) launch(i);
+  }
+}
+
+void GradientSync::launch(int i) {
+  Bucket& b = buckets_[size_t(i)];
+  float* data = staging(b);
+  const size_t n = b.end - b.begin;
+  if (!dp_) {
+    // A single data-parallel rank: the bucket is already "reduced".
+    if (zero_stage_ > 0) {
+      for (size_t k = 0; k < n; ++k) shard_acc_[b.begin + k - shard_.begin] += data[k];
+      if (zero_stage_ == 2 && !b.deferred) {
+        free_slots_.push_back(b.slot);
+        b.slot = -1;
+      }
+    }
+    return;
+  }
+  if (zero_stage_ == 0) {
+    pending_.push_back({i, dp_->allreduce(data, n, DType::kFloat32), nullptr, -1});
+    return;
+  }
+  const std::vector<size_t> counts = shard_counts(total_, dp_size_, b.begin, b.end);
+  const size_t mine_begin = std::max(b.begin, shard_.begin);
+  float* recv;
+  if (zero_stage_ == 1) {
+    recv = shard_acc_.data() + (mine_begin - shard_.begin);  // exactly once per step: land in place
+  } else {
+    recv = b.deferred ? tied_recv_.data() : slot_recv_.data() + size_t(b.slot) * slot_elems_;
+  }
+  pending_.push_back({i, dp_->reduce_scatter(data, recv, counts, DType::kFloat32), recv,
+                      zero_stage_ == 2 && !b.deferred ? b.slot : -1});
+  if (zero_stage_ == 2 && !b.deferred) b.slot = -1;  // the slot now belongs to the reduction
+}
+
+void GradientSync::complete_oldest() {
+  Pending p = std::move(pending_.front());
+  pending_.pop_front();
+  Timer t;
+  p.work->wait();
+  wait_seconds_ += t.seconds();
+  if (zero_stage_ == 2) {
+    const Bucket& b = buckets_[size_t(p.bucket)];
+    const size_t mine_begin = std::max(b.begin, shard_.begin), mine_end = std::min(b.end, shard_.end);
+    float* acc = shard_acc_.data() + (mine_begin - shard_.begin);
+    for (size_t k = 0; mine_begin + k < mine_end; ++k) acc[k] += p.recv[k];
+    if (p.slot >= 0) free_slots_.push_back(p.slot);
+  }
+}
+
+void GradientSync::finish_step() {
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    if (!b.deferred) continue;
+    Timer t;
+    embedding_->allreduce(staging(b), b.end - b.begin, DType::kFloat32)->wait();
+    wait_seconds_ += t.seconds();
+    launch(int(i));
+  }
+  while (!pending_.empty()) complete_oldest();
+}
+
+const float* GradientSync::shard_grads() const {
+  return zero_stage_ == 0 ? full_.data() + shard_.begin : shard_acc_.data();
+}
+
+size_t GradientSync::gradient_bytes() const {
+  return (full_.size() + shard_acc_.size() + slots_.size() + slot_recv_.size() + tied_.size() + tied_recv_.size()) *
+         sizeof(float);
+}
+
+double GradientSync::take_wait_seconds() {
+  const double s = wait_seconds_;
+  wait_seconds_ = 0;
+  return s;
+}
+
+}  // namespace feast

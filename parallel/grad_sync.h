@@ -1,0 +1,104 @@
+// Data-parallel gradient reduction for ZeRO stages 0, 1 and 2, and the tied-embedding sum over
+// the first and last pipeline stage. It is the stage's GradientSink: the stage writes each
+// range's gradients through it, and it reduces them in buckets (contiguous runs of ranges) with
+// non-blocking collectives as soon as backward has produced them, so communication overlaps
+// the rest of the backward.
+//   ZeRO 0: one full gradient buffer; buckets all-reduced during the last micro-batch's backward.
+//   ZeRO 1: one full gradient buffer; buckets reduce-scattered during the last micro-batch's
+//           backward straight into this rank's shard.
+//   ZeRO 2: no full buffer: each bucket is staged in one of a few bucket-sized slots while
+//           backward writes it, reduce-scattered after every micro-batch and added into the
+//           shard, so a rank keeps gradients it does not own for a few buckets at most.
+// The tied embedding held by two stages (pp > 1) is summed over the embedding group before its
+// data-parallel reduction (Megatron-LM #844), at the end of the step: summing it earlier would
+// make the last stage wait for the first stage's backward inside its own.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/communicator.h"
+#include "model/gradient_sink.h"
+#include "parallel/zero_shard.h"
+
+namespace feast {
+
+struct GradRange {
+  size_t begin = 0, end = 0;
+};
+
+class GradientSync final : public GradientSink {
+ public:
+  // ranges: every range the stage acquires (disjoint, covering the flat buffer of `total`
+  // elements); wte: the token-embedding range (empty if the stage has none), acquired and
+  // released wte_uses times per backward (2 when one stage holds both the embedding and the
+  // tied head). embedding: the group of the two stages that hold a copy of it (null unless
+  // pp > 1); dp: the data-parallel group (null when dp = 1).
+  GradientSync(size_t total, const std::vector<GradRange>& ranges, GradRange wte, int wte_uses, int zero_stage,
+               size_t bucket_elems, Communicator* dp, Communicator* embedding);
+
+  // Starts a step: clears the gradients.
+  void begin_step();
+  // Tells which micro-batch's backward comes next; ZeRO 0 and 1 reduce during the last one.
+  void set_last_micro_batch(bool last) { last_micro_batch_ = last; }
+  // Ends a step: reduces what is deferred and waits for every reduction. Afterwards
+  // shard_grads() holds this rank's shard of the gradient summed over dp (and the embedding
+  // group), and full_grads() the whole reduced buffer under ZeRO 0.
+  void finish_step();
+
+  float* acquire(size_t begin, size_t end) override;
+  void release(size_t begin, size_t end) override;
+
+  ShardRange shard() const { return shard_; }
+  const float* shard_grads() const;
+  int zero_stage() const { return zero_stage_; }
+  size_t gradient_bytes() const;
+  // Seconds spent waiting for reductions since the last call.
+  double take_wait_seconds();
+
+ private:
+  struct Bucket {
+    size_t begin, end;
+    int ranges = 1;             // ranges in this bucket
+    int released = 0;           // ranges released since the bucket was last complete
+    int uses = 0;               // completions in the current backward
+    int uses_per_backward = 1;  // 2 for a token embedding written by both head and embedding
+    bool deferred = false;      // the tied embedding: reduced at finish_step
+    int slot = -1;              // ZeRO 2: staging slot while being written or reduced
+  };
+  struct Pending {
+    int bucket;
+    WorkHandle work;
+    float* recv;  // where the reduce-scatter landed (added into the shard after ZeRO 2's)
+    int slot;     // ZeRO 2 staging slot to free, or -1
+  };
+
+  int bucket_of(size_t begin) const;
+  float* staging(const Bucket& b);
+  void launch(int bucket);
+  void complete_oldest();
+  int take_slot();
+
+  size_t total_;
+  int zero_stage_;
+  Communicator* dp_;
+  Communicator* embedding_;
+  int dp_size_ = 1, dp_rank_ = 0;
+  ShardRange shard_;
+  std::vector<Bucket> buckets_;
+  bool last_micro_batch_ = true;
+  Buffer<float> full_;        // ZeRO 0 and 1: every gradient
+  Buffer<float> shard_acc_;   // ZeRO 1 and 2: the reduced shard
+  Buffer<float> slots_;       // ZeRO 2: staging slots, slot_elems_ each
+  Buffer<float> slot_recv_;   // ZeRO 2: reduce-scatter receive space per slot
+  Buffer<float> tied_;        // ZeRO 2: the deferred tied embedding's accumulator
+  Buffer<float> tied_recv_;
+  size_t slot_elems_ = 0;
+  std::vector<int> free_slots_;
+  std::deque<Pending> pending_;
+  double wait_seconds_ = 0;
+};
+
+}  // namespace feast

@@ -1,0 +1,20 @@
+// The start-up report of the rank grid: each rank's coordinates and host, every group's ranks,
+// and a warning when a tensor-parallel group spans hosts (its all-reduces would then cross the
+// network on every layer). describe_grid is pure, so it is tested without MPI.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/communicator.h"
+#include "parallel/layout.h"
+
+namespace feast {
+
+// Every rank's host name (MPI_Get_processor_name), indexed by world rank. Collective over world.
+std::vector<std::string> gather_host_names(Communicator& world);
+
+// A multi-line block for rank 0 to print; hosts[r] is world rank r's host.
+std::string describe_grid(const ParallelLayout& layout, const std::vector<std::string>& hosts);
+
+}  // namespace feast

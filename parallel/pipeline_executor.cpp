@@ -1,0 +1,122 @@
+#include "parallel/pipeline_executor.h"
+
+#include "core/error.h"
+#include "core/timer.h"
+
+namespace feast {
+namespace {
+// Tags keep micro-batches and directions apart on the pipeline group.
+int activation_tag(int k) { return 2 * k; }
+int gradient_tag(int k) { return 2 * k + 1; }
+}  // namespace
+
+int PipelineExecutor::slots_needed(ScheduleKind kind, int stages, int stage, int micro_batches) {
+  return max_in_flight(build_schedule(kind, stages, stage, micro_batches));
+}
+
+PipelineExecutor::PipelineExecutor(GPT2Stage& stage, Communicator* pp, ScheduleKind kind, int micro_batches, int B,
+                                   int T)
+    : stage_(stage), pp_(pp), micro_batches_(micro_batches), B_(B), T_(T) {
+  if (pp_) {
+    stages_ = pp_->size();
+    stage_index_ = pp_->rank();
+  }
+  train_actions_ = build_schedule(kind, stages_, stage_index_, micro_batches);
+  FEAST_CHECK(max_in_flight(train_actions_) <= stage.slots(),
+              "stage has " << stage.slots() << " activation slots, the schedule needs " << max_in_flight(train_actions_));
+  const size_t per = size_t(B) * T;
+  tokens_.resize(per * size_t(stage.slots()));
+  targets_.resize(per * size_t(stage.slots()));
+  act_sends_.resize(size_t(stage.slots()));
+}
+
+void PipelineExecutor::wait_send(WorkHandle& h) {
+  if (!h) return;
+  Timer t;
+  h->wait();
+  h.reset();
+  times_.send_wait += t.seconds();
+}
+
+void PipelineExecutor::recv(float* data, int peer, int tag) {
+  Timer t;
+  pp_->recv(data, size_t(B_) * T_ * stage_.config().n_embd, DType::kFloat32, peer, tag)->wait();
+  times_.pp_wait += t.seconds();
+}
+
+double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float loss_scale) {
+  const size_t per = size_t(B_) * T_;
+  const size_t act = per * size_t(stage_.config().n_embd);
+  const int slots = stage_.slots();
+  double loss_sum = 0;
+  int backwards = 0;
+  for (const Action& a : train_actions_) {
+    const int k = a.micro_batch, slot = k % slots;
+    int32_t* x = tokens_.data() + per * size_t(slot);
+    int32_t* y = targets_.data() + per * size_t(slot);
+    switch (a.type) {
+      case ActionType::kRecvActivation:
+        wait_send(act_sends_[size_t(slot)]);
+        recv(stage_.input(slot), stage_index_ - 1, activation_tag(k));
+        break;
+      case ActionType::kForward: {
+        wait_send(act_sends_[size_t(slot)]);  // the slot's previous output may still be sending
+        fill(k, x, y);
+        Timer t;
+        loss_sum += stage_.forward(slot, x, y, B_, T_, loss_scale);
+        times_.compute += t.seconds();
+        break;
+      }
+      case ActionType::kSendActivation:
+        act_sends_[size_t(slot)] = pp_->send(stage_.output(slot), act, DType::kFloat32, stage_index_ + 1, activation_tag(k));
+        break;
+      case ActionType::kRecvGrad:
+        wait_send(grad_send_);  // output_grad() and input_grad() share one buffer
+        recv(stage_.output_grad(), stage_index_ + 1, gradient_tag(k));
+        break;
+      case ActionType::kBackward: {
+        wait_send(grad_send_);
+        sync.set_last_micro_batch(++backwards == micro_batches_);
+        Timer t;
+        stage_.backward(slot, x, B_, T_);
+        times_.compute += t.seconds();
+        break;
+      }
+      case ActionType::kSendGrad:
+        grad_send_ = pp_->send(stage_.input_grad(), act, DType::kFloat32, stage_index_ - 1, gradient_tag(k));
+        break;
+    }
+  }
+  for (WorkHandle& h : act_sends_) wait_send(h);
+  wait_send(grad_send_);
+  const double tp = stage_.take_tp_comm_seconds();
+  times_.tp_comm += tp;
+  times_.compute -= tp;
+  return loss_sum;
+}
+
+double PipelineExecutor::evaluate(int n, const BatchFill& fill) {
+  const size_t act = size_t(B_) * T_ * size_t(stage_.config().n_embd);
+  double loss_sum = 0;
+  for (int k = 0; k < n; ++k) {
+    // One slot suffices: nothing is kept for a backward. Its output must have left before the
+    // next forward overwrites it.
+    wait_send(act_sends_[0]);
+    if (stage_index_ > 0) recv(stage_.input(0), stage_index_ - 1, activation_tag(k));
+    fill(k, tokens_.data(), targets_.data());
+    loss_sum += stage_.forward(0, tokens_.data(), targets_.data(), B_, T_, 0.0f);
+    if (stage_index_ < stages_ - 1)
+      act_sends_[0] = pp_->send(stage_.output(0), act, DType::kFloat32, stage_index_ + 1, activation_tag(k));
+  }
+  wait_send(act_sends_[0]);
+  stage_.take_tp_comm_seconds();
+  return loss_sum;
+}
+
+StageTimes PipelineExecutor::take_times() {
+  const StageTimes t = times_;
+  times_ = {};
+  return t;
+}
+
+}  // namespace feast

@@ -1,0 +1,24 @@
+// The communicators one rank needs, built once from the layout and passed explicitly (no
+// globals): rank order inside every group equals the order of the layout's rank lists, so
+// "rank i of the tp group" means tp coordinate i everywhere.
+#pragma once
+
+#include <memory>
+
+#include "core/communicator.h"
+#include "parallel/layout.h"
+
+namespace feast {
+
+struct ProcessGroups {
+  std::unique_ptr<Communicator> world, tp, pp, dp;
+  // First and last pipeline stage of this rank's (tp, dp) column, for tied embedding
+  // gradients; null on ranks of middle stages.
+  std::unique_ptr<Communicator> embedding;
+};
+
+// Collective over `world`. Throws ConfigError when the layout does not match the world size,
+// and Error when a group built does not hold exactly the ranks the layout names.
+ProcessGroups make_process_groups(std::unique_ptr<Communicator> world, const ParallelLayout& layout);
+
+}  // namespace feast

@@ -1,0 +1,30 @@
+// main() for GoogleTest binaries that run under mpirun: MPI around the tests, output from rank
+// 0 only (other ranks' failures still count), and a non-zero exit on every rank when any rank
+// failed, so CTest sees one verdict for the whole job.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) {
+    // Keep failures visible: replace the default printer by one that reports failures only.
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    struct FailurePrinter : ::testing::EmptyTestEventListener {
+      int rank;
+      explicit FailurePrinter(int r) : rank(r) {}
+      void OnTestPartResult(const ::testing::TestPartResult& r) override {
+        if (r.failed()) std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank, r.file_name(), r.line_number(), r.message());
+      }
+    };
+    listeners.Append(new FailurePrinter(rank));
+  }
+  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0, any = 0;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (rank == 0 && any && !failed) std::fprintf(stderr, "a test failed on another rank (see its [rank N] lines)\n");
+  MPI_Finalize();
+  return any;
+}

@@ -1,0 +1,56 @@
+#include "trainer/layout_plan.h"
+
+#include <numeric>
+#include <string>
+
+#include "core/error.h"
+
+namespace feast {
+namespace {
+
+std::string n(long long v) { return std::to_string(v); }
+
+}  // namespace
+
+LayoutPlan plan_layout(const Config& c, int world_size) {
+  const ParallelConfig& p = c.parallel;
+  const ModelConfig& m = c.model;
+  const int tp = p.tp, pp = p.pp;
+  if (m.n_head % tp != 0)
+    throw ConfigError("parallel.tp = " + n(tp) + " does not divide model.n_head = " + n(m.n_head) +
+                      ": tensor parallelism splits whole attention heads (" + c.where("parallel.tp") + ")");
+  if ((4 * m.n_embd) % tp != 0)
+    throw ConfigError("parallel.tp = " + n(tp) + " does not divide the MLP width 4 * model.n_embd = " +
+                      n(4 * m.n_embd) + " (" + c.where("parallel.tp") + ")");
+  if (m.padded_vocab() % tp != 0)
+    throw ConfigError("parallel.tp = " + n(tp) + " does not divide the padded vocabulary " + n(m.padded_vocab()) +
+                      " (model.vocab_size = " + n(m.vocab_size) + " rounded up to a multiple of 128)");
+  if (pp > m.n_layer)
+    throw ConfigError("parallel.pp = " + n(pp) + " stages but model.n_layer = " + n(m.n_layer) +
+                      ": every stage needs at least one layer (" + c.where("parallel.pp") + ")");
+  std::vector<int> stage_layers = p.stage_layers;
+  if (stage_layers.empty()) {
+    for (int s = 0; s < pp; ++s) stage_layers.push_back(m.n_layer / pp + (s < m.n_layer % pp ? 1 : 0));
+  } else {
+    const int total = std::accumulate(stage_layers.begin(), stage_layers.end(), 0);
+    if (int(stage_layers.size()) != pp || total != m.n_layer)
+      throw ConfigError(c.where("parallel.stage_layers") + ": parallel.stage_layers has " + n(stage_layers.size()) +
+                        " entries summing to " + n(total) + "; it needs parallel.pp = " + n(pp) +
+                        " entries summing to model.n_layer = " + n(m.n_layer));
+  }
+  if (world_size % (tp * pp) != 0 || (p.dp != 0 && tp * pp * p.dp != world_size))
+    throw ConfigError("the world has " + n(world_size) + " ranks (mpirun -np) but parallel.tp * parallel.pp * parallel.dp = " +
+                      n(tp) + " * " + n(pp) + " * " + (p.dp ? n(p.dp) : "?") +
+                      "; launch tp * pp * dp ranks or change the degrees (parallel.tp at " + c.where("parallel.tp") +
+                      ", parallel.pp at " + c.where("parallel.pp") + ", parallel.dp at " + c.where("parallel.dp") + ")");
+  const int dp = p.dp ? p.dp : world_size / (tp * pp);
+  LayoutPlan plan{ParallelLayout(tp, pp, dp, p.order), c.micro_batches_per_rank(dp), std::move(stage_layers),
+                  parse_schedule_kind(p.schedule)};
+  return plan;
+}
+
+int first_layer_of(const std::vector<int>& stage_layers, int stage) {
+  return std::accumulate(stage_layers.begin(), stage_layers.begin() + stage, 0);
+}
+
+}  // namespace feast
