@@ -27,6 +27,17 @@ class DataError : public Error {
   using Error::Error;
 };
 
+// An error the ranks of a job agreed on collectively (each knows some rank failed); only the
+// rank chosen to report it prints the message, and every rank exits non-zero without MPI_Abort.
+class AgreedError : public Error {
+ public:
+  AgreedError(const std::string& message, bool report) : Error(message), report_(report) {}
+  bool report() const { return report_; }
+
+ private:
+  bool report_;
+};
+
 namespace detail {
 [[noreturn]] inline void throw_check_failure(const char* expr, const char* file, int line,
                                              const std::string& message) {

@@ -93,12 +93,14 @@ GPT2Stage::GPT2Stage(const ModelConfig& config, const StageSpec& spec, int max_b
   dln_ = tmp_;  // the forward's temporary is free during the backward
 
   for (int i = 0; i < spec.num_layers; ++i) {
-    const int l = spec.first_layer + i;
-    const std::string prefix = "layers." + std::to_string(l) + ".";
-    const LocalParam& first = table_.at(prefix + "ln_1.weight");
+    const std::string prefix = "layers." + std::to_string(spec.first_layer + i) + ".";
+    auto at = [&](const char* name) { return table_.at(prefix + name).offset; };
     const LocalParam& last = table_.at(prefix + "mlp.proj.bias");
-    layer_ranges_.push_back({first.offset, last.offset + last.numel});
-    layer_w_.push_back(layer_views(params_.data(), 0, l));
+    layer_offsets_.push_back({at("ln_1.weight"), at("ln_1.bias"), at("attn.qkv.weight"), at("attn.qkv.bias"),
+                              at("attn.proj.weight"), at("attn.proj.bias"), at("ln_2.weight"), at("ln_2.bias"),
+                              at("mlp.fc.weight"), at("mlp.fc.bias"), at("mlp.proj.weight"), at("mlp.proj.bias"),
+                              last.offset + last.numel});
+    layer_w_.push_back(layer_params(layer_offsets_.back()));
   }
   auto range_of = [&](const char* name) {
     if (!table_.contains(name)) return Range{};
@@ -109,23 +111,56 @@ GPT2Stage::GPT2Stage(const ModelConfig& config, const StageSpec& spec, int max_b
   wpe_range_ = range_of("wpe.weight");
   const Range lnf_w = range_of("ln_f.weight"), lnf_b = range_of("ln_f.bias");
   lnf_range_ = {lnf_w.begin, lnf_b.end};
+  set_gradient_range_limit(wte_range_.end - wte_range_.begin);
+}
+
+void GPT2Stage::set_gradient_range_limit(size_t max_elems) {
+  wte_chunks_.clear();
+  if (wte_range_.end == wte_range_.begin) return;
+  const size_t row = size_t(C_), rows = std::max<size_t>(1, max_elems / row);
+  for (size_t b = wte_range_.begin; b < wte_range_.end; b += rows * row)
+    wte_chunks_.push_back({b, std::min(wte_range_.end, b + rows * row)});
 }
 
 std::vector<std::pair<size_t, size_t>> GPT2Stage::gradient_ranges() const {
-  std::vector<std::pair<size_t, size_t>> out;
-  for (const Range& r : {wte_range_, wpe_range_, lnf_range_})
+  std::vector<std::pair<size_t, size_t>> out = wte_ranges();
+  for (const Range& r : {wpe_range_, lnf_range_})
     if (r.end > r.begin) out.emplace_back(r.begin, r.end);
-  for (const Range& r : layer_ranges_) out.emplace_back(r.begin, r.end);
+  for (const LayerOffsets& o : layer_offsets_)
+    for (auto [b, e] : {std::pair{o.ln1_w, o.qkv_w}, std::pair{o.qkv_w, o.proj_w}, std::pair{o.proj_w, o.ln2_w},
+                        std::pair{o.ln2_w, o.fc_w}, std::pair{o.fc_w, o.fcproj_w}, std::pair{o.fcproj_w, o.end}})
+      out.emplace_back(b, e);
   return out;
 }
 
-GPT2Stage::LayerParams GPT2Stage::layer_views(float* base, size_t range_begin, int l) const {
-  const std::string p = "layers." + std::to_string(l) + ".";
-  auto at = [&](const char* name) { return base + (table_.at(p + name).offset - range_begin); };
-  return {at("ln_1.weight"),      at("ln_1.bias"),      at("attn.qkv.weight"), at("attn.qkv.bias"),
-          at("attn.proj.weight"), at("attn.proj.bias"), at("ln_2.weight"),     at("ln_2.bias"),
-          at("mlp.fc.weight"),    at("mlp.fc.bias"),    at("mlp.proj.weight"), at("mlp.proj.bias")};
+std::vector<std::pair<size_t, size_t>> GPT2Stage::wte_ranges() const {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const Range& r : wte_chunks_) out.emplace_back(r.begin, r.end);
+  return out;
 }
+
+GPT2Stage::LayerParams GPT2Stage::layer_params(const LayerOffsets& o) {
+  float* p = params_.data();
+  return {p + o.ln1_w, p + o.ln1_b, p + o.qkv_w,    p + o.qkv_b,  p + o.proj_w,   p + o.proj_b,
+          p + o.ln2_w, p + o.ln2_b, p + o.fc_w,     p + o.fc_b,   p + o.fcproj_w, p + o.fcproj_b};
+}
+
+class GPT2Stage::OpGrads {
+ public:
+  OpGrads(GradientSink& sink, size_t weight, size_t bias, size_t end) : sink_(sink), begin_(weight), end_(end) {
+    w = sink.acquire(weight, end);
+    b = w + (bias - weight);
+  }
+  ~OpGrads() { sink_.release(begin_, end_); }
+  OpGrads(const OpGrads&) = delete;
+  OpGrads& operator=(const OpGrads&) = delete;
+  float* w;
+  float* b;
+
+ private:
+  GradientSink& sink_;
+  size_t begin_, end_;
+};
 
 const float* GPT2Stage::output(int slot) const {
   const SlotActs& s = slot_acts_[size_t(slot)];
@@ -206,51 +241,71 @@ void GPT2Stage::backward(int slot, const int32_t* tokens, int B, int T) {
   const int BT = B * T, C = C_, Cl = Cl_;
   // Gradient views: base pointers into the sink's memory for one range at a time.
   if (spec_.has_head) {
-    float* gwte = sink_->acquire(wte_range_.begin, wte_range_.end);
+    const float* wte = param("wte.weight");
+    // Tied head: dwte += dlogits^T lnf, chunk by chunk of rows; dlnf = dlogits @ wte (partial
+    // over the vocabulary slices).
+    for (const Range& c : wte_chunks_) {
+      const int r0 = int((c.begin - wte_range_.begin) / size_t(C)), r1 = int((c.end - wte_range_.begin) / size_t(C));
+      cpu::matmul_backward_weight_rows(sink_->acquire(c.begin, c.end), s.logits, s.lnf, BT, C, Vl_, r0, r1);
+      sink_->release(c.begin, c.end);
+    }
+    cpu::matmul_backward_input(dln_, s.logits, wte, BT, C, Vl_);
     float* glnf = sink_->acquire(lnf_range_.begin, lnf_range_.end);
     const float* x_last = s.layers.empty() ? s.input : s.layers.back().res3;
-    // Tied head: dlnf = dlogits @ wte_local (partial over vocab slices), dwte += dlogits^T lnf.
-    cpu::matmul_backward(dln_, gwte, static_cast<float*>(nullptr), s.logits, s.lnf, param("wte.weight"), BT, C, Vl_);
     tp_allreduce(dln_, size_t(BT) * C);
     std::fill(dres_, dres_ + size_t(BT) * C, 0.0f);
     const size_t lnf_w = table_.at("ln_f.weight").offset, lnf_b = table_.at("ln_f.bias").offset;
     cpu::layernorm_backward(dres_, glnf + (lnf_w - lnf_range_.begin), glnf + (lnf_b - lnf_range_.begin), dln_, x_last,
                             param("ln_f.weight"), s.lnf_mean, s.lnf_rstd, BT, C);
     sink_->release(lnf_range_.begin, lnf_range_.end);
-    // The head's part of the tied embedding's gradient is complete; the embedding's part is
-    // added at the end through a second acquire.
-    sink_->release(wte_range_.begin, wte_range_.end);
   }
   // dres_ carries d loss / d (residual stream) backwards through the blocks (on non-last
   // stages it arrives from the next stage).
   for (int i = spec_.num_layers - 1; i >= 0; --i) {
-    const int l = spec_.first_layer + i;
-    const Range r = layer_ranges_[size_t(i)];
+    const LayerOffsets& o = layer_offsets_[size_t(i)];
     const LayerParams& w = layer_w_[size_t(i)];
-    const LayerParams g = layer_views(sink_->acquire(r.begin, r.end), r.begin, l);
     const LayerActs& a = s.layers[size_t(i)];
     const float* x = i > 0 ? s.layers[size_t(i) - 1].res3 : s.input;
-    // MLP: the residual gradient is also the gradient of the row-parallel projection's output.
-    cpu::matmul_backward(dbig_, g.fcproj_w, g.fcproj_b, dres_, a.fch_gelu, w.fcproj_w, BT, 4 * Cl, C);
+    // Each op's gradients are acquired just before it writes them and released right after,
+    // so a ZeRO-2 sink can reduce them while the rest of the backward runs.
+    {  // MLP: the residual gradient is also the gradient of the row-parallel projection's output.
+      OpGrads g(*sink_, o.fcproj_w, o.fcproj_b, o.end);
+      cpu::matmul_backward(dbig_, g.w, g.b, dres_, a.fch_gelu, w.fcproj_w, BT, 4 * Cl, C);
+    }
     cpu::gelu_backward(dbig_, a.fch, dbig_, size_t(BT) * 4 * Cl);
-    cpu::matmul_backward(dln_, g.fc_w, g.fc_b, dbig_, a.ln2, w.fc_w, BT, C, 4 * Cl);
+    {
+      OpGrads g(*sink_, o.fc_w, o.fc_b, o.fcproj_w);
+      cpu::matmul_backward(dln_, g.w, g.b, dbig_, a.ln2, w.fc_w, BT, C, 4 * Cl);
+    }
     tp_allreduce(dln_, size_t(BT) * C);  // column-parallel input: sum the partial gradients
-    cpu::layernorm_backward(dres_, g.ln2_w, g.ln2_b, dln_, a.res2, w.ln2_w, a.ln2_mean, a.ln2_rstd, BT, C);
-    // Attention.
-    cpu::matmul_backward(dy_, g.proj_w, g.proj_b, dres_, a.atty, w.proj_w, BT, Cl, C);
+    {
+      OpGrads g(*sink_, o.ln2_w, o.ln2_b, o.fc_w);
+      cpu::layernorm_backward(dres_, g.w, g.b, dln_, a.res2, w.ln2_w, a.ln2_mean, a.ln2_rstd, BT, C);
+    }
+    {  // Attention.
+      OpGrads g(*sink_, o.proj_w, o.proj_b, o.ln2_w);
+      cpu::matmul_backward(dy_, g.w, g.b, dres_, a.atty, w.proj_w, BT, Cl, C);
+    }
     cpu::attention_backward(dqkv_, dy_, a.qkv, a.att, B, T, Cl, NHl_, att_scratch_);
-    cpu::matmul_backward(dln_, g.qkv_w, g.qkv_b, dqkv_, a.ln1, w.qkv_w, BT, C, 3 * Cl);
+    {
+      OpGrads g(*sink_, o.qkv_w, o.qkv_b, o.proj_w);
+      cpu::matmul_backward(dln_, g.w, g.b, dqkv_, a.ln1, w.qkv_w, BT, C, 3 * Cl);
+    }
     tp_allreduce(dln_, size_t(BT) * C);
-    cpu::layernorm_backward(dres_, g.ln1_w, g.ln1_b, dln_, x, w.ln1_w, a.ln1_mean, a.ln1_rstd, BT, C);
-    sink_->release(r.begin, r.end);
+    OpGrads g(*sink_, o.ln1_w, o.ln1_b, o.qkv_w);
+    cpu::layernorm_backward(dres_, g.w, g.b, dln_, x, w.ln1_w, a.ln1_mean, a.ln1_rstd, BT, C);
   }
   if (spec_.has_embedding) {
-    float* gwte = sink_->acquire(wte_range_.begin, wte_range_.end);
+    // wpe's gradient is the same on every tp rank (dres_ is replicated); it is added with the
+    // first chunk of token rows. Each chunk takes the tokens in its rows.
     float* gwpe = sink_->acquire(wpe_range_.begin, wpe_range_.end);
-    // wpe's gradient is the same on every tp rank (dres_ is replicated).
-    cpu::encoder_backward(gwte, gwpe, dres_, tokens, B, T, C, vocab_begin_, vocab_begin_ + Vl_);
+    for (const Range& c : wte_chunks_) {
+      const int r0 = int((c.begin - wte_range_.begin) / size_t(C)), r1 = int((c.end - wte_range_.begin) / size_t(C));
+      cpu::encoder_backward(sink_->acquire(c.begin, c.end), c.begin == wte_range_.begin ? gwpe : nullptr, dres_, tokens,
+                            B, T, C, vocab_begin_ + r0, vocab_begin_ + r1);
+      sink_->release(c.begin, c.end);
+    }
     sink_->release(wpe_range_.begin, wpe_range_.end);
-    sink_->release(wte_range_.begin, wte_range_.end);
   }
 }
 

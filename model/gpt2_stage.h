@@ -43,11 +43,16 @@ class GPT2Stage {
   // owns gradient memory: a full buffer, or ZeRO-2's staging).
   void set_gradient_sink(GradientSink* sink) { sink_ = sink; }
 
+  // The token embedding's gradient is acquired in chunks of whole rows of at most max_elems
+  // elements (it is the largest tensor: a ZeRO-2 bucket should not have to hold all of it).
+  // Call before gradient_ranges(); the default is one chunk.
+  void set_gradient_range_limit(size_t max_elems);
+
   // The ranges of the flat buffer that backward acquires from the sink (each layer, ln_f, wpe,
-  // wte), and the token embedding's range (empty when the stage holds none) with how many times
-  // one backward acquires it (the head and the embedding each do once).
+  // the token-embedding chunks), and the token-embedding chunks alone with how many times one
+  // backward acquires each (the head and the embedding each do once).
   std::vector<std::pair<size_t, size_t>> gradient_ranges() const;
-  std::pair<size_t, size_t> wte_range() const { return {wte_range_.begin, wte_range_.end}; }
+  std::vector<std::pair<size_t, size_t>> wte_ranges() const;
   int wte_uses_per_backward() const { return int(spec_.has_head) + int(spec_.has_embedding); }
 
   // Pipeline I/O, each (B, T, C): the activation a non-first stage receives into before
@@ -108,7 +113,15 @@ class GPT2Stage {
     size_t begin = 0, end = 0;
   };
 
-  LayerParams layer_views(float* base, size_t range_begin, int layer) const;
+  // Flat offsets of one layer's tensors in table order; each op's weight and bias are adjacent,
+  // so [w, next op's w) is the range of that op's gradients.
+  struct LayerOffsets {
+    size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b, end;
+  };
+  // One op's gradient range acquired from the sink for the scope's lifetime: weight and bias.
+  class OpGrads;
+
+  LayerParams layer_params(const LayerOffsets& o);
   float* param(const char* name) { return params_.data() + table_.at(name).offset; }
   void tp_allreduce(float* data, size_t count, ReduceOp op = ReduceOp::kSum);
 
@@ -124,8 +137,9 @@ class GPT2Stage {
   Buffer<float> acts_, scratch_;
   std::vector<SlotActs> slot_acts_;
   std::vector<LayerParams> layer_w_;  // per local layer, views into params_
-  std::vector<Range> layer_ranges_;
+  std::vector<LayerOffsets> layer_offsets_;
   Range wte_range_, wpe_range_, lnf_range_;
+  std::vector<Range> wte_chunks_;  // wte_range_ in gradient chunks of whole rows
   float *tmp_, *dres_, *dln_, *dbig_, *dqkv_, *dy_, *att_scratch_;
   float *ce_max_, *ce_partials_;  // (B*T), (2, B*T): vocab-parallel loss reductions
   double tp_comm_seconds_ = 0;

@@ -10,8 +10,8 @@ namespace {
 constexpr int kStagingSlots = 3;  // a bucket being written, one being reduced, one spare
 }
 
-GradientSync::GradientSync(size_t total, const std::vector<GradRange>& ranges, GradRange wte, int wte_uses,
-                           int zero_stage, size_t bucket_elems, Communicator* dp, Communicator* embedding)
+GradientSync::GradientSync(size_t total, const std::vector<GradRange>& ranges, const std::vector<GradRange>& wte,
+                           int wte_uses, int zero_stage, size_t bucket_elems, Communicator* dp, Communicator* embedding)
     : total_(total), zero_stage_(zero_stage), dp_(dp), embedding_(embedding) {
   FEAST_CHECK(zero_stage >= 0 && zero_stage <= 2, "parallel.zero_stage must be 0, 1 or 2");
   if (dp_) {
@@ -21,23 +21,24 @@ GradientSync::GradientSync(size_t total, const std::vector<GradRange>& ranges, G
   // With one data-parallel rank there is nothing to shard: every stage is ZeRO 0.
   if (dp_size_ == 1) zero_stage_ = 0;
   shard_ = shard_range(total, dp_size_, dp_rank_);
+  auto is_wte = [&](const GradRange& r) {
+    return std::any_of(wte.begin(), wte.end(), [&](const GradRange& w) { return w.begin == r.begin; });
+  };
   // Buckets: ranges in the order backward produces them (descending offsets), merged while
-  // contiguous and below the bucket size. The token embedding is always a bucket of its own: it
-  // may be written twice per backward (head and embedding) and may be tied across stages.
+  // contiguous and below the bucket size. Token-embedding chunks stay buckets of their own: they
+  // are written twice per backward (head and embedding) and may be tied across stages.
   std::vector<GradRange> order = ranges;
   std::sort(order.begin(), order.end(), [](const GradRange& a, const GradRange& b) { return a.begin > b.begin; });
-  const bool has_wte = wte.end > wte.begin;
   for (const GradRange& r : order) {
-    const bool is_wte = has_wte && r.begin == wte.begin;
     Bucket* last = buckets_.empty() ? nullptr : &buckets_.back();
-    const bool last_is_wte = last && has_wte && last->begin == wte.begin;
-    if (last && !is_wte && !last_is_wte && last->begin == r.end && last->end - last->begin < bucket_elems) {
+    if (last && !is_wte(r) && last->uses_per_backward == 1 && last->begin == r.end &&
+        last->end - last->begin < bucket_elems) {
       last->begin = r.begin;
       ++last->ranges;
     } else {
       Bucket b{r.begin, r.end};
-      b.deferred = is_wte && embedding_ != nullptr;
-      b.uses_per_backward = is_wte ? wte_uses : 1;
+      b.deferred = is_wte(r) && embedding_ != nullptr;
+      b.uses_per_backward = is_wte(r) ? wte_uses : 1;
       buckets_.push_back(b);
     }
   }
@@ -52,11 +53,10 @@ GradientSync::GradientSync(size_t total, const std::vector<GradRange>& ranges, G
     full_ = Buffer<float>(total);
   } else {
     slots_ = Buffer<float>(slot_elems_ * kStagingSlots);
-    slot_recv_ = Buffer<float>(slot_elems_ * kStagingSlots);
     for (int s = 0; s < kStagingSlots; ++s) free_slots_.push_back(s);
-    if (has_wte && embedding_) {
-      tied_ = Buffer<float>(wte.end - wte.begin);
-      tied_recv_ = Buffer<float>(wte.end - wte.begin);
+    if (embedding_ && !wte.empty()) {
+      tied_begin_ = wte.front().begin;
+      tied_ = Buffer<float>(wte.back().end - tied_begin_);
     }
   }
   if (zero_stage_ > 0) shard_acc_ = Buffer<float>(shard_.size());
@@ -70,7 +70,7 @@ int GradientSync::bucket_of(size_t begin) const {
 
 float* GradientSync::staging(const Bucket& b) {
   if (zero_stage_ < 2) return full_.data() + b.begin;
-  if (b.deferred) return tied_.data();
+  if (b.deferred) return tied_.data() + (b.begin - tied_begin_);
   return slots_.data() + size_t(b.slot) * slot_elems_;
 }
 
@@ -122,30 +122,22 @@ void GradientSync::launch(int i) {
   Bucket& b = buckets_[size_t(i)];
   float* data = staging(b);
   const size_t n = b.end - b.begin;
-  if (!dp_) {
-    // A single data-parallel rank: the bucket is already "reduced".
-    if (zero_stage_ > 0) {
-      for (size_t k = 0; k < n; ++k) shard_acc_[b.begin + k - shard_.begin] += data[k];
-      if (zero_stage_ == 2 && !b.deferred) {
-        free_slots_.push_back(b.slot);
-        b.slot = -1;
-      }
-    }
+  if (zero_stage_ == 0) {
+    if (dp_) pending_.push_back({i, dp_->allreduce(data, n, DType::kFloat32), -1});
     return;
   }
-  if (zero_stage_ == 0) {
-    pending_.push_back({i, dp_->allreduce(data, n, DType::kFloat32), nullptr, -1});
-    return;
+  // ZeRO 1 and 2 (dp > 1): reduce-scatter into this rank's part of the shard. ZeRO 2 reduces
+  // every micro-batch, so the owner first adds what the shard holds into its own contribution
+  // (after the previous reduction into that part has landed).
+  const size_t mine_begin = std::max(b.begin, shard_.begin), mine_end = std::min(b.end, shard_.end);
+  float* mine = shard_acc_.data() + (mine_begin - shard_.begin);
+  if (zero_stage_ == 2) {
+    while (std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.bucket == i; }))
+      complete_oldest();
+    for (size_t k = mine_begin; k < mine_end; ++k) data[k - b.begin] += mine[k - mine_begin];
   }
   const std::vector<size_t> counts = shard_counts(total_, dp_size_, b.begin, b.end);
-  const size_t mine_begin = std::max(b.begin, shard_.begin);
-  float* recv;
-  if (zero_stage_ == 1) {
-    recv = shard_acc_.data() + (mine_begin - shard_.begin);  // exactly once per step: land in place
-  } else {
-    recv = b.deferred ? tied_recv_.data() : slot_recv_.data() + size_t(b.slot) * slot_elems_;
-  }
-  pending_.push_back({i, dp_->reduce_scatter(data, recv, counts, DType::kFloat32), recv,
+  pending_.push_back({i, dp_->reduce_scatter(data, mine, counts, DType::kFloat32),
                       zero_stage_ == 2 && !b.deferred ? b.slot : -1});
   if (zero_stage_ == 2 && !b.deferred) b.slot = -1;  // the slot now belongs to the reduction
 }
@@ -156,13 +148,7 @@ void GradientSync::complete_oldest() {
   Timer t;
   p.work->wait();
   wait_seconds_ += t.seconds();
-  if (zero_stage_ == 2) {
-    const Bucket& b = buckets_[size_t(p.bucket)];
-    const size_t mine_begin = std::max(b.begin, shard_.begin), mine_end = std::min(b.end, shard_.end);
-    float* acc = shard_acc_.data() + (mine_begin - shard_.begin);
-    for (size_t k = 0; mine_begin + k < mine_end; ++k) acc[k] += p.recv[k];
-    if (p.slot >= 0) free_slots_.push_back(p.slot);
-  }
+  if (p.slot >= 0) free_slots_.push_back(p.slot);
 }
 
 void GradientSync::finish_step() {
@@ -182,8 +168,7 @@ const float* GradientSync::shard_grads() const {
 }
 
 size_t GradientSync::gradient_bytes() const {
-  return (full_.size() + shard_acc_.size() + slots_.size() + slot_recv_.size() + tied_.size() + tied_recv_.size()) *
-         sizeof(float);
+  return (full_.size() + shard_acc_.size() + slots_.size() + tied_.size()) * sizeof(float);
 }
 
 double GradientSync::take_wait_seconds() {

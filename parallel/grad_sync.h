@@ -7,8 +7,9 @@
 //   ZeRO 1: one full gradient buffer; buckets reduce-scattered during the last micro-batch's
 //           backward straight into this rank's shard.
 //   ZeRO 2: no full buffer: each bucket is staged in one of a few bucket-sized slots while
-//           backward writes it, reduce-scattered after every micro-batch and added into the
-//           shard, so a rank keeps gradients it does not own for a few buckets at most.
+//           backward writes it and reduce-scattered after every micro-batch straight into the
+//           shard (the owner first adds what its shard has accumulated into its own
+//           contribution), so a rank keeps gradients it does not own for a few buckets at most.
 // The tied embedding held by two stages (pp > 1) is summed over the embedding group before its
 // data-parallel reduction (Megatron-LM #844), at the end of the step: summing it earlier would
 // make the last stage wait for the first stage's backward inside its own.
@@ -32,12 +33,12 @@ struct GradRange {
 class GradientSync final : public GradientSink {
  public:
   // ranges: every range the stage acquires (disjoint, covering the flat buffer of `total`
-  // elements); wte: the token-embedding range (empty if the stage has none), acquired and
-  // released wte_uses times per backward (2 when one stage holds both the embedding and the
-  // tied head). embedding: the group of the two stages that hold a copy of it (null unless
-  // pp > 1); dp: the data-parallel group (null when dp = 1).
-  GradientSync(size_t total, const std::vector<GradRange>& ranges, GradRange wte, int wte_uses, int zero_stage,
-               size_t bucket_elems, Communicator* dp, Communicator* embedding);
+  // elements); wte: those that hold the token embedding (none if the stage has none), each
+  // acquired and released wte_uses times per backward (2 when one stage holds both the
+  // embedding and the tied head). embedding: the group of the two stages that hold a copy of it
+  // (null unless pp > 1); dp: the data-parallel group (null when dp = 1).
+  GradientSync(size_t total, const std::vector<GradRange>& ranges, const std::vector<GradRange>& wte, int wte_uses,
+               int zero_stage, size_t bucket_elems, Communicator* dp, Communicator* embedding);
 
   // Starts a step: clears the gradients.
   void begin_step();
@@ -71,8 +72,7 @@ class GradientSync final : public GradientSink {
   struct Pending {
     int bucket;
     WorkHandle work;
-    float* recv;  // where the reduce-scatter landed (added into the shard after ZeRO 2's)
-    int slot;     // ZeRO 2 staging slot to free, or -1
+    int slot;  // ZeRO 2 staging slot to free when done, or -1
   };
 
   int bucket_of(size_t begin) const;
@@ -89,12 +89,11 @@ class GradientSync final : public GradientSink {
   ShardRange shard_;
   std::vector<Bucket> buckets_;
   bool last_micro_batch_ = true;
-  Buffer<float> full_;        // ZeRO 0 and 1: every gradient
-  Buffer<float> shard_acc_;   // ZeRO 1 and 2: the reduced shard
-  Buffer<float> slots_;       // ZeRO 2: staging slots, slot_elems_ each
-  Buffer<float> slot_recv_;   // ZeRO 2: reduce-scatter receive space per slot
-  Buffer<float> tied_;        // ZeRO 2: the deferred tied embedding's accumulator
-  Buffer<float> tied_recv_;
+  Buffer<float> full_;       // ZeRO 0 and 1: every gradient
+  Buffer<float> shard_acc_;  // ZeRO 1 and 2: the reduced shard
+  Buffer<float> slots_;      // ZeRO 2: staging slots, slot_elems_ each
+  Buffer<float> tied_;       // ZeRO 2: the deferred tied embedding's accumulator
+  size_t tied_begin_ = 0;    // flat offset of tied_[0]
   size_t slot_elems_ = 0;
   std::vector<int> free_slots_;
   std::deque<Pending> pending_;

@@ -18,14 +18,6 @@ namespace {
 
 constexpr size_t kNameWords = (MPI_MAX_PROCESSOR_NAME + 3) / 4;  // fixed size, NUL padded
 
-std::string format_ranks(const std::vector<int>& ranks) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
-  os << "]";
-  return os.str();
-}
-
 // One line listing every distinct group of one kind, in order of its first rank.
 template <typename GroupOf>
 std::string list_groups(const char* title, int world_size, GroupOf group_of) {

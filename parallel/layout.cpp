@@ -117,4 +117,10 @@ std::vector<int> ParallelLayout::embedding_group(int rank) const {
   return {stages.front(), stages.back()};
 }
 
+std::string format_ranks(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
 }  // namespace feast

@@ -53,4 +53,7 @@ class ParallelLayout {
   std::array<Axis, 3> order_;  // innermost first
 };
 
+// "[0, 2, 4]": a rank list for messages and the grid report.
+std::string format_ranks(const std::vector<int>& ranks);
+
 }  // namespace feast

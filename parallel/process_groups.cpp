@@ -13,14 +13,6 @@
 namespace feast {
 namespace {
 
-std::string format_ranks(const std::vector<int>& ranks) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
-  os << "]";
-  return os.str();
-}
-
 // The color names the group by its smallest world rank (unique because groups of one kind
 // partition the world); the key is the position in the layout's list, which fixes rank order.
 std::unique_ptr<Communicator> split_as(Communicator& world, const std::vector<int>& ranks, const std::string& name) {

@@ -7,5 +7,6 @@ scripts/setup.sh
 scripts/build.sh --target trainer
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ./build/trainer prepare-data --synthetic --out datasets/demo
-# One rank for now; --bind-to none lets its OpenMP threads use every core.
-mpirun --bind-to none -np 1 ./build/trainer configs/demo.toml "$@"
+# 8 ranks (tp 2 x pp 2 x dp 2) share this machine's cores: --oversubscribe allows more ranks
+# than cores, --bind-to none lets the trainer divide the cores among them.
+mpirun --oversubscribe --bind-to none -np 8 ./build/trainer configs/demo.toml "$@"

@@ -104,6 +104,10 @@ int main(int argc, char** argv) {
     // Every rank read the same config and failed alike: one message, every rank exits 1.
     if (runtime.rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
+  } catch (const feast::AgreedError& e) {
+    // The ranks agreed that one of them failed (missing data, say): it reports, all exit 1.
+    if (e.report()) std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
   } catch (const std::exception& e) {
     feast::log::error(e.what());
     runtime.abort_job(1);

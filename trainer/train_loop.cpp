@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -45,6 +46,19 @@ Dataset open_split(const Config& config, const std::string& key, const std::stri
   }
 }
 
+// Collective: throws AgreedError on every rank when `error` is non-empty on any rank; the
+// lowest such rank reports its message.
+void agree_on_error(Communicator& world, const std::string& error) {
+  int32_t first = error.empty() ? std::numeric_limits<int32_t>::max() : world.rank();
+  CollectiveOptions min;
+  min.op = ReduceOp::kMax;
+  int32_t negated = -first;  // the minimum as a maximum of negatives (the interface has max)
+  world.allreduce(&negated, 1, DType::kInt32, min)->wait();
+  first = -negated;
+  if (first == std::numeric_limits<int32_t>::max()) return;
+  throw AgreedError(first == world.rank() ? error : "rank " + std::to_string(first) + " failed", first == world.rank());
+}
+
 void check_runnable(const Config& config) {
   if (config.data.train.empty())
     throw ConfigError("data.train is not set: name the training shards in [data] train = \"...\" or with "
@@ -82,15 +96,23 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world_com
   const ParallelLayout& layout = plan.layout;
   if (tc.threads > 0) omp_set_num_threads(tc.threads);
 
-  // Everything that can be wrong with the data is found before the model is allocated.
-  const Dataset train_data = open_split(config, "data.train", config.data.train);
-  const TrainSampler sampler(train_data, tc.seed, tc.seq_len);
-  std::optional<Dataset> val_data;
+  // Everything that can be wrong with the data is found before the model is allocated, and
+  // the ranks agree on it: one message (from the lowest failing rank), every rank exits.
+  std::optional<Dataset> train_data, val_data;
+  std::optional<TrainSampler> sampler;
   std::optional<ValSampler> val_sampler;
-  if (!config.data.val.empty()) {
-    val_data.emplace(open_split(config, "data.val", config.data.val));
-    val_sampler.emplace(*val_data, tc.seq_len);
+  std::string data_error;
+  try {
+    train_data.emplace(open_split(config, "data.train", config.data.train));
+    sampler.emplace(*train_data, tc.seed, tc.seq_len);
+    if (!config.data.val.empty()) {
+      val_data.emplace(open_split(config, "data.val", config.data.val));
+      val_sampler.emplace(*val_data, tc.seq_len);
+    }
+  } catch (const DataError& e) {
+    data_error = e.what();
   }
+  agree_on_error(*world_comm, data_error);
 
   const int world_rank = world_comm->rank();
   ProcessGroups groups = make_process_groups(std::move(world_comm), layout);
@@ -119,14 +141,17 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world_com
   GPT2Stage stage(config.model, spec, B, T, slots, layout.tp() > 1 ? groups.tp.get() : nullptr);
   init_local_parameters(stage.table(), tc.seed, stage.params());
 
-  std::vector<GradRange> ranges;
-  for (const auto& [b, e] : stage.gradient_ranges()) ranges.push_back({b, e});
-  const auto [wte_b, wte_e] = stage.wte_range();
   const size_t bucket_elems = static_cast<size_t>(config.parallel.bucket_mb * 1024 * 1024 / sizeof(float));
+  stage.set_gradient_range_limit(bucket_elems);
+  auto to_ranges = [](const std::vector<std::pair<size_t, size_t>>& pairs) {
+    std::vector<GradRange> out;
+    for (const auto& [b, e] : pairs) out.push_back({b, e});
+    return out;
+  };
   Communicator* dp = layout.dp() > 1 ? groups.dp.get() : nullptr;
   Communicator* embedding = layout.pp() > 1 ? groups.embedding.get() : nullptr;
-  GradientSync sync(stage.num_params(), ranges, {wte_b, wte_e}, stage.wte_uses_per_backward(),
-                    config.parallel.zero_stage, bucket_elems, dp, embedding);
+  GradientSync sync(stage.num_params(), to_ranges(stage.gradient_ranges()), to_ranges(stage.wte_ranges()),
+                    stage.wte_uses_per_backward(), config.parallel.zero_stage, bucket_elems, dp, embedding);
   stage.set_gradient_sink(&sync);
   const int zero = sync.zero_stage();  // 0 whenever dp = 1
   const ShardRange shard = sync.shard();
@@ -145,8 +170,8 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world_com
 
   const int64_t global_sequences = int64_t{layout.dp()} * m * B;
   const int64_t tokens_per_step = global_sequences * T;
-  log::info("data: train " + std::to_string(train_data.total_tokens()) + " tokens in " +
-            std::to_string(train_data.num_shards()) + " shard(s)" +
+  log::info("data: train " + std::to_string(train_data->total_tokens()) + " tokens in " +
+            std::to_string(train_data->num_shards()) + " shard(s)" +
             (val_data ? ", val " + std::to_string(val_data->total_tokens()) + " tokens" : ", no validation"));
   log::info("model: " + std::to_string(config.model.n_layer) + " layers over " + std::to_string(layout.pp()) +
             " stage(s) [" + [&] {
@@ -177,7 +202,7 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world_com
     Timer timer;
     sync.begin_step();
     const BatchFill fill = [&](int k, int32_t* x, int32_t* y) {
-      sampler.fill(step, (int64_t{me.dp} * m + k) * B, B, x, y);
+      sampler->fill(step, (int64_t{me.dp} * m + k) * B, B, x, y);
     };
     const double local_loss = executor.train(fill, sync, loss_scale);
     sync.finish_step();

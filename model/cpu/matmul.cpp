@@ -24,8 +24,8 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 template <typename T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                      int N, int C, int OC) {
-  if (dinp) gemm(false, false, N, C, OC, T(1), dout, OC, weight, C, T(0), dinp, C);
-  gemm(true, false, OC, C, N, T(1), dout, OC, inp, C, T(1), dweight, C);
+  if (dinp) matmul_backward_input(dinp, dout, weight, N, C, OC);
+  matmul_backward_weight_rows(dweight, dout, inp, N, C, OC, 0, OC);
   if (dbias) {
     // Parallel over output channels, rows summed in order: deterministic at any thread count.
     constexpr int kBlock = 64;
@@ -43,6 +43,22 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   }
 }
 
+template <typename T>
+void matmul_backward_input(T* dinp, const T* dout, const T* weight, int N, int C, int OC) {
+  gemm(false, false, N, C, OC, T(1), dout, OC, weight, C, T(0), dinp, C);
+}
+
+template <typename T>
+void matmul_backward_weight_rows(T* dweight_rows, const T* dout, const T* inp, int N, int C, int OC, int row_begin,
+                                 int row_end) {
+  // dout^T restricted to columns [row_begin, row_end): a column offset into the (N, OC) matrix.
+  gemm(true, false, row_end - row_begin, C, N, T(1), dout + row_begin, OC, inp, C, T(1), dweight_rows, C);
+}
+
+template void matmul_backward_input<float>(float*, const float*, const float*, int, int, int);
+template void matmul_backward_input<double>(double*, const double*, const double*, int, int, int);
+template void matmul_backward_weight_rows<float>(float*, const float*, const float*, int, int, int, int, int);
+template void matmul_backward_weight_rows<double>(double*, const double*, const double*, int, int, int, int, int);
 template void matmul_forward<float>(float*, const float*, const float*, const float*, int, int, int);
 template void matmul_forward<double>(double*, const double*, const double*, const double*, int, int, int);
 template void matmul_backward<float>(float*, float*, float*, const float*, const float*, const float*, int, int, int);

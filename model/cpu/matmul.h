@@ -15,4 +15,14 @@ template <typename T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                      int N, int C, int OC);
 
+// The two halves of matmul_backward's matrix work, for callers that split them:
+// dinp (N, C) = dout (N, OC) @ weight (OC, C) (overwritten), and
+// dweight_rows (row_end - row_begin, C) += dout[:, row_begin:row_end]^T @ inp, the gradient of
+// weight rows [row_begin, row_end) alone (a ZeRO-2 bucket of a large embedding, say).
+template <typename T>
+void matmul_backward_input(T* dinp, const T* dout, const T* weight, int N, int C, int OC);
+template <typename T>
+void matmul_backward_weight_rows(T* dweight_rows, const T* dout, const T* inp, int N, int C, int OC, int row_begin,
+                                 int row_end);
+
 }  // namespace feast::cpu

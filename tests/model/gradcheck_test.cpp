@@ -1,4 +1,5 @@
 // Every CPU op's backward against finite differences computed in float64.
+#include <algorithm>
 #include <vector>
 
 #include "model/cpu/attention.h"
@@ -48,6 +49,18 @@ TEST(GradCheck, MatmulWithoutBias) {
   cpu::matmul_backward(dinp.data(), dw.data(), static_cast<double*>(nullptr), r.data(), inp.data(), w.data(), N, C, OC);
   expect_gradient_matches("matmul dinp", inp, dinp, loss);
   expect_gradient_matches("matmul dweight", w, dw, loss);
+}
+
+TEST(GradCheck, MatmulWeightGradientInRowChunks) {
+  const int N = 6, C = 5, OC = 11;
+  const auto inp = random_vector(N * C, 30), w = random_vector(OC * C, 31), dout = random_vector(N * OC, 32);
+  std::vector<double> whole(OC * C), chunked(OC * C), dinp(N * C), dinp2(N * C);
+  cpu::matmul_backward(dinp.data(), whole.data(), static_cast<double*>(nullptr), dout.data(), inp.data(), w.data(), N, C, OC);
+  for (int r0 = 0; r0 < OC; r0 += 4)
+    cpu::matmul_backward_weight_rows(chunked.data() + r0 * C, dout.data(), inp.data(), N, C, OC, r0, std::min(OC, r0 + 4));
+  cpu::matmul_backward_input(dinp2.data(), dout.data(), w.data(), N, C, OC);
+  for (int i = 0; i < OC * C; ++i) EXPECT_NEAR(chunked[i], whole[i], 1e-12);
+  for (int i = 0; i < N * C; ++i) EXPECT_NEAR(dinp2[i], dinp[i], 1e-12);
 }
 
 TEST(GradCheck, LayerNorm) {
