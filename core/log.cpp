@@ -5,13 +5,17 @@
 namespace feast::log {
 namespace {
 int g_rank = 0;
+int g_quiet = 0;
 }
+
+Quiet::Quiet() { ++g_quiet; }
+Quiet::~Quiet() { --g_quiet; }
 
 void set_rank(int r) { g_rank = r; }
 int rank() { return g_rank; }
 
 void info(const std::string& line) {
-  if (g_rank != 0) return;
+  if (g_rank != 0 || g_quiet > 0) return;
   std::fprintf(stdout, "%s\n", line.c_str());
   std::fflush(stdout);
 }

@@ -12,4 +12,13 @@ void info(const std::string& line);   // rank 0 only, stdout
 void warn(const std::string& line);   // rank 0 only, stderr
 void error(const std::string& line);  // every rank, stderr, prefixed "[rank r]"
 
+// While one exists, info() prints nothing (a benchmark that runs training quietly).
+class Quiet {
+ public:
+  Quiet();
+  ~Quiet();
+  Quiet(const Quiet&) = delete;
+  Quiet& operator=(const Quiet&) = delete;
+};
+
 }  // namespace feast::log

@@ -193,7 +193,7 @@ float GPT2Stage::forward(int slot, const int32_t* tokens, const int32_t* targets
     // embedding.
     const float* wpe = spec_.tp_rank == 0 ? param("wpe.weight") : nullptr;
     cpu::encoder_forward(s.input, tokens, param("wte.weight"), wpe, B, T, C, vocab_begin_, vocab_begin_ + Vl_);
-    tp_allreduce(s.input, size_t(BT) * C);
+    reduce_from_tp_forward(s.input, BT);
   }
   const float* x = s.input;
   for (int i = 0; i < spec_.num_layers; ++i) {
@@ -205,13 +205,13 @@ float GPT2Stage::forward(int slot, const int32_t* tokens, const int32_t* targets
     cpu::matmul_forward(a.qkv, a.ln1, w.qkv_w, w.qkv_b, BT, C, 3 * Cl);
     cpu::attention_forward(a.atty, a.att, a.qkv, B, T, Cl, NHl_);
     cpu::matmul_forward(tmp_, a.atty, w.proj_w, bias_rank ? w.proj_b : nullptr, BT, Cl, C);
-    tp_allreduce(tmp_, size_t(BT) * C);
+    reduce_from_tp_forward(tmp_, BT);
     cpu::residual_forward(a.res2, x, tmp_, size_t(BT) * C);
     cpu::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2_w, w.ln2_b, BT, C);
     cpu::matmul_forward(a.fch, a.ln2, w.fc_w, w.fc_b, BT, C, 4 * Cl);
     cpu::gelu_forward(a.fch_gelu, a.fch, size_t(BT) * 4 * Cl);
     cpu::matmul_forward(tmp_, a.fch_gelu, w.fcproj_w, bias_rank ? w.fcproj_b : nullptr, BT, 4 * Cl, C);
-    tp_allreduce(tmp_, size_t(BT) * C);
+    reduce_from_tp_forward(tmp_, BT);
     cpu::residual_forward(a.res3, a.res2, tmp_, size_t(BT) * C);
     x = a.res3;
   }
@@ -226,7 +226,8 @@ float GPT2Stage::forward(int slot, const int32_t* tokens, const int32_t* targets
   tp_allreduce(ce_max_, size_t(BT), ReduceOp::kMax);
   float* sum_exp = ce_partials_;
   float* target_logit = ce_partials_ + BT;
-  cpu::cross_entropy_partials(sum_exp, target_logit, s.logits, ce_max_, targets, BT, Vl_, vocab_begin_, V);
+  cpu::cross_entropy_partials(sum_exp, target_logit, s.logits, ce_max_, targets, BT, Vl_, vocab_begin_, V,
+                              loss_scale != 0.0f);
   tp_allreduce(ce_partials_, size_t(2) * BT);  // sum_exp and target_logit are adjacent
   cpu::cross_entropy_finish(s.logits, s.losses, ce_max_, sum_exp, target_logit, targets, BT, Vl_, vocab_begin_, V,
                             loss_scale);
@@ -252,7 +253,7 @@ void GPT2Stage::backward(int slot, const int32_t* tokens, int B, int T) {
     cpu::matmul_backward_input(dln_, s.logits, wte, BT, C, Vl_);
     float* glnf = sink_->acquire(lnf_range_.begin, lnf_range_.end);
     const float* x_last = s.layers.empty() ? s.input : s.layers.back().res3;
-    tp_allreduce(dln_, size_t(BT) * C);
+    copy_to_tp_backward(dln_, BT);
     std::fill(dres_, dres_ + size_t(BT) * C, 0.0f);
     const size_t lnf_w = table_.at("ln_f.weight").offset, lnf_b = table_.at("ln_f.bias").offset;
     cpu::layernorm_backward(dres_, glnf + (lnf_w - lnf_range_.begin), glnf + (lnf_b - lnf_range_.begin), dln_, x_last,
@@ -277,7 +278,7 @@ void GPT2Stage::backward(int slot, const int32_t* tokens, int B, int T) {
       OpGrads g(*sink_, o.fc_w, o.fc_b, o.fcproj_w);
       cpu::matmul_backward(dln_, g.w, g.b, dbig_, a.ln2, w.fc_w, BT, C, 4 * Cl);
     }
-    tp_allreduce(dln_, size_t(BT) * C);  // column-parallel input: sum the partial gradients
+    copy_to_tp_backward(dln_, BT);
     {
       OpGrads g(*sink_, o.ln2_w, o.ln2_b, o.fc_w);
       cpu::layernorm_backward(dres_, g.w, g.b, dln_, a.res2, w.ln2_w, a.ln2_mean, a.ln2_rstd, BT, C);
@@ -291,7 +292,7 @@ void GPT2Stage::backward(int slot, const int32_t* tokens, int B, int T) {
       OpGrads g(*sink_, o.qkv_w, o.qkv_b, o.proj_w);
       cpu::matmul_backward(dln_, g.w, g.b, dqkv_, a.ln1, w.qkv_w, BT, C, 3 * Cl);
     }
-    tp_allreduce(dln_, size_t(BT) * C);
+    copy_to_tp_backward(dln_, BT);
     OpGrads g(*sink_, o.ln1_w, o.ln1_b, o.qkv_w);
     cpu::layernorm_backward(dres_, g.w, g.b, dln_, x, w.ln1_w, a.ln1_mean, a.ln1_rstd, BT, C);
   }

@@ -124,6 +124,12 @@ class GPT2Stage {
   LayerParams layer_params(const LayerOffsets& o);
   float* param(const char* name) { return params_.data() + table_.at(name).offset; }
   void tp_allreduce(float* data, size_t count, ReduceOp op = ReduceOp::kSum);
+  // Megatron's conjugate pair, (B*T, C) activations: reduce-from-tp sums the partial outputs of
+  // a row-parallel layer in the forward (identity in the backward); copy-to-tp is the identity
+  // in the forward and sums the partial input gradients of a column-parallel layer in the
+  // backward.
+  void reduce_from_tp_forward(float* x, int BT) { tp_allreduce(x, size_t(BT) * size_t(C_)); }
+  void copy_to_tp_backward(float* dx, int BT) { tp_allreduce(dx, size_t(BT) * size_t(C_)); }
 
   ModelConfig config_;
   StageSpec spec_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "trainer/cli_args.h"
 #include "core/rng.h"
 #include "core/timer.h"
 #include "model/cpu/blas.h"
@@ -54,15 +55,7 @@ std::vector<Shape> parse_shapes(const std::string& s) {
   return shapes;
 }
 
-int parse_int(const std::string& flag, const std::string& value) {
-  try {
-    size_t used = 0;
-    const int v = std::stoi(value, &used);
-    if (used == value.size() && v > 0) return v;
-  } catch (const std::exception&) {
-  }
-  throw Error(flag + ": expected a positive integer, got '" + value + "'\n" + kUsage);
-}
+int parse_int(const std::string& flag, const std::string& value) { return parse_positive_int(flag, value, kUsage); }
 
 // The best of a few large square sgemms: the machine's practical fp32 ceiling for MFU.
 double measure_sgemm_gflops() {

@@ -2,6 +2,7 @@
 // verbs (prepare-data, bench, print-config) do one job each. Errors are caught here and end
 // every rank with a non-zero status: an error every rank finds alike (a bad config) is printed
 // once by rank 0; one that only this rank hit is printed with its rank and aborts the job.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -13,6 +14,7 @@
 #include "parallel/mpi_world.h"
 #include "parallel/runtime.h"
 #include "trainer/bench_command.h"
+#include "trainer/bench_parallel.h"
 #include "trainer/config.h"
 #include "trainer/prepare_data_command.h"
 #include "trainer/train_loop.h"
@@ -25,6 +27,8 @@ constexpr const char* kHelp =
     "       trainer print-config [CONFIG.toml] [--set ...]      print the resolved config\n"
     "       trainer prepare-data ...                            text files -> token shards\n"
     "       trainer bench ...                                   time GPT-2 training steps\n"
+    "       mpirun -np N trainer bench --parallel ...           time every parallel layout\n"
+    "       trainer --version                                   version and the devices it can use\n"
     "       trainer --help | VERB --help\n"
     "Launch one process per CPU slot (or GPU) with mpirun. Every config key is documented in\n"
     "docs/config.md; `--set` takes TOML values (bare words are strings) and may repeat.\n";
@@ -60,7 +64,13 @@ int run(const std::vector<std::string>& args, int world_size) {
     return args.empty() ? 2 : 0;
   }
   const std::string& verb = args[0];
+  if (verb == "--version") {
+    log::info("feast trainer 0.1 (" + describe_devices() + ")");
+    return 0;
+  }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (verb == "bench" && std::find(rest.begin(), rest.end(), "--parallel") != rest.end())
+    return bench_parallel_command(rest, make_mpi_world(std::chrono::minutes(5)));
   if (verb == "prepare-data" || verb == "bench") {
     if (world_size != 1) throw ConfigError("`trainer " + verb + "` runs as a single process, not under mpirun -np " +
                                            std::to_string(world_size));

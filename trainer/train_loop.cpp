@@ -205,7 +205,12 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world_com
       sampler->fill(step, (int64_t{me.dp} * m + k) * B, B, x, y);
     };
     const double local_loss = executor.train(fill, sync, loss_scale);
+    const double backward_waits = sync.take_wait_seconds();  // ZeRO 2 waiting inside the backward
+    Timer dp_timer;
     sync.finish_step();
+    sync.take_wait_seconds();  // finish_step's waits are in dp_timer
+    double dp_seconds = dp_timer.seconds() + backward_waits;
+    Timer opt_timer;
     // One reduction for the loss (owned by the last stage) and the squared gradient norm
     // (each logical element counted once over tp, pp and dp).
     double reduced[2] = {owns_loss ? local_loss : 0.0,
@@ -221,10 +226,18 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world_com
       optimizer.step(stage.params(), sync.shard_grads() - shard.begin, step + 1, lr, grad_norm);
     } else {
       optimizer.step(stage.params() + shard.begin, sync.shard_grads(), step + 1, lr, grad_norm);
-      if (dp) dp->allgather(stage.params() + shard.begin, stage.params(), shard_sizes, DType::kFloat32)->wait();
+    }
+    const double opt_seconds = opt_timer.seconds();
+    if (zero > 0) {
+      Timer gather;
+      dp->allgather(stage.params() + shard.begin, stage.params(), shard_sizes, DType::kFloat32)->wait();
+      dp_seconds += gather.seconds();
     }
     const double sec = timer.seconds();
     train_seconds += sec;
+    const StageTimes st = executor.take_times();
+    summary.timings.push_back(
+        {sec, st.compute - backward_waits, st.tp_comm, st.pp_wait, st.send_wait, dp_seconds, opt_seconds});
 
     StepMetrics mt;
     mt.step = step + 1;

@@ -17,6 +17,18 @@
 
 namespace feast {
 
+// Where one rank's time went in one step (seconds).
+struct StepTiming {
+  double total = 0;
+  double compute = 0;    // forward and backward on this rank
+  double tp_comm = 0;    // tensor-parallel all-reduces
+  double pp_wait = 0;    // waiting for a neighbour stage: the pipeline bubble plus transfers
+  double send_wait = 0;  // completing pipeline sends
+  double dp_comm = 0;    // gradient reductions, the embedding sum and the parameter all-gather
+                         // (the part not hidden behind the backward)
+  double optimizer = 0;  // norm, clipping and the AdamW update of this rank's shard
+};
+
 struct TrainSummary {
   int64_t steps = 0;
   std::vector<double> losses;     // mean training loss of every step (the same on every rank)
@@ -24,6 +36,7 @@ struct TrainSummary {
   double final_loss = 0;
   std::optional<double> final_val_loss;
   double tokens_per_s = 0;  // over the whole run, evaluation excluded
+  std::vector<StepTiming> timings;  // this rank's, every step
 };
 
 // Called on every rank after the last step with the rank's stage (tests read its weights).

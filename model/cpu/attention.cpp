@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "model/cpu/blas.h"
+#include "model/scalar_math.h"
 
 namespace feast::cpu {
 
@@ -34,8 +35,9 @@ void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int N
       T mx = row[0];
       for (int j = 1; j <= i; ++j) mx = row[j] > mx ? row[j] : mx;
       T sum = 0;
+#pragma omp simd reduction(+ : sum)
       for (int j = 0; j <= i; ++j) {
-        row[j] = std::exp(row[j] - mx);
+        row[j] = fast_exp(row[j] - mx);
         sum += row[j];
       }
       const T inv = T(1) / sum;

@@ -16,14 +16,16 @@ template <typename T>
 void cross_entropy_row_max(T* row_max, const T* logits, int N, int Vl, int vocab_begin, int V);
 
 // Phase 2: sum_exp (N) = sum over real local columns of exp(logit - row_max);
-// target_logit (N) = the target's logit when the target is a local column, else 0.
+// target_logit (N) = the target's logit when the target is a local column, else 0. With
+// keep_exp the logits are overwritten by exp(logit - row_max) (phase 3 then needs no second
+// exponential); without, they are left as they are.
 template <typename T>
-void cross_entropy_partials(T* sum_exp, T* target_logit, const T* logits, const T* row_max,
-                            const int32_t* targets, int N, int Vl, int vocab_begin, int V);
+void cross_entropy_partials(T* sum_exp, T* target_logit, T* logits, const T* row_max, const int32_t* targets,
+                            int N, int Vl, int vocab_begin, int V, bool keep_exp);
 
-// Phase 3: losses (N) = log(sum_exp) + row_max - target_logit. With dloss != 0 the logits are
-// overwritten by d(dloss * sum(losses))/d logits = (softmax - onehot(target)) * dloss, zero in
-// padded columns.
+// Phase 3: losses (N) = log(sum_exp) + row_max - target_logit. With dloss != 0 (after phase 2
+// with keep_exp) the logits are overwritten by d(dloss * sum(losses))/d logits =
+// (softmax - onehot(target)) * dloss, zero in padded columns.
 template <typename T>
 void cross_entropy_finish(T* logits, T* losses, const T* row_max, const T* sum_exp, const T* target_logit,
                           const int32_t* targets, int N, int Vl, int vocab_begin, int V, T dloss);
