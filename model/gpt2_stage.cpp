@@ -145,22 +145,8 @@ GPT2Stage::LayerParams GPT2Stage::layer_params(const LayerOffsets& o) {
           p + o.ln2_w, p + o.ln2_b, p + o.fc_w,     p + o.fc_b,   p + o.fcproj_w, p + o.fcproj_b};
 }
 
-class GPT2Stage::OpGrads {
- public:
-  OpGrads(GradientSink& sink, size_t weight, size_t bias, size_t end) : sink_(sink), begin_(weight), end_(end) {
-    w = sink.acquire(weight, end);
-    b = w + (bias - weight);
-  }
-  ~OpGrads() { sink_.release(begin_, end_); }
-  OpGrads(const OpGrads&) = delete;
-  OpGrads& operator=(const OpGrads&) = delete;
-  float* w;
-  float* b;
-
- private:
-  GradientSink& sink_;
-  size_t begin_, end_;
-};
+GPT2Stage::OpGrads::OpGrads(GradientSink& s, size_t weight, size_t bias, size_t e)
+    : sink(s), begin(weight), end(e), w(s.acquire(weight, e)), b(w + (bias - weight)) {}
 
 const float* GPT2Stage::output(int slot) const {
   const SlotActs& s = slot_acts_[size_t(slot)];
@@ -269,32 +255,30 @@ void GPT2Stage::backward(int slot, const int32_t* tokens, int B, int T) {
     const float* x = i > 0 ? s.layers[size_t(i) - 1].res3 : s.input;
     // Each op's gradients are acquired just before it writes them and released right after,
     // so a ZeRO-2 sink can reduce them while the rest of the backward runs.
-    {  // MLP: the residual gradient is also the gradient of the row-parallel projection's output.
-      OpGrads g(*sink_, o.fcproj_w, o.fcproj_b, o.end);
-      cpu::matmul_backward(dbig_, g.w, g.b, dres_, a.fch_gelu, w.fcproj_w, BT, 4 * Cl, C);
-    }
+    // MLP: the residual gradient is also the gradient of the row-parallel projection's output.
+    OpGrads fcproj(*sink_, o.fcproj_w, o.fcproj_b, o.end);
+    cpu::matmul_backward(dbig_, fcproj.w, fcproj.b, dres_, a.fch_gelu, w.fcproj_w, BT, 4 * Cl, C);
+    fcproj.release();
     cpu::gelu_backward(dbig_, a.fch, dbig_, size_t(BT) * 4 * Cl);
-    {
-      OpGrads g(*sink_, o.fc_w, o.fc_b, o.fcproj_w);
-      cpu::matmul_backward(dln_, g.w, g.b, dbig_, a.ln2, w.fc_w, BT, C, 4 * Cl);
-    }
+    OpGrads fc(*sink_, o.fc_w, o.fc_b, o.fcproj_w);
+    cpu::matmul_backward(dln_, fc.w, fc.b, dbig_, a.ln2, w.fc_w, BT, C, 4 * Cl);
+    fc.release();
     copy_to_tp_backward(dln_, BT);
-    {
-      OpGrads g(*sink_, o.ln2_w, o.ln2_b, o.fc_w);
-      cpu::layernorm_backward(dres_, g.w, g.b, dln_, a.res2, w.ln2_w, a.ln2_mean, a.ln2_rstd, BT, C);
-    }
-    {  // Attention.
-      OpGrads g(*sink_, o.proj_w, o.proj_b, o.ln2_w);
-      cpu::matmul_backward(dy_, g.w, g.b, dres_, a.atty, w.proj_w, BT, Cl, C);
-    }
+    OpGrads ln2(*sink_, o.ln2_w, o.ln2_b, o.fc_w);
+    cpu::layernorm_backward(dres_, ln2.w, ln2.b, dln_, a.res2, w.ln2_w, a.ln2_mean, a.ln2_rstd, BT, C);
+    ln2.release();
+    // Attention.
+    OpGrads proj(*sink_, o.proj_w, o.proj_b, o.ln2_w);
+    cpu::matmul_backward(dy_, proj.w, proj.b, dres_, a.atty, w.proj_w, BT, Cl, C);
+    proj.release();
     cpu::attention_backward(dqkv_, dy_, a.qkv, a.att, B, T, Cl, NHl_, att_scratch_);
-    {
-      OpGrads g(*sink_, o.qkv_w, o.qkv_b, o.proj_w);
-      cpu::matmul_backward(dln_, g.w, g.b, dqkv_, a.ln1, w.qkv_w, BT, C, 3 * Cl);
-    }
+    OpGrads qkv(*sink_, o.qkv_w, o.qkv_b, o.proj_w);
+    cpu::matmul_backward(dln_, qkv.w, qkv.b, dqkv_, a.ln1, w.qkv_w, BT, C, 3 * Cl);
+    qkv.release();
     copy_to_tp_backward(dln_, BT);
-    OpGrads g(*sink_, o.ln1_w, o.ln1_b, o.qkv_w);
-    cpu::layernorm_backward(dres_, g.w, g.b, dln_, x, w.ln1_w, a.ln1_mean, a.ln1_rstd, BT, C);
+    OpGrads ln1(*sink_, o.ln1_w, o.ln1_b, o.qkv_w);
+    cpu::layernorm_backward(dres_, ln1.w, ln1.b, dln_, x, w.ln1_w, a.ln1_mean, a.ln1_rstd, BT, C);
+    ln1.release();
   }
   if (spec_.has_embedding) {
     // wpe's gradient is the same on every tp rank (dres_ is replicated); it is added with the

@@ -118,8 +118,16 @@ class GPT2Stage {
   struct LayerOffsets {
     size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b, end;
   };
-  // One op's gradient range acquired from the sink for the scope's lifetime: weight and bias.
-  class OpGrads;
+  // One op's gradient range acquired from the sink: weight and bias views, handed back with
+  // release() (explicitly, not in a destructor: a ZeRO-2 release may wait and throw).
+  struct OpGrads {
+    OpGrads(GradientSink& sink, size_t weight, size_t bias, size_t end);
+    void release() { sink.release(begin, end); }
+    GradientSink& sink;
+    size_t begin, end;
+    float* w;
+    float* b;
+  };
 
   LayerParams layer_params(const LayerOffsets& o);
   float* param(const char* name) { return params_.data() + table_.at(name).offset; }

@@ -31,17 +31,18 @@ GradientSync::GradientSync(size_t total, const std::vector<GradRange>& ranges, c
   std::sort(order.begin(), order.end(), [](const GradRange& a, const GradRange& b) { return a.begin > b.begin; });
   for (const GradRange& r : order) {
     Bucket* last = buckets_.empty() ? nullptr : &buckets_.back();
-    if (last && !is_wte(r) && last->uses_per_backward == 1 && last->begin == r.end &&
-        last->end - last->begin < bucket_elems) {
+    if (last && !is_wte(r) && !last->is_wte && last->begin == r.end && last->end - last->begin < bucket_elems) {
       last->begin = r.begin;
       ++last->ranges;
     } else {
       Bucket b{r.begin, r.end};
-      b.deferred = is_wte(r) && embedding_ != nullptr;
+      b.is_wte = is_wte(r);
+      b.deferred = b.is_wte && embedding_ != nullptr;
       b.uses_per_backward = is_wte(r) ? wte_uses : 1;
       buckets_.push_back(b);
     }
   }
+  for (int i = int(buckets_.size()) - 1; i >= 0; --i) by_begin_.push_back(i);  // buckets_ descend
   size_t covered = 0;
   for (const Bucket& b : buckets_) {
     covered += b.end - b.begin;
@@ -63,9 +64,12 @@ GradientSync::GradientSync(size_t total, const std::vector<GradRange>& ranges, c
 }
 
 int GradientSync::bucket_of(size_t begin) const {
-  for (size_t i = 0; i < buckets_.size(); ++i)
-    if (begin >= buckets_[i].begin && begin < buckets_[i].end) return int(i);
-  throw Error("no gradient bucket holds flat offset " + std::to_string(begin));
+  // The last bucket (in ascending order) that starts at or before `begin`.
+  const auto it = std::upper_bound(by_begin_.begin(), by_begin_.end(), begin,
+                                   [&](size_t offset, int i) { return offset < buckets_[size_t(i)].begin; });
+  FEAST_CHECK(it != by_begin_.begin() && begin < buckets_[size_t(*(it - 1))].end,
+              "no gradient bucket holds flat offset " << begin);
+  return *(it - 1);
 }
 
 float* GradientSync::staging(const Bucket& b) {
@@ -129,7 +133,10 @@ void GradientSync::launch(int i) {
   // ZeRO 1 and 2 (dp > 1): reduce-scatter into this rank's part of the shard. ZeRO 2 reduces
   // every micro-batch, so the owner first adds what the shard holds into its own contribution
   // (after the previous reduction into that part has landed).
-  const size_t mine_begin = std::max(b.begin, shard_.begin), mine_end = std::min(b.end, shard_.end);
+  // This rank's part of the bucket, [mine_begin, mine_end); empty (and clamped into the shard,
+  // so the pointer stays inside the buffer) when the bucket lies outside the shard.
+  const size_t mine_begin = std::clamp(b.begin, shard_.begin, shard_.end);
+  const size_t mine_end = std::clamp(b.end, shard_.begin, shard_.end);
   float* mine = shard_acc_.data() + (mine_begin - shard_.begin);
   if (zero_stage_ == 2) {
     while (std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.bucket == i; }))

@@ -66,6 +66,7 @@ class GradientSync final : public GradientSink {
     int released = 0;           // ranges released since the bucket was last complete
     int uses = 0;               // completions in the current backward
     int uses_per_backward = 1;  // 2 for a token embedding written by both head and embedding
+    bool is_wte = false;        // a token-embedding chunk: never merged with other ranges
     bool deferred = false;      // the tied embedding: reduced at finish_step
     int slot = -1;              // ZeRO 2: staging slot while being written or reduced
   };
@@ -88,6 +89,7 @@ class GradientSync final : public GradientSink {
   int dp_size_ = 1, dp_rank_ = 0;
   ShardRange shard_;
   std::vector<Bucket> buckets_;
+  std::vector<int> by_begin_;  // bucket indices in ascending order of begin (for bucket_of)
   bool last_micro_batch_ = true;
   Buffer<float> full_;       // ZeRO 0 and 1: every gradient
   Buffer<float> shard_acc_;  // ZeRO 1 and 2: the reduced shard

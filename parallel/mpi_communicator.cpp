@@ -75,6 +75,12 @@ class MpiWork final : public Work {
 
   ~MpiWork() override {
     if (request_ == MPI_REQUEST_NULL) return;
+    if (std::uncaught_exceptions() > 0) {
+      // Unwinding after an error: the job is ending, and waiting here (up to a timeout per
+      // request) would only delay the abort. Abandon the request.
+      abandon();
+      return;
+    }
     try {
       wait();
     } catch (const std::exception& e) {
