@@ -84,7 +84,6 @@ int run(const std::vector<std::string>& args, int world_size) {
   const ConfigArgs ca = parse_config_args(args);
   const Config config = load_config(ca.path, ca.overrides);
   log::info("feast trainer: " + ca.path + " (" + describe_devices() + "; " + std::to_string(world_size) + " rank(s))");
-  log::info("resolved config:\n" + to_toml(config));
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000));
   const TrainSummary s = train(config, make_mpi_world(timeout));
   char buf[160];

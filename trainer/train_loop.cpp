@@ -31,7 +31,7 @@ namespace {
 
 std::string mib(double bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", bytes / (1024.0 * 1024.0));
+  std::snprintf(buf, sizeof buf, "%.2f", bytes / (1024.0 * 1024.0));
   return buf;
 }
 
@@ -113,6 +113,7 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world_com
     data_error = e.what();
   }
   agree_on_error(*world_comm, data_error);
+  log::info("resolved config:\n" + to_toml(config));
 
   const int world_rank = world_comm->rank();
   ProcessGroups groups = make_process_groups(std::move(world_comm), layout);
