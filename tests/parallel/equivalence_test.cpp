@@ -92,7 +92,7 @@ Config base_config() {
 
 // The single-rank run: losses and every logical tensor's final values.
 struct Reference {
-  std::vector<double> losses;
+  std::vector<double> losses, grad_norms;
   std::map<std::string, std::vector<float>> weights;
 };
 
@@ -105,6 +105,7 @@ const Reference& reference() {
                                        const_cast<GPT2Stage&>(stage).params() + p.offset + p.numel);
     });
     r.losses = s.losses;
+    r.grad_norms = s.grad_norms;
     return r;
   }();
   return ref;
@@ -156,6 +157,8 @@ void check_case(const Case& k) {
   double worst_loss = 0;
   for (size_t i = 0; i < ref.losses.size(); ++i) {
     EXPECT_NEAR(s.losses[i], ref.losses[i], 1e-5 * ref.losses[i]) << describe(k) << ": step " << i + 1;
+    // The clipping norm counts every logical element once, whatever the layout.
+    EXPECT_NEAR(s.grad_norms[i], ref.grad_norms[i], 1e-5 * ref.grad_norms[i]) << describe(k) << ": step " << i + 1;
     worst_loss = std::max(worst_loss, std::abs(s.losses[i] - ref.losses[i]) / ref.losses[i]);
   }
   double worst_all = worst_weight;
