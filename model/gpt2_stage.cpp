@@ -122,21 +122,19 @@ void GPT2Stage::set_gradient_range_limit(size_t max_elems) {
     wte_chunks_.push_back({b, std::min(wte_range_.end, b + rows * row)});
 }
 
-std::vector<std::pair<size_t, size_t>> GPT2Stage::gradient_ranges() const {
-  std::vector<std::pair<size_t, size_t>> out = wte_ranges();
+std::vector<FlatRange> GPT2Stage::gradient_ranges() const {
+  std::vector<FlatRange> out = wte_chunks_;
   for (const Range& r : {wpe_range_, lnf_range_})
-    if (r.end > r.begin) out.emplace_back(r.begin, r.end);
+    if (r.end > r.begin) out.push_back(r);
   for (const LayerOffsets& o : layer_offsets_)
-    for (auto [b, e] : {std::pair{o.ln1_w, o.qkv_w}, std::pair{o.qkv_w, o.proj_w}, std::pair{o.proj_w, o.ln2_w},
-                        std::pair{o.ln2_w, o.fc_w}, std::pair{o.fc_w, o.fcproj_w}, std::pair{o.fcproj_w, o.end}})
-      out.emplace_back(b, e);
+    for (const FlatRange& r : {FlatRange{o.ln1_w, o.qkv_w}, FlatRange{o.qkv_w, o.proj_w}, FlatRange{o.proj_w, o.ln2_w},
+                               FlatRange{o.ln2_w, o.fc_w}, FlatRange{o.fc_w, o.fcproj_w}, FlatRange{o.fcproj_w, o.end}})
+      out.push_back(r);
   return out;
 }
 
-std::vector<std::pair<size_t, size_t>> GPT2Stage::wte_ranges() const {
-  std::vector<std::pair<size_t, size_t>> out;
-  for (const Range& r : wte_chunks_) out.emplace_back(r.begin, r.end);
-  return out;
+std::pair<int, int> GPT2Stage::wte_rows(const Range& chunk) const {
+  return {int((chunk.begin - wte_range_.begin) / size_t(C_)), int((chunk.end - wte_range_.begin) / size_t(C_))};
 }
 
 GPT2Stage::LayerParams GPT2Stage::layer_params(const LayerOffsets& o) {
@@ -232,7 +230,7 @@ void GPT2Stage::backward(int slot, const int32_t* tokens, int B, int T) {
     // Tied head: dwte += dlogits^T lnf, chunk by chunk of rows; dlnf = dlogits @ wte (partial
     // over the vocabulary slices).
     for (const Range& c : wte_chunks_) {
-      const int r0 = int((c.begin - wte_range_.begin) / size_t(C)), r1 = int((c.end - wte_range_.begin) / size_t(C));
+      const auto [r0, r1] = wte_rows(c);
       cpu::matmul_backward_weight_rows(sink_->acquire(c.begin, c.end), s.logits, s.lnf, BT, C, Vl_, r0, r1);
       sink_->release(c.begin, c.end);
     }
@@ -285,7 +283,7 @@ void GPT2Stage::backward(int slot, const int32_t* tokens, int B, int T) {
     // first chunk of token rows. Each chunk takes the tokens in its rows.
     float* gwpe = sink_->acquire(wpe_range_.begin, wpe_range_.end);
     for (const Range& c : wte_chunks_) {
-      const int r0 = int((c.begin - wte_range_.begin) / size_t(C)), r1 = int((c.end - wte_range_.begin) / size_t(C));
+      const auto [r0, r1] = wte_rows(c);
       cpu::encoder_backward(sink_->acquire(c.begin, c.end), c.begin == wte_range_.begin ? gwpe : nullptr, dres_, tokens,
                             B, T, C, vocab_begin_ + r0, vocab_begin_ + r1);
       sink_->release(c.begin, c.end);

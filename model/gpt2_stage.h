@@ -51,8 +51,8 @@ class GPT2Stage {
   // The ranges of the flat buffer that backward acquires from the sink (each layer, ln_f, wpe,
   // the token-embedding chunks), and the token-embedding chunks alone with how many times one
   // backward acquires each (the head and the embedding each do once).
-  std::vector<std::pair<size_t, size_t>> gradient_ranges() const;
-  std::vector<std::pair<size_t, size_t>> wte_ranges() const;
+  std::vector<FlatRange> gradient_ranges() const;
+  const std::vector<FlatRange>& wte_ranges() const { return wte_chunks_; }
   int wte_uses_per_backward() const { return int(spec_.has_head) + int(spec_.has_embedding); }
 
   // Pipeline I/O, each (B, T, C): the activation a non-first stage receives into before
@@ -108,10 +108,7 @@ class GPT2Stage {
     float* logits;                     // (B, T, Vl); becomes dlogits in a training forward
     float* losses;                     // (B, T)
   };
-  // A contiguous range of the flat buffer whose gradients backward writes in one go.
-  struct Range {
-    size_t begin = 0, end = 0;
-  };
+  using Range = FlatRange;
 
   // Flat offsets of one layer's tensors in table order; each op's weight and bias are adjacent,
   // so [w, next op's w) is the range of that op's gradients.
@@ -130,6 +127,8 @@ class GPT2Stage {
   };
 
   LayerParams layer_params(const LayerOffsets& o);
+  // The local token-embedding rows [first, last) a gradient chunk covers.
+  std::pair<int, int> wte_rows(const Range& chunk) const;
   float* param(const char* name) { return params_.data() + table_.at(name).offset; }
   void tp_allreduce(float* data, size_t count, ReduceOp op = ReduceOp::kSum);
   // Megatron's conjugate pair, (B*T, C) activations: reduce-from-tp sums the partial outputs of

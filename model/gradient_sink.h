@@ -9,6 +9,11 @@
 
 namespace feast {
 
+// A contiguous range [begin, end) of a stage's flat parameter/gradient buffer.
+struct FlatRange {
+  size_t begin = 0, end = 0;
+};
+
 class GradientSink {
  public:
   virtual ~GradientSink() = default;

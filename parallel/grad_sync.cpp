@@ -10,7 +10,7 @@ namespace {
 constexpr int kStagingSlots = 3;  // a bucket being written, one being reduced, one spare
 }
 
-GradientSync::GradientSync(size_t total, const std::vector<GradRange>& ranges, const std::vector<GradRange>& wte,
+GradientSync::GradientSync(size_t total, const std::vector<FlatRange>& ranges, const std::vector<FlatRange>& wte,
                            int wte_uses, int zero_stage, size_t bucket_elems, Communicator* dp, Communicator* embedding)
     : total_(total), zero_stage_(zero_stage), dp_(dp), embedding_(embedding) {
   FEAST_CHECK(zero_stage >= 0 && zero_stage <= 2, "parallel.zero_stage must be 0, 1 or 2");
@@ -21,15 +21,15 @@ GradientSync::GradientSync(size_t total, const std::vector<GradRange>& ranges, c
   // With one data-parallel rank there is nothing to shard: every stage is ZeRO 0.
   if (dp_size_ == 1) zero_stage_ = 0;
   shard_ = shard_range(total, dp_size_, dp_rank_);
-  auto is_wte = [&](const GradRange& r) {
-    return std::any_of(wte.begin(), wte.end(), [&](const GradRange& w) { return w.begin == r.begin; });
+  auto is_wte = [&](const FlatRange& r) {
+    return std::any_of(wte.begin(), wte.end(), [&](const FlatRange& w) { return w.begin == r.begin; });
   };
   // Buckets: ranges in the order backward produces them (descending offsets), merged while
   // contiguous and below the bucket size. Token-embedding chunks stay buckets of their own: they
   // are written twice per backward (head and embedding) and may be tied across stages.
-  std::vector<GradRange> order = ranges;
-  std::sort(order.begin(), order.end(), [](const GradRange& a, const GradRange& b) { return a.begin > b.begin; });
-  for (const GradRange& r : order) {
+  std::vector<FlatRange> order = ranges;
+  std::sort(order.begin(), order.end(), [](const FlatRange& a, const FlatRange& b) { return a.begin > b.begin; });
+  for (const FlatRange& r : order) {
     Bucket* last = buckets_.empty() ? nullptr : &buckets_.back();
     if (last && !is_wte(r) && !last->is_wte && last->begin == r.end && last->end - last->begin < bucket_elems) {
       last->begin = r.begin;

@@ -26,10 +26,6 @@
 
 namespace feast {
 
-struct GradRange {
-  size_t begin = 0, end = 0;
-};
-
 class GradientSync final : public GradientSink {
  public:
   // ranges: every range the stage acquires (disjoint, covering the flat buffer of `total`
@@ -37,7 +33,7 @@ class GradientSync final : public GradientSink {
   // acquired and released wte_uses times per backward (2 when one stage holds both the
   // embedding and the tied head). embedding: the group of the two stages that hold a copy of it
   // (null unless pp > 1); dp: the data-parallel group (null when dp = 1).
-  GradientSync(size_t total, const std::vector<GradRange>& ranges, const std::vector<GradRange>& wte, int wte_uses,
+  GradientSync(size_t total, const std::vector<FlatRange>& ranges, const std::vector<FlatRange>& wte, int wte_uses,
                int zero_stage, size_t bucket_elems, Communicator* dp, Communicator* embedding);
 
   // Starts a step: clears the gradients.

@@ -144,14 +144,9 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world_com
 
   const size_t bucket_elems = static_cast<size_t>(config.parallel.bucket_mb * 1024 * 1024 / sizeof(float));
   stage.set_gradient_range_limit(bucket_elems);
-  auto to_ranges = [](const std::vector<std::pair<size_t, size_t>>& pairs) {
-    std::vector<GradRange> out;
-    for (const auto& [b, e] : pairs) out.push_back({b, e});
-    return out;
-  };
   Communicator* dp = layout.dp() > 1 ? groups.dp.get() : nullptr;
   Communicator* embedding = layout.pp() > 1 ? groups.embedding.get() : nullptr;
-  GradientSync sync(stage.num_params(), to_ranges(stage.gradient_ranges()), to_ranges(stage.wte_ranges()),
+  GradientSync sync(stage.num_params(), stage.gradient_ranges(), stage.wte_ranges(),
                     stage.wte_uses_per_backward(), config.parallel.zero_stage, bucket_elems, dp, embedding);
   stage.set_gradient_sink(&sync);
   const int zero = sync.zero_stage();  // 0 whenever dp = 1

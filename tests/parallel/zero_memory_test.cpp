@@ -29,14 +29,9 @@ TEST(ZeroMemory, ShardsOptimizerStateAndGradientsByTheDataParallelDegree) {
   GPT2Stage stage(c, StageSpec::whole(c), 1, 8, 1, nullptr);
   const size_t bucket = 13'107;  // 0.05 MiB of floats, as the equivalence runs use
   stage.set_gradient_range_limit(bucket);
-  auto to_ranges = [](const std::vector<std::pair<size_t, size_t>>& pairs) {
-    std::vector<GradRange> out;
-    for (const auto& [b, e] : pairs) out.push_back({b, e});
-    return out;
-  };
   size_t grads[3], state[3];
   for (int zero = 0; zero <= 2; ++zero) {
-    GradientSync sync(stage.num_params(), to_ranges(stage.gradient_ranges()), to_ranges(stage.wte_ranges()),
+    GradientSync sync(stage.num_params(), stage.gradient_ranges(), stage.wte_ranges(),
                       stage.wte_uses_per_backward(), zero, bucket, world.get(), nullptr);
     const ShardRange r = zero == 0 ? ShardRange{0, stage.num_params()} : sync.shard();
     grads[zero] = sync.gradient_bytes();
