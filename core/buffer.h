@@ -7,7 +7,6 @@
 #include <cstring>
 #include <memory>
 #include <new>
-#include <span>
 
 namespace feast {
 
@@ -28,8 +27,6 @@ class Buffer {
   size_t size() const { return size_; }
   T& operator[](size_t i) { return data_.get()[i]; }
   const T& operator[](size_t i) const { return data_.get()[i]; }
-  std::span<T> span() { return {data(), size_}; }
-  std::span<const T> span() const { return {data(), size_}; }
   void zero() {
     if (size_) std::memset(static_cast<void*>(data()), 0, size_ * sizeof(T));
   }

@@ -12,18 +12,11 @@ Quiet::Quiet() { ++g_quiet; }
 Quiet::~Quiet() { --g_quiet; }
 
 void set_rank(int r) { g_rank = r; }
-int rank() { return g_rank; }
 
 void info(const std::string& line) {
   if (g_rank != 0 || g_quiet > 0) return;
   std::fprintf(stdout, "%s\n", line.c_str());
   std::fflush(stdout);
-}
-
-void warn(const std::string& line) {
-  if (g_rank != 0) return;
-  std::fprintf(stderr, "warning: %s\n", line.c_str());
-  std::fflush(stderr);
 }
 
 void error(const std::string& line) {

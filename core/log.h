@@ -7,9 +7,7 @@
 namespace feast::log {
 
 void set_rank(int rank);
-int rank();
 void info(const std::string& line);   // rank 0 only, stdout
-void warn(const std::string& line);   // rank 0 only, stderr
 void error(const std::string& line);  // every rank, stderr, prefixed "[rank r]"
 
 // While one exists, info() prints nothing (a benchmark that runs training quietly).

@@ -34,7 +34,6 @@ class MarkovCorpus {
   // context (a unigram model) can reach.
   double unigram_entropy() const { return unigram_entropy_; }
 
-  uint64_t seed() const { return seed_; }
   int successors() const { return successors_; }
 
  private:

@@ -37,7 +37,6 @@ class Shard {
 
   const std::string& path() const { return path_; }
   int32_t version() const { return static_cast<int32_t>(width_); }
-  TokenWidth width() const { return width_; }
   int64_t size() const { return count_; }  // tokens
 
   // Copies tokens [offset, offset + count) into out; throws DataError if that runs past the end.

@@ -103,14 +103,15 @@ GPT2Stage::GPT2Stage(const ModelConfig& config, const StageSpec& spec, int max_b
     layer_w_.push_back(layer_params(layer_offsets_.back()));
   }
   auto range_of = [&](const char* name) {
-    if (!table_.contains(name)) return Range{};
+    if (!table_.contains(name)) return FlatRange{};
     const LocalParam& lp = table_.at(name);
-    return Range{lp.offset, lp.offset + lp.numel};
+    return FlatRange{lp.offset, lp.offset + lp.numel};
   };
   wte_range_ = range_of("wte.weight");
   wpe_range_ = range_of("wpe.weight");
-  const Range lnf_w = range_of("ln_f.weight"), lnf_b = range_of("ln_f.bias");
+  const FlatRange lnf_w = range_of("ln_f.weight"), lnf_b = range_of("ln_f.bias");
   lnf_range_ = {lnf_w.begin, lnf_b.end};
+  lnf_bias_ = lnf_b.begin;
   set_gradient_range_limit(wte_range_.end - wte_range_.begin);
 }
 
@@ -124,7 +125,7 @@ void GPT2Stage::set_gradient_range_limit(size_t max_elems) {
 
 std::vector<FlatRange> GPT2Stage::gradient_ranges() const {
   std::vector<FlatRange> out = wte_chunks_;
-  for (const Range& r : {wpe_range_, lnf_range_})
+  for (const FlatRange& r : {wpe_range_, lnf_range_})
     if (r.end > r.begin) out.push_back(r);
   for (const LayerOffsets& o : layer_offsets_)
     for (const FlatRange& r : {FlatRange{o.ln1_w, o.qkv_w}, FlatRange{o.qkv_w, o.proj_w}, FlatRange{o.proj_w, o.ln2_w},
@@ -133,7 +134,7 @@ std::vector<FlatRange> GPT2Stage::gradient_ranges() const {
   return out;
 }
 
-std::pair<int, int> GPT2Stage::wte_rows(const Range& chunk) const {
+std::pair<int, int> GPT2Stage::wte_rows(const FlatRange& chunk) const {
   return {int((chunk.begin - wte_range_.begin) / size_t(C_)), int((chunk.end - wte_range_.begin) / size_t(C_))};
 }
 
@@ -175,8 +176,8 @@ float GPT2Stage::forward(int slot, const int32_t* tokens, const int32_t* targets
   if (spec_.has_embedding) {
     // Vocab-parallel: each rank embeds its own rows; one rank adds positions; the sum is the
     // embedding.
-    const float* wpe = spec_.tp_rank == 0 ? param("wpe.weight") : nullptr;
-    cpu::encoder_forward(s.input, tokens, param("wte.weight"), wpe, B, T, C, vocab_begin_, vocab_begin_ + Vl_);
+    const float* wpe = spec_.tp_rank == 0 ? param_at(wpe_range_.begin) : nullptr;
+    cpu::encoder_forward(s.input, tokens, param_at(wte_range_.begin), wpe, B, T, C, vocab_begin_, vocab_begin_ + Vl_);
     reduce_from_tp_forward(s.input, BT);
   }
   const float* x = s.input;
@@ -201,8 +202,8 @@ float GPT2Stage::forward(int slot, const int32_t* tokens, const int32_t* targets
   }
   if (!spec_.has_head) return 0.0f;
 
-  cpu::layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, x, param("ln_f.weight"), param("ln_f.bias"), BT, C);
-  cpu::matmul_forward(s.logits, s.lnf, param("wte.weight"), static_cast<const float*>(nullptr), BT, C, Vl_);
+  cpu::layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, x, param_at(lnf_range_.begin), param_at(lnf_bias_), BT, C);
+  cpu::matmul_forward(s.logits, s.lnf, param_at(wte_range_.begin), static_cast<const float*>(nullptr), BT, C, Vl_);
   // Vocab-parallel cross-entropy: reduce the row maxima, then the sums of exponentials and the
   // target logits, never the logits themselves.
   const int V = config_.vocab_size;
@@ -226,10 +227,10 @@ void GPT2Stage::backward(int slot, const int32_t* tokens, int B, int T) {
   const int BT = B * T, C = C_, Cl = Cl_;
   // Gradient views: base pointers into the sink's memory for one range at a time.
   if (spec_.has_head) {
-    const float* wte = param("wte.weight");
+    const float* wte = param_at(wte_range_.begin);
     // Tied head: dwte += dlogits^T lnf, chunk by chunk of rows; dlnf = dlogits @ wte (partial
     // over the vocabulary slices).
-    for (const Range& c : wte_chunks_) {
+    for (const FlatRange& c : wte_chunks_) {
       const auto [r0, r1] = wte_rows(c);
       cpu::matmul_backward_weight_rows(sink_->acquire(c.begin, c.end), s.logits, s.lnf, BT, C, Vl_, r0, r1);
       sink_->release(c.begin, c.end);
@@ -239,9 +240,8 @@ void GPT2Stage::backward(int slot, const int32_t* tokens, int B, int T) {
     const float* x_last = s.layers.empty() ? s.input : s.layers.back().res3;
     copy_to_tp_backward(dln_, BT);
     std::fill(dres_, dres_ + size_t(BT) * C, 0.0f);
-    const size_t lnf_w = table_.at("ln_f.weight").offset, lnf_b = table_.at("ln_f.bias").offset;
-    cpu::layernorm_backward(dres_, glnf + (lnf_w - lnf_range_.begin), glnf + (lnf_b - lnf_range_.begin), dln_, x_last,
-                            param("ln_f.weight"), s.lnf_mean, s.lnf_rstd, BT, C);
+    cpu::layernorm_backward(dres_, glnf, glnf + (lnf_bias_ - lnf_range_.begin), dln_, x_last,
+                            param_at(lnf_range_.begin), s.lnf_mean, s.lnf_rstd, BT, C);
     sink_->release(lnf_range_.begin, lnf_range_.end);
   }
   // dres_ carries d loss / d (residual stream) backwards through the blocks (on non-last
@@ -282,7 +282,7 @@ void GPT2Stage::backward(int slot, const int32_t* tokens, int B, int T) {
     // wpe's gradient is the same on every tp rank (dres_ is replicated); it is added with the
     // first chunk of token rows. Each chunk takes the tokens in its rows.
     float* gwpe = sink_->acquire(wpe_range_.begin, wpe_range_.end);
-    for (const Range& c : wte_chunks_) {
+    for (const FlatRange& c : wte_chunks_) {
       const auto [r0, r1] = wte_rows(c);
       cpu::encoder_backward(sink_->acquire(c.begin, c.end), c.begin == wte_range_.begin ? gwpe : nullptr, dres_, tokens,
                             B, T, C, vocab_begin_ + r0, vocab_begin_ + r1);

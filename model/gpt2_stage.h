@@ -31,8 +31,6 @@ class GPT2Stage {
   GPT2Stage& operator=(const GPT2Stage&) = delete;
 
   const ModelConfig& config() const { return config_; }
-  const StageSpec& spec() const { return spec_; }
-  const ParamTable& logical_table() const { return logical_; }
   const LocalTable& table() const { return table_; }
   float* params() { return params_.data(); }
   size_t num_params() const { return params_.size(); }
@@ -108,7 +106,6 @@ class GPT2Stage {
     float* logits;                     // (B, T, Vl); becomes dlogits in a training forward
     float* losses;                     // (B, T)
   };
-  using Range = FlatRange;
 
   // Flat offsets of one layer's tensors in table order; each op's weight and bias are adjacent,
   // so [w, next op's w) is the range of that op's gradients.
@@ -128,8 +125,8 @@ class GPT2Stage {
 
   LayerParams layer_params(const LayerOffsets& o);
   // The local token-embedding rows [first, last) a gradient chunk covers.
-  std::pair<int, int> wte_rows(const Range& chunk) const;
-  float* param(const char* name) { return params_.data() + table_.at(name).offset; }
+  std::pair<int, int> wte_rows(const FlatRange& chunk) const;
+  float* param_at(size_t offset) { return params_.data() + offset; }
   void tp_allreduce(float* data, size_t count, ReduceOp op = ReduceOp::kSum);
   // Megatron's conjugate pair, (B*T, C) activations: reduce-from-tp sums the partial outputs of
   // a row-parallel layer in the forward (identity in the backward); copy-to-tp is the identity
@@ -151,8 +148,9 @@ class GPT2Stage {
   std::vector<SlotActs> slot_acts_;
   std::vector<LayerParams> layer_w_;  // per local layer, views into params_
   std::vector<LayerOffsets> layer_offsets_;
-  Range wte_range_, wpe_range_, lnf_range_;
-  std::vector<Range> wte_chunks_;  // wte_range_ in gradient chunks of whole rows
+  FlatRange wte_range_, wpe_range_, lnf_range_;  // lnf_range_: ln_f.weight then ln_f.bias
+  size_t lnf_bias_ = 0;                          // offset of ln_f.bias
+  std::vector<FlatRange> wte_chunks_;  // wte_range_ in gradient chunks of whole rows
   float *tmp_, *dres_, *dln_, *dbig_, *dqkv_, *dy_, *att_scratch_;
   float *ce_max_, *ce_partials_;  // (B*T), (2, B*T): vocab-parallel loss reductions
   double tp_comm_seconds_ = 0;

@@ -17,7 +17,6 @@ struct StageSpec {
 
   // The whole model on one rank.
   static StageSpec whole(const ModelConfig& c) { return {0, c.n_layer, true, true, 0, 1}; }
-  bool holds_layer(int l) const { return l >= first_layer && l < first_layer + num_layers; }
 };
 
 }  // namespace feast

@@ -42,7 +42,6 @@ GradientSync::GradientSync(size_t total, const std::vector<FlatRange>& ranges, c
       buckets_.push_back(b);
     }
   }
-  for (int i = int(buckets_.size()) - 1; i >= 0; --i) by_begin_.push_back(i);  // buckets_ descend
   size_t covered = 0;
   for (const Bucket& b : buckets_) {
     covered += b.end - b.begin;
@@ -64,12 +63,10 @@ GradientSync::GradientSync(size_t total, const std::vector<FlatRange>& ranges, c
 }
 
 int GradientSync::bucket_of(size_t begin) const {
-  // The last bucket (in ascending order) that starts at or before `begin`.
-  const auto it = std::upper_bound(by_begin_.begin(), by_begin_.end(), begin,
-                                   [&](size_t offset, int i) { return offset < buckets_[size_t(i)].begin; });
-  FEAST_CHECK(it != by_begin_.begin() && begin < buckets_[size_t(*(it - 1))].end,
-              "no gradient bucket holds flat offset " << begin);
-  return *(it - 1);
+  // buckets_ descend by offset: the first one starting at or before `begin` holds it.
+  const auto it = std::partition_point(buckets_.begin(), buckets_.end(), [&](const Bucket& b) { return b.begin > begin; });
+  FEAST_CHECK(it != buckets_.end() && begin < it->end, "no gradient bucket holds flat offset " << begin);
+  return int(it - buckets_.begin());
 }
 
 float* GradientSync::staging(const Bucket& b) {

@@ -84,8 +84,7 @@ class GradientSync final : public GradientSink {
   Communicator* embedding_;
   int dp_size_ = 1, dp_rank_ = 0;
   ShardRange shard_;
-  std::vector<Bucket> buckets_;
-  std::vector<int> by_begin_;  // bucket indices in ascending order of begin (for bucket_of)
+  std::vector<Bucket> buckets_;  // in descending order of offset (the order backward writes them)
   bool last_micro_batch_ = true;
   Buffer<float> full_;       // ZeRO 0 and 1: every gradient
   Buffer<float> shard_acc_;  // ZeRO 1 and 2: the reduced shard

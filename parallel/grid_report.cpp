@@ -27,7 +27,7 @@ std::string list_groups(const char* title, int world_size, GroupOf group_of) {
   for (int r = 0; r < world_size; ++r) {
     std::vector<int> ranks = group_of(r);
     if (ranks.empty() || !seen.insert(ranks).second) continue;
-    os << " " << format_ranks(ranks);
+    os << " " << format_list(ranks);
   }
   if (seen.empty()) os << " none";
   os << "\n";
@@ -83,7 +83,7 @@ std::string describe_grid(const ParallelLayout& layout, const std::vector<std::s
       if (std::find(group_hosts.begin(), group_hosts.end(), hosts[member]) == group_hosts.end())
         group_hosts.push_back(hosts[member]);
     if (group_hosts.size() < 2 || !warned.insert(group).second) continue;
-    os << "warning: tensor-parallel group " << format_ranks(group) << " spans hosts ";
+    os << "warning: tensor-parallel group " << format_list(group) << " spans hosts ";
     for (size_t i = 0; i < group_hosts.size(); ++i) os << (i ? ", " : "") << group_hosts[i];
     os << ": its all-reduces will cross the network\n";
   }

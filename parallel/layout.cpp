@@ -117,9 +117,9 @@ std::vector<int> ParallelLayout::embedding_group(int rank) const {
   return {stages.front(), stages.back()};
 }
 
-std::string format_ranks(const std::vector<int>& ranks) {
+std::string format_list(const std::vector<int>& values) {
   std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
   return s + "]";
 }
 

@@ -53,7 +53,7 @@ class ParallelLayout {
   std::array<Axis, 3> order_;  // innermost first
 };
 
-// "[0, 2, 4]": a rank list for messages and the grid report.
-std::string format_ranks(const std::vector<int>& ranks);
+// "[0, 2, 4]": a rank list (or layer counts) for messages and the grid report.
+std::string format_list(const std::vector<int>& values);
 
 }  // namespace feast

@@ -233,21 +233,24 @@ WorkHandle MpiCommunicator::broadcast(void* data, size_t count, DType dtype, int
   return std::make_unique<MpiWork>(request, Kind::kCollective, what, timeout_for(opts));
 }
 
-WorkHandle MpiCommunicator::send(const void* data, size_t count, DType dtype, int peer, int tag) {
-  const std::string what = describe("send of " + amount(count, dtype) + " to rank " + std::to_string(peer) +
-                                    " (tag " + std::to_string(tag) + ")");
+std::string MpiCommunicator::describe_p2p(const char* op, const char* direction, size_t count, DType dtype, int peer,
+                                          int tag) const {
+  const std::string what = describe(std::string(op) + " of " + amount(count, dtype) + " " + direction + " rank " +
+                                    std::to_string(peer) + " (tag " + std::to_string(tag) + ")");
   FEAST_CHECK(peer >= 0 && peer < size_, what << ": peer is not a rank of the group");
   FEAST_CHECK(tag >= 0, what << ": tags must be non-negative");
+  return what;
+}
+
+WorkHandle MpiCommunicator::send(const void* data, size_t count, DType dtype, int peer, int tag) {
+  const std::string what = describe_p2p("send", "to", count, dtype, peer, tag);
   MPI_Request request;
   FEAST_MPI_CHECK(MPI_Isend(data, to_int(count, what), to_mpi(dtype), peer, tag, comm_, &request));
   return std::make_unique<MpiWork>(request, Kind::kSend, what, default_timeout_);
 }
 
 WorkHandle MpiCommunicator::recv(void* data, size_t count, DType dtype, int peer, int tag) {
-  const std::string what = describe("recv of " + amount(count, dtype) + " from rank " + std::to_string(peer) +
-                                    " (tag " + std::to_string(tag) + ")");
-  FEAST_CHECK(peer >= 0 && peer < size_, what << ": peer is not a rank of the group");
-  FEAST_CHECK(tag >= 0, what << ": tags must be non-negative");
+  const std::string what = describe_p2p("recv", "from", count, dtype, peer, tag);
   MPI_Request request;
   FEAST_MPI_CHECK(MPI_Irecv(data, to_int(count, what), to_mpi(dtype), peer, tag, comm_, &request));
   return std::make_unique<MpiWork>(request, Kind::kRecv, what, default_timeout_);

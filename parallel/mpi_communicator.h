@@ -44,6 +44,9 @@ class MpiCommunicator final : public Communicator {
   // "allreduce of 4096 float32 on group 'tp' (rank 1 of 2)": the subject of every message.
   std::string describe(const std::string& what) const;
   std::chrono::milliseconds timeout_for(const CollectiveOptions& opts) const;
+  // The subject of a send or recv ("send of ... to rank 1 (tag 3) on group ..."), after checking
+  // that the peer is a rank of the group and the tag is non-negative.
+  std::string describe_p2p(const char* op, const char* direction, size_t count, DType dtype, int peer, int tag) const;
 
   MPI_Comm comm_;
   std::string name_;

@@ -16,7 +16,12 @@ int PipelineExecutor::slots_needed(ScheduleKind kind, int stages, int stage, int
 
 PipelineExecutor::PipelineExecutor(GPT2Stage& stage, Communicator* pp, ScheduleKind kind, int micro_batches, int B,
                                    int T)
-    : stage_(stage), pp_(pp), micro_batches_(micro_batches), B_(B), T_(T) {
+    : stage_(stage),
+      pp_(pp),
+      micro_batches_(micro_batches),
+      B_(B),
+      T_(T),
+      act_elems_(size_t(B) * size_t(T) * size_t(stage.config().n_embd)) {
   if (pp_) {
     stages_ = pp_->size();
     stage_index_ = pp_->rank();
@@ -40,13 +45,12 @@ void PipelineExecutor::wait_send(WorkHandle& h) {
 
 void PipelineExecutor::recv(float* data, int peer, int tag) {
   Timer t;
-  pp_->recv(data, size_t(B_) * T_ * stage_.config().n_embd, DType::kFloat32, peer, tag)->wait();
+  pp_->recv(data, act_elems_, DType::kFloat32, peer, tag)->wait();
   times_.pp_wait += t.seconds();
 }
 
 double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float loss_scale) {
   const size_t per = size_t(B_) * T_;
-  const size_t act = per * size_t(stage_.config().n_embd);
   const int slots = stage_.slots();
   double loss_sum = 0;
   int backwards = 0;
@@ -68,7 +72,7 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
         break;
       }
       case ActionType::kSendActivation:
-        act_sends_[size_t(slot)] = pp_->send(stage_.output(slot), act, DType::kFloat32, stage_index_ + 1, activation_tag(k));
+        act_sends_[size_t(slot)] = pp_->send(stage_.output(slot), act_elems_, DType::kFloat32, stage_index_ + 1, activation_tag(k));
         break;
       case ActionType::kRecvGrad:
         wait_send(grad_send_);  // output_grad() and input_grad() share one buffer
@@ -83,7 +87,7 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
         break;
       }
       case ActionType::kSendGrad:
-        grad_send_ = pp_->send(stage_.input_grad(), act, DType::kFloat32, stage_index_ - 1, gradient_tag(k));
+        grad_send_ = pp_->send(stage_.input_grad(), act_elems_, DType::kFloat32, stage_index_ - 1, gradient_tag(k));
         break;
     }
   }
@@ -96,7 +100,6 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
 }
 
 double PipelineExecutor::evaluate(int n, const BatchFill& fill) {
-  const size_t act = size_t(B_) * T_ * size_t(stage_.config().n_embd);
   double loss_sum = 0;
   for (int k = 0; k < n; ++k) {
     // One slot suffices: nothing is kept for a backward. Its output must have left before the
@@ -106,7 +109,7 @@ double PipelineExecutor::evaluate(int n, const BatchFill& fill) {
     fill(k, tokens_.data(), targets_.data());
     loss_sum += stage_.forward(0, tokens_.data(), targets_.data(), B_, T_, 0.0f);
     if (stage_index_ < stages_ - 1)
-      act_sends_[0] = pp_->send(stage_.output(0), act, DType::kFloat32, stage_index_ + 1, activation_tag(k));
+      act_sends_[0] = pp_->send(stage_.output(0), act_elems_, DType::kFloat32, stage_index_ + 1, activation_tag(k));
   }
   wait_send(act_sends_[0]);
   stage_.take_tp_comm_seconds();

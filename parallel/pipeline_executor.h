@@ -55,6 +55,7 @@ class PipelineExecutor {
   Communicator* pp_;
   std::vector<Action> train_actions_;
   int micro_batches_, B_, T_, stages_ = 1, stage_index_ = 0;
+  size_t act_elems_;                       // one micro-batch's (B, T, C) activation
   std::vector<int32_t> tokens_, targets_;  // (slots, B, T)
   std::vector<WorkHandle> act_sends_;      // per slot: the pending send of its output
   WorkHandle grad_send_;                   // the pending send of the input gradient

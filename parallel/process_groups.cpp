@@ -19,21 +19,21 @@ std::unique_ptr<Communicator> split_as(Communicator& world, const std::vector<in
   if (ranks.empty()) return world.split(-1, 0, name);
   const int me = world.rank();
   const auto position = std::find(ranks.begin(), ranks.end(), me);
-  FEAST_CHECK(position != ranks.end(), "layout's " << name << " group " << format_ranks(ranks)
+  FEAST_CHECK(position != ranks.end(), "layout's " << name << " group " << format_list(ranks)
                                                    << " does not contain rank " << me);
   const int color = *std::min_element(ranks.begin(), ranks.end());
   auto group = world.split(color, static_cast<int>(position - ranks.begin()), name);
 
   FEAST_CHECK(group->size() == static_cast<int>(ranks.size()),
               "the " << name << " group of rank " << me << " has " << group->size() << " ranks but the layout says "
-                     << format_ranks(ranks));
+                     << format_list(ranks));
   static_assert(sizeof(int) == 4, "world ranks travel as DType::kInt32");
   std::vector<int> members(ranks.size());
   const std::vector<size_t> ones(ranks.size(), 1);
   group->allgather(&me, members.data(), ones, DType::kInt32)->wait();
   FEAST_CHECK(std::equal(members.begin(), members.end(), ranks.begin()),
-              "the " << name << " group of rank " << me << " holds world ranks " << format_ranks(members)
-                     << " but the layout says " << format_ranks(ranks));
+              "the " << name << " group of rank " << me << " holds world ranks " << format_list(members)
+                     << " but the layout says " << format_list(ranks));
   return group;
 }
 

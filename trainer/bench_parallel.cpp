@@ -157,15 +157,17 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
       s = train(c, world->split(0, world->rank(), "world"));
     }
     // Sums over the timed steps, then averaged over ranks.
-    double parts[7] = {};
+    // total, compute, tp-comm, dp-comm, pp-idle, optimizer
+    double parts[6] = {};
     std::vector<double> totals;
     for (size_t i = size_t(warmup); i < s.timings.size(); ++i) {
       const StepTiming& t = s.timings[i];
-      const double v[7] = {t.total, t.compute, t.tp_comm, t.dp_comm, t.pp_wait + t.send_wait, t.optimizer, 0};
+      const double v[6] = {t.total,   t.stage.compute, t.stage.tp_comm, t.dp_comm, t.stage.pp_wait + t.stage.send_wait,
+                           t.optimizer};
       for (int k = 0; k < 6; ++k) parts[k] += v[k];
       totals.push_back(t.total);
     }
-    world->allreduce(parts, 7, DType::kFloat64)->wait();
+    world->allreduce(parts, 6, DType::kFloat64)->wait();
     std::sort(totals.begin(), totals.end());
     const double med = totals[totals.size() / 2];
     const double tokens = double(c.training.batch_size) * c.training.seq_len;

@@ -49,8 +49,16 @@ LayoutPlan plan_layout(const Config& c, int world_size) {
   return plan;
 }
 
-int first_layer_of(const std::vector<int>& stage_layers, int stage) {
-  return std::accumulate(stage_layers.begin(), stage_layers.begin() + stage, 0);
+StageSpec LayoutPlan::stage_of(int rank) const {
+  const RankCoord c = layout.coord(rank);
+  StageSpec spec;
+  spec.first_layer = std::accumulate(stage_layers.begin(), stage_layers.begin() + c.pp, 0);
+  spec.num_layers = stage_layers[size_t(c.pp)];
+  spec.has_embedding = c.pp == 0;
+  spec.has_head = c.pp == layout.pp() - 1;
+  spec.tp_rank = c.tp;
+  spec.tp = layout.tp();
+  return spec;
 }
 
 }  // namespace feast

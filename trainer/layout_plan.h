@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "model/stage_spec.h"
 #include "parallel/layout.h"
 #include "parallel/schedule.h"
 #include "trainer/config.h"
@@ -18,11 +19,11 @@ struct LayoutPlan {
   int micro_batches = 1;          // per step on each data-parallel rank
   std::vector<int> stage_layers;  // layers of each pipeline stage
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
+
+  // The part of the model world rank `rank` holds: its stage's layers and tensor-parallel slice.
+  StageSpec stage_of(int rank) const;
 };
 
 LayoutPlan plan_layout(const Config& config, int world_size);
-
-// First layer of `stage` given the layers per stage.
-int first_layer_of(const std::vector<int>& stage_layers, int stage);
 
 }  // namespace feast

@@ -131,13 +131,7 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world_com
 
   const RankCoord me = layout.coord(world_rank);
   const int B = config.parallel.micro_batch_size, T = tc.seq_len, m = plan.micro_batches;
-  StageSpec spec;
-  spec.first_layer = first_layer_of(plan.stage_layers, me.pp);
-  spec.num_layers = plan.stage_layers[size_t(me.pp)];
-  spec.has_embedding = me.pp == 0;
-  spec.has_head = me.pp == layout.pp() - 1;
-  spec.tp_rank = me.tp;
-  spec.tp = layout.tp();
+  const StageSpec spec = plan.stage_of(world_rank);
   const int slots = PipelineExecutor::slots_needed(plan.schedule, layout.pp(), me.pp, m);
   GPT2Stage stage(config.model, spec, B, T, slots, layout.tp() > 1 ? groups.tp.get() : nullptr);
   init_local_parameters(stage.table(), tc.seed, stage.params());
@@ -170,11 +164,7 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world_com
             std::to_string(train_data->num_shards()) + " shard(s)" +
             (val_data ? ", val " + std::to_string(val_data->total_tokens()) + " tokens" : ", no validation"));
   log::info("model: " + std::to_string(config.model.n_layer) + " layers over " + std::to_string(layout.pp()) +
-            " stage(s) [" + [&] {
-              std::string s;
-              for (int l : plan.stage_layers) s += (s.empty() ? "" : ", ") + std::to_string(l);
-              return s;
-            }() + "], tp " + std::to_string(layout.tp()) + ", dp " + std::to_string(layout.dp()) + ", ZeRO " +
+            " stage(s) " + format_list(plan.stage_layers) + ", tp " + std::to_string(layout.tp()) + ", dp " + std::to_string(layout.dp()) + ", ZeRO " +
             std::to_string(zero) + ", " + config.parallel.schedule + "; batch " + std::to_string(layout.dp()) +
             " x " + std::to_string(m) + " x " + std::to_string(B) + " x " + std::to_string(T) + " = " +
             std::to_string(tokens_per_step) + " tokens/step; " + std::to_string(omp_get_max_threads()) +
@@ -231,9 +221,9 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world_com
     }
     const double sec = timer.seconds();
     train_seconds += sec;
-    const StageTimes st = executor.take_times();
-    summary.timings.push_back(
-        {sec, st.compute - backward_waits, st.tp_comm, st.pp_wait, st.send_wait, dp_seconds, opt_seconds});
+    StageTimes st = executor.take_times();
+    st.compute -= backward_waits;  // counted as data-parallel communication
+    summary.timings.push_back({sec, st, dp_seconds, opt_seconds});
 
     StepMetrics mt;
     mt.step = step + 1;

@@ -13,6 +13,7 @@
 
 #include "core/communicator.h"
 #include "model/gpt2_stage.h"
+#include "parallel/pipeline_executor.h"
 #include "trainer/config.h"
 
 namespace feast {
@@ -20,10 +21,7 @@ namespace feast {
 // Where one rank's time went in one step (seconds).
 struct StepTiming {
   double total = 0;
-  double compute = 0;    // forward and backward on this rank
-  double tp_comm = 0;    // tensor-parallel all-reduces
-  double pp_wait = 0;    // waiting for a neighbour stage: the pipeline bubble plus transfers
-  double send_wait = 0;  // completing pipeline sends
+  StageTimes stage;      // forward/backward compute, tensor-parallel and pipeline communication
   double dp_comm = 0;    // gradient reductions, the embedding sum and the parameter all-gather
                          // (the part not hidden behind the backward)
   double optimizer = 0;  // norm, clipping and the AdamW update of this rank's shard

@@ -11,15 +11,27 @@
 namespace feast {
 namespace {
 
+// A whole GPT-2 of the given shape on one rank: its logical table and the rank's flat layout.
+struct WholeModel {
+  WholeModel(int layers, int heads, int embd, int vocab, int seq)
+      : logical(gpt2_param_table(config(layers, heads, embd, vocab, seq))),
+        table(logical, StageSpec::whole(config(layers, heads, embd, vocab, seq))) {}
+  static ModelConfig config(int layers, int heads, int embd, int vocab, int seq) {
+    ModelConfig c;
+    c.n_layer = layers;
+    c.n_head = heads;
+    c.n_embd = embd;
+    c.vocab_size = vocab;
+    c.max_seq_len = seq;
+    return c;
+  }
+  ParamTable logical;
+  LocalTable table;  // points into `logical`
+};
+
 TEST(AdamW, MatchesReferenceUpdateAndDecaysMatricesOnly) {
-  ModelConfig c;
-  c.n_layer = 1;
-  c.n_head = 1;
-  c.n_embd = 4;
-  c.vocab_size = 3;
-  c.max_seq_len = 2;
-  const ParamTable logical = gpt2_param_table(c);
-  const LocalTable t(logical, StageSpec::whole(c));
+  const WholeModel model(1, 1, 4, 3, 2);
+  const LocalTable& t = model.table;
   const size_t n = t.total_numel();
   std::vector<float> p(n), g(n);
   for (size_t i = 0; i < n; ++i) {
@@ -49,14 +61,8 @@ TEST(AdamW, MatchesReferenceUpdateAndDecaysMatricesOnly) {
 }
 
 TEST(AdamW, ClipsToTheMaxNorm) {
-  ModelConfig c;
-  c.n_layer = 1;
-  c.n_head = 1;
-  c.n_embd = 4;
-  c.vocab_size = 3;
-  c.max_seq_len = 2;
-  const ParamTable logical = gpt2_param_table(c);
-  const LocalTable t(logical, StageSpec::whole(c));
+  const WholeModel model(1, 1, 4, 3, 2);
+  const LocalTable& t = model.table;
   const size_t n = t.total_numel();
   std::vector<float> g(n, 1.0f), p1(n, 0.0f), p2(n, 0.0f);
   AdamWConfig oc;
@@ -79,14 +85,8 @@ TEST(AdamW, ClipsToTheMaxNorm) {
 
 // A sharded optimizer (ZeRO) updating [begin, end) gives the same result as the whole one.
 TEST(AdamW, ShardsUpdateLikeTheWhole) {
-  ModelConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 8;
-  c.vocab_size = 50;
-  c.max_seq_len = 4;
-  const ParamTable logical = gpt2_param_table(c);
-  const LocalTable t(logical, StageSpec::whole(c));
+  const WholeModel model(2, 2, 8, 50, 4);
+  const LocalTable& t = model.table;
   const size_t n = t.total_numel();
   std::vector<float> g(n), whole(n), sharded(n);
   for (size_t i = 0; i < n; ++i) {
