@@ -11,12 +11,11 @@
 #include <span>
 #include <string>
 
+#include "core/dtype.h"
+
 namespace feast {
 
-enum class DType { kFloat32, kFloat64, kInt32, kInt64 };
 enum class ReduceOp { kSum, kMax };
-
-size_t dtype_size(DType dtype);
 
 struct CollectiveOptions {
   ReduceOp op = ReduceOp::kSum;

@@ -86,13 +86,11 @@ ValSampler::ValSampler(const Dataset& dataset, int seq_len)
   num_windows_ = first_window_.back();
 }
 
-void ValSampler::fill(int64_t batch_index, int batch_size, int32_t* inputs,
-                      int32_t* targets) const {
-  FEAST_CHECK(batch_index >= 0 && batch_size >= 0,
-              "ValSampler::fill: batch_index " << batch_index << " and batch_size "
-                                               << batch_size << " must be >= 0");
-  for (int r = 0; r < batch_size; ++r) {
-    const int64_t window = (batch_index * batch_size + r) % num_windows_;
+void ValSampler::fill(int64_t first_window, int count, int32_t* inputs, int32_t* targets) const {
+  FEAST_CHECK(first_window >= 0 && count >= 0,
+              "ValSampler::fill: first_window " << first_window << " and count " << count << " must be >= 0");
+  for (int r = 0; r < count; ++r) {
+    const int64_t window = (first_window + r) % num_windows_;
     const auto [shard, k] = locate(first_window_, window);
     const size_t row = static_cast<size_t>(r) * static_cast<size_t>(seq_len_);
     copy_window(dataset_, shard, k * seq_len_, seq_len_, inputs + row, targets + row);

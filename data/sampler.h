@@ -37,16 +37,17 @@ class TrainSampler {
 };
 
 // Fixed validation windows: window k covers tokens [k T, k T + T] of its shard, so consecutive
-// windows predict disjoint targets. Batch b holds windows b*B .. b*B + B - 1, wrapping around
-// when the split is exhausted, so every evaluation scores the same tokens and val_loss is
-// comparable across a run.
+// windows predict disjoint targets. Windows are numbered across the split and wrap around when
+// it is exhausted. A validation batch of G sequences (the global batch) holds windows b*G ..
+// b*G + G - 1, its rows dealt to the ranks like a training batch's, so every evaluation scores
+// the same tokens at any layout and val_loss is comparable across a run and across layouts.
 class ValSampler {
  public:
   // Throws DataError (like TrainSampler) when no shard holds seq_len + 1 tokens.
   ValSampler(const Dataset& dataset, int seq_len);
 
-  // inputs, targets: (batch_size, T) row-major.
-  void fill(int64_t batch_index, int batch_size, int32_t* inputs, int32_t* targets) const;
+  // Windows first_window .. first_window + count - 1 into inputs, targets: (count, T) row-major.
+  void fill(int64_t first_window, int count, int32_t* inputs, int32_t* targets) const;
 
   int64_t num_windows() const { return num_windows_; }
   int seq_len() const { return seq_len_; }

@@ -1,25 +1,53 @@
-// The shape of a GPT-2-style model: what every layer, the parameter table and the activation
-// buffers are sized from. Filled from the [model] section of the config.
+// The shape of a decoder-only model of one family, GPT-2 or Llama: what every layer, the
+// parameter table and the activation buffers are sized from. Filled from the [model] section of
+// the config; docs/config.md says what each key means for each family.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace feast {
 
+// Hugging Face's rope_scaling: how the rotary frequencies are stretched for long contexts.
+struct RopeScaling {
+  std::string rope_type = "default";  // "default" (none), "linear" or "llama3"
+  double factor = 8.0;                 // "linear" and "llama3": the context extension factor
+  double low_freq_factor = 1.0;        // "llama3"
+  double high_freq_factor = 4.0;       // "llama3"
+  int original_max_position_embeddings = 8192;  // "llama3": the context the model was trained on
+};
+
 struct ModelConfig {
-  std::string arch = "gpt2";  // only "gpt2" for now; Llama comes with a later issue
+  std::string arch = "gpt2";  // "gpt2" or "llama"
   int n_layer = 4;
   int n_head = 4;
   int n_embd = 128;
   int vocab_size = 256;    // real vocabulary (token ids are < vocab_size)
-  int max_seq_len = 256;   // rows of the learned position embedding
+  int max_seq_len = 256;   // the longest sequence (GPT-2: rows of the learned position embedding)
   double init_std = 0.02;  // std of the normal initialisation of weight matrices
+  int n_kv_head = 0;          // key/value heads for grouped-query attention; 0 = n_head (Llama)
+  int intermediate_size = 0;  // MLP width; 0 = the family's default (mlp_width())
+  double norm_eps = 1e-5;     // epsilon of LayerNorm (GPT-2) or RMSNorm (Llama)
+  double rope_theta = 10000.0;  // rotary base frequency (Llama)
+  RopeScaling rope_scaling;     // (Llama)
+  bool qkv_bias = false;        // biases on q, k and v (Llama family, as Qwen2 has)
+  std::optional<bool> tie_embeddings;  // LM head shares the token embedding; unset = family default
 
+  bool is_llama() const { return arch == "llama"; }
   // The vocabulary padded to a multiple of 128 (so that tensor-parallel slices stay aligned);
   // padded logits are excluded from softmax and loss.
   int padded_vocab() const { return (vocab_size + 127) / 128 * 128; }
   int head_dim() const { return n_embd / n_head; }
+  int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  // GPT-2: 4 n_embd. Llama: Meta's rule, 2/3 of 4 n_embd rounded up to a multiple of 256.
+  int mlp_width() const {
+    if (intermediate_size > 0) return intermediate_size;
+    if (!is_llama()) return 4 * n_embd;
+    return (8 * n_embd / 3 + 255) / 256 * 256;
+  }
+  // GPT-2 ties its head to the token embedding by default, Llama does not.
+  bool tied() const { return tie_embeddings.value_or(!is_llama()); }
 };
 
 }  // namespace feast

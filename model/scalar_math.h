@@ -1,5 +1,5 @@
-// Scalar formulas shared by the CPU and CUDA backends (FEAST_HD): GELU (tanh form) and its
-// derivative, and the AdamW update of one element. Kernels on both sides call these, so the CPU
+// Scalar formulas shared by the CPU and CUDA backends (FEAST_HD): exp and tanh that vectorise,
+// GELU (tanh form), SiLU and their derivatives, and the AdamW update of one element. Kernels on both sides call these, so the CPU
 // tests exercise the GPU's arithmetic too.
 #pragma once
 
@@ -66,6 +66,23 @@ FEAST_HD T gelu_tanh_grad(T x) {
   const T th = fast_tanh(u);
   const T sech2 = T(1) - th * th;
   return T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * s * (T(1) + T(3 * 0.044715) * x2);
+}
+
+// SiLU (swish), the gate of SwiGLU: x * sigmoid(x), and its derivative s (1 + x (1 - s)).
+template <typename T>
+FEAST_HD T sigmoid(T x) {
+  return T(1) / (T(1) + fast_exp(-x));
+}
+
+template <typename T>
+FEAST_HD T silu(T x) {
+  return x * sigmoid(x);
+}
+
+template <typename T>
+FEAST_HD T silu_grad(T x) {
+  const T s = sigmoid(x);
+  return s * (T(1) + x * (T(1) - s));
 }
 
 // One AdamW step of one element, in PyTorch's order of operations (decoupled decay first,

@@ -10,9 +10,9 @@ namespace {
 constexpr int kStagingSlots = 3;  // a bucket being written, one being reduced, one spare
 }
 
-GradientSync::GradientSync(size_t total, const std::vector<FlatRange>& ranges, const std::vector<FlatRange>& wte,
-                           int wte_uses, int zero_stage, size_t bucket_elems, Communicator* dp, Communicator* embedding)
-    : total_(total), zero_stage_(zero_stage), dp_(dp), embedding_(embedding) {
+GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<GradRange>& ranges, int zero_stage,
+                           size_t bucket_elems, Communicator* dp, Communicator* embedding)
+    : total_(total), backend_(backend), zero_stage_(zero_stage), dp_(dp), embedding_(embedding) {
   FEAST_CHECK(zero_stage >= 0 && zero_stage <= 2, "parallel.zero_stage must be 0, 1 or 2");
   if (dp_) {
     dp_size_ = dp_->size();
@@ -21,45 +21,45 @@ GradientSync::GradientSync(size_t total, const std::vector<FlatRange>& ranges, c
   // With one data-parallel rank there is nothing to shard: every stage is ZeRO 0.
   if (dp_size_ == 1) zero_stage_ = 0;
   shard_ = shard_range(total, dp_size_, dp_rank_);
-  auto is_wte = [&](const FlatRange& r) {
-    return std::any_of(wte.begin(), wte.end(), [&](const FlatRange& w) { return w.begin == r.begin; });
-  };
   // Buckets: ranges in the order backward produces them (descending offsets), merged while
-  // contiguous and below the bucket size. Token-embedding chunks stay buckets of their own: they
-  // are written twice per backward (head and embedding) and may be tied across stages.
-  std::vector<FlatRange> order = ranges;
-  std::sort(order.begin(), order.end(), [](const FlatRange& a, const FlatRange& b) { return a.begin > b.begin; });
-  for (const FlatRange& r : order) {
+  // contiguous and below the bucket size. Chunks of vocabulary-sized tensors stay buckets of
+  // their own: they may be written twice per backward (tied head and embedding) and may be tied
+  // across stages.
+  std::vector<GradRange> order = ranges;
+  std::sort(order.begin(), order.end(), [](const GradRange& a, const GradRange& b) { return a.begin > b.begin; });
+  for (const GradRange& r : order) {
     Bucket* last = buckets_.empty() ? nullptr : &buckets_.back();
-    if (last && !is_wte(r) && !last->is_wte && last->begin == r.end && last->end - last->begin < bucket_elems) {
+    if (last && !r.standalone && !last->standalone && last->begin == r.end && last->end - last->begin < bucket_elems) {
       last->begin = r.begin;
       ++last->ranges;
     } else {
       Bucket b{r.begin, r.end};
-      b.is_wte = is_wte(r);
-      b.deferred = b.is_wte && embedding_ != nullptr;
-      b.uses_per_backward = is_wte(r) ? wte_uses : 1;
+      b.standalone = r.standalone;
+      b.deferred = r.tied && embedding_ != nullptr;
+      b.uses_per_backward = r.uses;
       buckets_.push_back(b);
     }
   }
-  size_t covered = 0;
+  size_t covered = 0, tied_end = 0;
+  tied_begin_ = total;
   for (const Bucket& b : buckets_) {
     covered += b.end - b.begin;
     if (!b.deferred) slot_elems_ = std::max(slot_elems_, b.end - b.begin);
+    if (b.deferred) {
+      tied_begin_ = std::min(tied_begin_, b.begin);
+      tied_end = std::max(tied_end, b.end);
+    }
   }
   FEAST_CHECK(covered == total, "gradient ranges cover " << covered << " of " << total << " elements");
 
   if (zero_stage_ < 2) {
-    full_ = Buffer<float>(total);
+    full_ = backend.allocate(DType::kFloat32, total);
   } else {
-    slots_ = Buffer<float>(slot_elems_ * kStagingSlots);
+    slots_ = backend.allocate(DType::kFloat32, slot_elems_ * kStagingSlots);
     for (int s = 0; s < kStagingSlots; ++s) free_slots_.push_back(s);
-    if (embedding_ && !wte.empty()) {
-      tied_begin_ = wte.front().begin;
-      tied_ = Buffer<float>(wte.back().end - tied_begin_);
-    }
+    if (tied_end > tied_begin_) tied_ = backend.allocate(DType::kFloat32, tied_end - tied_begin_);
   }
-  if (zero_stage_ > 0) shard_acc_ = Buffer<float>(shard_.size());
+  if (zero_stage_ > 0) shard_acc_ = backend.allocate(DType::kFloat32, shard_.size());
 }
 
 int GradientSync::bucket_of(size_t begin) const {
@@ -69,17 +69,16 @@ int GradientSync::bucket_of(size_t begin) const {
   return int(it - buckets_.begin());
 }
 
-float* GradientSync::staging(const Bucket& b) {
-  if (zero_stage_ < 2) return full_.data() + b.begin;
-  if (b.deferred) return tied_.data() + (b.begin - tied_begin_);
-  return slots_.data() + size_t(b.slot) * slot_elems_;
+TensorView GradientSync::staging(const Bucket& b) const {
+  const size_t n = b.end - b.begin;
+  if (zero_stage_ < 2) return full_.view().slice(b.begin, n);
+  if (b.deferred) return tied_.view().slice(b.begin - tied_begin_, n);
+  return slots_.view().slice(size_t(b.slot) * slot_elems_, n);
 }
 
 void GradientSync::begin_step() {
   FEAST_CHECK(pending_.empty(), "a gradient reduction is still in flight at the start of a step");
-  full_.zero();
-  shard_acc_.zero();
-  tied_.zero();
+  for (const Tensor* t : {&full_, &shard_acc_, &tied_}) backend_.zero(t->view());
   for (Bucket& b : buckets_) b.released = b.uses = 0;
 }
 
@@ -93,14 +92,14 @@ int GradientSync::take_slot() {
   return s;
 }
 
-float* GradientSync::acquire(size_t begin, size_t end) {
+TensorView GradientSync::acquire(size_t begin, size_t end) {
   Bucket& b = buckets_[size_t(bucket_of(begin))];
   FEAST_CHECK(end <= b.end, "gradient range crosses a bucket");
   if (zero_stage_ == 2 && !b.deferred && b.slot < 0) {
     b.slot = take_slot();
-    std::fill_n(staging(b), b.end - b.begin, 0.0f);
+    backend_.zero(staging(b));
   }
-  return staging(b) + (begin - b.begin);
+  return staging(b).slice(begin - b.begin, end - begin);
 }
 
 void GradientSync::release(size_t begin, size_t) {
@@ -121,27 +120,29 @@ void GradientSync::release(size_t begin, size_t) {
 
 void GradientSync::launch(int i) {
   Bucket& b = buckets_[size_t(i)];
-  float* data = staging(b);
-  const size_t n = b.end - b.begin;
+  const TensorView data = staging(b);
   if (zero_stage_ == 0) {
-    if (dp_) pending_.push_back({i, dp_->allreduce(data, n, DType::kFloat32), -1});
+    if (dp_) pending_.push_back({i, dp_->allreduce(data.data, data.numel, DType::kFloat32), -1});
     return;
   }
   // ZeRO 1 and 2 (dp > 1): reduce-scatter into this rank's part of the shard. ZeRO 2 reduces
   // every micro-batch, so the owner first adds what the shard holds into its own contribution
   // (after the previous reduction into that part has landed).
   // This rank's part of the bucket, [mine_begin, mine_end); empty (and clamped into the shard,
-  // so the pointer stays inside the buffer) when the bucket lies outside the shard.
+  // so the view stays inside the buffer) when the bucket lies outside the shard.
   const size_t mine_begin = std::clamp(b.begin, shard_.begin, shard_.end);
   const size_t mine_end = std::clamp(b.end, shard_.begin, shard_.end);
-  float* mine = shard_acc_.data() + (mine_begin - shard_.begin);
+  const TensorView mine = shard_acc_.view().slice(mine_begin - shard_.begin, mine_end - mine_begin);
   if (zero_stage_ == 2) {
     while (std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.bucket == i; }))
       complete_oldest();
-    for (size_t k = mine_begin; k < mine_end; ++k) data[k - b.begin] += mine[k - mine_begin];
+    if (mine.numel > 0) {
+      const TensorView own = data.slice(mine_begin - b.begin, mine.numel);
+      backend_.add(own, own, mine, mine.numel);
+    }
   }
   const std::vector<size_t> counts = shard_counts(total_, dp_size_, b.begin, b.end);
-  pending_.push_back({i, dp_->reduce_scatter(data, mine, counts, DType::kFloat32),
+  pending_.push_back({i, dp_->reduce_scatter(data.data, mine.data, counts, DType::kFloat32),
                       zero_stage_ == 2 && !b.deferred ? b.slot : -1});
   if (zero_stage_ == 2 && !b.deferred) b.slot = -1;  // the slot now belongs to the reduction
 }
@@ -159,20 +160,21 @@ void GradientSync::finish_step() {
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
     if (!b.deferred) continue;
+    const TensorView data = staging(b);
     Timer t;
-    embedding_->allreduce(staging(b), b.end - b.begin, DType::kFloat32)->wait();
+    embedding_->allreduce(data.data, data.numel, DType::kFloat32)->wait();
     wait_seconds_ += t.seconds();
     launch(int(i));
   }
   while (!pending_.empty()) complete_oldest();
 }
 
-const float* GradientSync::shard_grads() const {
-  return zero_stage_ == 0 ? full_.data() + shard_.begin : shard_acc_.data();
+TensorView GradientSync::shard_grads() const {
+  return zero_stage_ == 0 ? full_.view().slice(shard_.begin, shard_.size()) : shard_acc_.view();
 }
 
 size_t GradientSync::gradient_bytes() const {
-  return (full_.size() + shard_acc_.size() + slots_.size() + tied_.size()) * sizeof(float);
+  return full_.bytes() + shard_acc_.bytes() + slots_.bytes() + tied_.bytes();
 }
 
 double GradientSync::take_wait_seconds() {

@@ -10,18 +10,20 @@
 //           backward writes it and reduce-scattered after every micro-batch straight into the
 //           shard (the owner first adds what its shard has accumulated into its own
 //           contribution), so a rank keeps gradients it does not own for a few buckets at most.
-// The tied embedding held by two stages (pp > 1) is summed over the embedding group before its
-// data-parallel reduction (Megatron-LM #844), at the end of the step: summing it earlier would
-// make the last stage wait for the first stage's backward inside its own.
+// A tied tensor held by two stages (the token embedding and a tied head, pp > 1) is summed over
+// the embedding group before its data-parallel reduction (Megatron-LM #844), at the end of the
+// step: summing it earlier would make the last stage wait for the first stage's backward inside
+// its own.
 #pragma once
 
 #include <cstddef>
 #include <deque>
 #include <vector>
 
-#include "core/buffer.h"
 #include "core/communicator.h"
-#include "model/gradient_sink.h"
+#include "core/tensor.h"
+#include "model/backend.h"
+#include "model/pipeline_stage.h"
 #include "parallel/zero_shard.h"
 
 namespace feast {
@@ -29,12 +31,12 @@ namespace feast {
 class GradientSync final : public GradientSink {
  public:
   // ranges: every range the stage acquires (disjoint, covering the flat buffer of `total`
-  // elements); wte: those that hold the token embedding (none if the stage has none), each
-  // acquired and released wte_uses times per backward (2 when one stage holds both the
-  // embedding and the tied head). embedding: the group of the two stages that hold a copy of it
-  // (null unless pp > 1); dp: the data-parallel group (null when dp = 1).
-  GradientSync(size_t total, const std::vector<FlatRange>& ranges, const std::vector<FlatRange>& wte, int wte_uses,
-               int zero_stage, size_t bucket_elems, Communicator* dp, Communicator* embedding);
+  // elements), with how often one backward acquires each, which stand alone and which are tied
+  // to another stage. embedding: the group of the two stages that hold a tied tensor (null
+  // unless a tie spans stages); dp: the data-parallel group (null when dp = 1). Gradient memory
+  // comes from `backend`, float32.
+  GradientSync(Backend& backend, size_t total, const std::vector<GradRange>& ranges, int zero_stage,
+               size_t bucket_elems, Communicator* dp, Communicator* embedding);
 
   // Starts a step: clears the gradients.
   void begin_step();
@@ -42,14 +44,18 @@ class GradientSync final : public GradientSink {
   void set_last_micro_batch(bool last) { last_micro_batch_ = last; }
   // Ends a step: reduces what is deferred and waits for every reduction. Afterwards
   // shard_grads() holds this rank's shard of the gradient summed over dp (and the embedding
-  // group), and full_grads() the whole reduced buffer under ZeRO 0.
+  // group), and optimizer_grads() the gradients of optimizer_range().
   void finish_step();
 
-  float* acquire(size_t begin, size_t end) override;
+  TensorView acquire(size_t begin, size_t end) override;
   void release(size_t begin, size_t end) override;
 
+  // This rank's ZeRO shard of the flat buffer (the whole buffer when dp = 1).
   ShardRange shard() const { return shard_; }
-  const float* shard_grads() const;
+  TensorView shard_grads() const;
+  // What this rank's optimizer updates: the whole buffer under ZeRO 0, the shard otherwise.
+  ShardRange optimizer_range() const { return zero_stage_ == 0 ? ShardRange{0, total_} : shard_; }
+  TensorView optimizer_grads() const { return zero_stage_ == 0 ? full_.view() : shard_acc_.view(); }
   int zero_stage() const { return zero_stage_; }
   size_t gradient_bytes() const;
   // Seconds spent waiting for reductions since the last call.
@@ -62,8 +68,8 @@ class GradientSync final : public GradientSink {
     int released = 0;           // ranges released since the bucket was last complete
     int uses = 0;               // completions in the current backward
     int uses_per_backward = 1;  // 2 for a token embedding written by both head and embedding
-    bool is_wte = false;        // a token-embedding chunk: never merged with other ranges
-    bool deferred = false;      // the tied embedding: reduced at finish_step
+    bool standalone = false;    // a vocabulary-sized tensor's chunk: never merged with other ranges
+    bool deferred = false;      // a tied tensor: reduced at finish_step
     int slot = -1;              // ZeRO 2: staging slot while being written or reduced
   };
   struct Pending {
@@ -73,12 +79,13 @@ class GradientSync final : public GradientSink {
   };
 
   int bucket_of(size_t begin) const;
-  float* staging(const Bucket& b);
+  TensorView staging(const Bucket& b) const;
   void launch(int bucket);
   void complete_oldest();
   int take_slot();
 
   size_t total_;
+  Backend& backend_;
   int zero_stage_;
   Communicator* dp_;
   Communicator* embedding_;
@@ -86,11 +93,11 @@ class GradientSync final : public GradientSink {
   ShardRange shard_;
   std::vector<Bucket> buckets_;  // in descending order of offset (the order backward writes them)
   bool last_micro_batch_ = true;
-  Buffer<float> full_;       // ZeRO 0 and 1: every gradient
-  Buffer<float> shard_acc_;  // ZeRO 1 and 2: the reduced shard
-  Buffer<float> slots_;      // ZeRO 2: staging slots, slot_elems_ each
-  Buffer<float> tied_;       // ZeRO 2: the deferred tied embedding's accumulator
-  size_t tied_begin_ = 0;    // flat offset of tied_[0]
+  Tensor full_;       // ZeRO 0 and 1: every gradient
+  Tensor shard_acc_;  // ZeRO 1 and 2: the reduced shard
+  Tensor slots_;      // ZeRO 2: staging slots, slot_elems_ each
+  Tensor tied_;       // ZeRO 2: the deferred tied tensor's accumulator
+  size_t tied_begin_ = 0;  // flat offset of tied_'s first element
   size_t slot_elems_ = 0;
   std::vector<int> free_slots_;
   std::deque<Pending> pending_;

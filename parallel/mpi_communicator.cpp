@@ -1,8 +1,11 @@
-// MpiCommunicator: MPI's non-blocking calls behind the Communicator interface, and the handle
-// that waits for them under a deadline without taking a core from the ranks it waits for.
+// MpiCommunicator: MPI's non-blocking calls behind the Communicator interface, split into calls
+// of at most max_count elements, and the handle that waits for all of a call's requests under a
+// deadline without taking a core from the ranks it waits for.
 #include "parallel/mpi_communicator.h"
 
+#include <algorithm>
 #include <climits>
+#include <cstring>
 #include <exception>
 #include <sstream>
 #include <thread>
@@ -18,7 +21,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A waiting rank tests its request in a tight loop for this long (a collective between ranks
+// A waiting rank tests its requests in a tight loop for this long (a collective between ranks
 // that each own a core finishes in a few microseconds), then sleeps between tests. With more
 // ranks than cores a spinning waiter takes the CPU from the very rank it waits for, and the
 // kernel's round-robin makes every step of a collective cost a whole time slice. Measured with
@@ -27,12 +30,14 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kSpinFor = std::chrono::microseconds(20);
 constexpr auto kPollSleep = std::chrono::microseconds(50);
 
+// bfloat16 travels as 16-bit words: MPI has no type for it, and moving bits needs none.
 MPI_Datatype to_mpi(DType dtype) {
   switch (dtype) {
     case DType::kFloat32: return MPI_FLOAT;
     case DType::kFloat64: return MPI_DOUBLE;
     case DType::kInt32: return MPI_INT32_T;
     case DType::kInt64: return MPI_INT64_T;
+    case DType::kBFloat16: return MPI_UINT16_T;
   }
   throw Error("unknown DType");
 }
@@ -45,23 +50,17 @@ MPI_Op to_mpi(ReduceOp op) {
   throw Error("unknown ReduceOp");
 }
 
-const char* dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-  }
-  return "?";
+// MPI would add 16-bit words as integers: reducing bfloat16 needs a backend that knows it.
+void check_reducible(DType dtype, const std::string& what) {
+  if (dtype == DType::kBFloat16)
+    throw Error(what + ": MPI cannot reduce bfloat16; reduce float32 (or use NCCL)");
 }
 
 std::string amount(size_t count, DType dtype) { return std::to_string(count) + " " + dtype_name(dtype); }
 
-// MPI counts and displacements are ints; larger calls must be split by the caller.
-int to_int(size_t n, const std::string& what) {
-  if (n > static_cast<size_t>(INT_MAX))
-    throw Error(what + ": " + std::to_string(n) + " elements exceed MPI's int count limit; split the call");
-  return static_cast<int>(n);
+char* at(void* base, size_t elements, DType dtype) { return static_cast<char*>(base) + elements * dtype_size(dtype); }
+const char* at(const void* base, size_t elements, DType dtype) {
+  return static_cast<const char*>(base) + elements * dtype_size(dtype);
 }
 
 enum class Kind { kCollective, kSend, kRecv };
@@ -69,15 +68,20 @@ enum class Kind { kCollective, kSend, kRecv };
 class MpiWork final : public Work {
  public:
   // `arrays` keeps the counts and displacements a v-collective reads until it completes.
-  MpiWork(MPI_Request request, Kind kind, std::string what, std::chrono::milliseconds timeout,
+  MpiWork(std::vector<MPI_Request> requests, Kind kind, std::string what, std::chrono::milliseconds timeout,
           std::vector<int> arrays = {})
-      : request_(request), kind_(kind), what_(std::move(what)), timeout_(timeout), arrays_(std::move(arrays)) {}
+      : requests_(std::move(requests)),
+        statuses_(requests_.size()),
+        kind_(kind),
+        what_(std::move(what)),
+        timeout_(timeout),
+        arrays_(std::move(arrays)) {}
 
   ~MpiWork() override {
-    if (request_ == MPI_REQUEST_NULL) return;
+    if (done()) return;
     if (std::uncaught_exceptions() > 0) {
-      // Unwinding after an error: the job is ending, and waiting here (up to a timeout per
-      // request) would only delay the abort. Abandon the request.
+      // Unwinding after an error: the job is ending, and waiting here (up to a timeout) would
+      // only delay the abort. Abandon the requests.
       abandon();
       return;
     }
@@ -92,14 +96,11 @@ class MpiWork final : public Work {
   }
 
   void wait() override {
-    if (request_ == MPI_REQUEST_NULL) return;
+    if (done()) return;
     const auto start = Clock::now();
     const auto deadline = start + timeout_;
     for (;;) {
-      int done = 0;
-      const int rc = MPI_Test(&request_, &done, MPI_STATUS_IGNORE);
-      if (rc != MPI_SUCCESS) fail(rc);
-      if (done) return;
+      if (test()) return;
       const auto now = Clock::now();
       if (now >= deadline) {
         abandon();
@@ -113,48 +114,91 @@ class MpiWork final : public Work {
   }
 
  private:
-  // A request that failed is complete: report it with the call it belongs to.
+  // Whether every request has completed. MPI_Testall drives progress only after it has found a
+  // request incomplete and then returns without looking again, so a collective finished by that
+  // progress would wait for the next poll (a sleep): look once more, as MPI_Test does itself.
+  bool test() {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      int all = 0;
+      const int rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &all, statuses_.data());
+      if (rc == MPI_ERR_IN_STATUS) {
+        // The failed request's own error is in its status (MPI_ERR_TRUNCATE, say).
+        for (const MPI_Status& st : statuses_)
+          if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) fail(st.MPI_ERROR);
+      }
+      if (rc != MPI_SUCCESS) fail(rc);
+      if (all) return true;
+    }
+    return false;
+  }
+
+  bool done() const {
+    return std::all_of(requests_.begin(), requests_.end(), [](MPI_Request r) { return r == MPI_REQUEST_NULL; });
+  }
+
+  // A failed request is complete: report it with the call it belongs to; the others are
+  // abandoned (the job is ending).
   [[noreturn]] void fail(int rc) {
-    request_ = MPI_REQUEST_NULL;
+    abandon();
     try {
-      detail::throw_mpi_failure(rc, "MPI_Test", __FILE__, __LINE__);
+      detail::throw_mpi_failure(rc, "MPI_Testall", __FILE__, __LINE__);
     } catch (const Error& e) {
       throw Error(what_ + " failed: " + e.what());
     }
   }
 
-  // Gives up on a request after its deadline so that neither a later wait() nor the destructor
-  // blocks on it again. Error codes are ignored: the timeout is the error to report.
+  // Gives up on the requests after the deadline so that neither a later wait() nor the
+  // destructor blocks on them again. Error codes are ignored: the timeout is the error to report.
   void abandon() {
-    switch (kind_) {
-      case Kind::kRecv:
-        // An unmatched receive cancels at once; one matched meanwhile completes normally.
-        MPI_Cancel(&request_);
-        MPI_Wait(&request_, MPI_STATUS_IGNORE);
-        break;
-      case Kind::kSend:
-        // Open MPI cannot cancel a send, so waiting could block forever; freeing lets it finish
-        // (or not) in the background. The job is ending anyway.
-        MPI_Request_free(&request_);
-        break;
-      case Kind::kCollective:
-        // MPI forbids cancelling or freeing a collective request: it is left in flight.
-        break;
+    for (MPI_Request& request : requests_) {
+      if (request == MPI_REQUEST_NULL) continue;
+      switch (kind_) {
+        case Kind::kRecv:
+          // An unmatched receive cancels at once; one matched meanwhile completes normally.
+          MPI_Cancel(&request);
+          MPI_Wait(&request, MPI_STATUS_IGNORE);
+          break;
+        case Kind::kSend:
+          // Open MPI cannot cancel a send, so waiting could block forever; freeing lets it
+          // finish (or not) in the background. The job is ending anyway.
+          MPI_Request_free(&request);
+          break;
+        case Kind::kCollective:
+          // MPI forbids cancelling or freeing a collective request: it is left in flight.
+          break;
+      }
+      request = MPI_REQUEST_NULL;
     }
-    request_ = MPI_REQUEST_NULL;
   }
 
-  MPI_Request request_;
+  std::vector<MPI_Request> requests_;
+  std::vector<MPI_Status> statuses_;
   Kind kind_;
   std::string what_;
   std::chrono::milliseconds timeout_;
   std::vector<int> arrays_;
 };
 
+// Calls post(offset, n) for consecutive pieces [offset, offset + n) of `count` elements of at
+// most `max` each (one call for count 0, so every rank posts the same number of calls).
+template <typename Post>
+void in_pieces(size_t count, size_t max, Post post) {
+  size_t offset = 0;
+  do {
+    const size_t n = std::min(max, count - offset);
+    post(offset, static_cast<int>(n));
+    offset += n;
+  } while (offset < count);
+}
+
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, std::chrono::milliseconds default_timeout)
-    : comm_(comm), name_(std::move(name)), default_timeout_(default_timeout) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, std::chrono::milliseconds default_timeout,
+                                 size_t max_count)
+    : comm_(comm),
+      name_(std::move(name)),
+      default_timeout_(default_timeout),
+      max_count_(std::clamp<size_t>(max_count, 1, size_t{INT_MAX})) {
   FEAST_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   FEAST_MPI_CHECK(MPI_Comm_set_name(comm_, name_.c_str()));
   FEAST_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
@@ -177,10 +221,14 @@ std::chrono::milliseconds MpiCommunicator::timeout_for(const CollectiveOptions& 
 
 WorkHandle MpiCommunicator::allreduce(void* data, size_t count, DType dtype, const CollectiveOptions& opts) {
   const std::string what = describe("allreduce of " + amount(count, dtype));
-  MPI_Request request;
-  FEAST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, to_int(count, what), to_mpi(dtype), to_mpi(opts.op), comm_,
-                                 &request));
-  return std::make_unique<MpiWork>(request, Kind::kCollective, what, timeout_for(opts));
+  check_reducible(dtype, what);
+  std::vector<MPI_Request> requests;
+  in_pieces(count, max_count_, [&](size_t offset, int n) {
+    MPI_Request r;
+    FEAST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, at(data, offset, dtype), n, to_mpi(dtype), to_mpi(opts.op), comm_, &r));
+    requests.push_back(r);
+  });
+  return std::make_unique<MpiWork>(std::move(requests), Kind::kCollective, what, timeout_for(opts));
 }
 
 WorkHandle MpiCommunicator::reduce_scatter(const void* send, void* recv, std::span<const size_t> recv_counts,
@@ -188,16 +236,35 @@ WorkHandle MpiCommunicator::reduce_scatter(const void* send, void* recv, std::sp
   size_t total = 0;
   for (size_t c : recv_counts) total += c;
   const std::string what = describe("reduce_scatter of " + amount(total, dtype));
+  check_reducible(dtype, what);
   FEAST_CHECK(recv_counts.size() == static_cast<size_t>(size_),
               what << ": got " << recv_counts.size() << " counts for " << size_ << " ranks");
   FEAST_CHECK(send != recv || total == 0, what << ": send and recv must be different buffers");
-  to_int(total, what);
-  std::vector<int> counts(recv_counts.size());
-  for (size_t r = 0; r < counts.size(); ++r) counts[r] = static_cast<int>(recv_counts[r]);
-  MPI_Request request;
-  FEAST_MPI_CHECK(
-      MPI_Ireduce_scatter(send, recv, counts.data(), to_mpi(dtype), to_mpi(opts.op), comm_, &request));
-  return std::make_unique<MpiWork>(request, Kind::kCollective, what, timeout_for(opts), std::move(counts));
+  std::vector<MPI_Request> requests;
+  if (total <= max_count_) {
+    std::vector<int> counts(recv_counts.size());
+    for (size_t r = 0; r < counts.size(); ++r) counts[r] = static_cast<int>(recv_counts[r]);
+    MPI_Request request;
+    FEAST_MPI_CHECK(
+        MPI_Ireduce_scatter(send, recv, counts.data(), to_mpi(dtype), to_mpi(opts.op), comm_, &request));
+    requests.push_back(request);
+    return std::make_unique<MpiWork>(std::move(requests), Kind::kCollective, what, timeout_for(opts),
+                                     std::move(counts));
+  }
+  // Too large for one call's int counts: reduce each rank's block to it, piece by piece.
+  size_t block = 0;
+  for (int r = 0; r < size_; ++r) {
+    const size_t count = recv_counts[size_t(r)];
+    in_pieces(count, max_count_, [&](size_t offset, int n) {
+      MPI_Request request;
+      void* into = r == rank_ ? at(recv, offset, dtype) : nullptr;
+      FEAST_MPI_CHECK(MPI_Ireduce(at(send, block + offset, dtype), into, n, to_mpi(dtype), to_mpi(opts.op), r, comm_,
+                                  &request));
+      requests.push_back(request);
+    });
+    block += count;
+  }
+  return std::make_unique<MpiWork>(std::move(requests), Kind::kCollective, what, timeout_for(opts));
 }
 
 WorkHandle MpiCommunicator::allgather(const void* send, void* recv, std::span<const size_t> counts, DType dtype,
@@ -207,30 +274,53 @@ WorkHandle MpiCommunicator::allgather(const void* send, void* recv, std::span<co
   const std::string what = describe("allgather of " + amount(total, dtype));
   FEAST_CHECK(counts.size() == static_cast<size_t>(size_),
               what << ": got " << counts.size() << " counts for " << size_ << " ranks");
-  to_int(total, what);
-  // One array holding counts then displacements: MPI reads both until the call completes.
-  std::vector<int> arrays(2 * counts.size());
-  int offset = 0;
-  for (size_t r = 0; r < counts.size(); ++r) {
-    arrays[r] = static_cast<int>(counts[r]);
-    arrays[counts.size() + r] = offset;
-    offset += arrays[r];
+  size_t own_offset = 0;
+  for (int r = 0; r < rank_; ++r) own_offset += counts[size_t(r)];
+  const void* own_block = at(static_cast<const void*>(recv), own_offset, dtype);
+  std::vector<MPI_Request> requests;
+  if (total <= max_count_) {
+    // One array holding counts then displacements: MPI reads both until the call completes.
+    std::vector<int> arrays(2 * counts.size());
+    int offset = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      arrays[r] = static_cast<int>(counts[r]);
+      arrays[counts.size() + r] = offset;
+      offset += arrays[r];
+    }
+    const int* displs = arrays.data() + counts.size();
+    const void* source = send == own_block ? MPI_IN_PLACE : send;
+    MPI_Request request;
+    FEAST_MPI_CHECK(MPI_Iallgatherv(source, arrays[size_t(rank_)], to_mpi(dtype), recv, arrays.data(), displs,
+                                    to_mpi(dtype), comm_, &request));
+    requests.push_back(request);
+    return std::make_unique<MpiWork>(std::move(requests), Kind::kCollective, what, timeout_for(opts),
+                                     std::move(arrays));
   }
-  const int* displs = arrays.data() + counts.size();
-  const void* own_block = static_cast<const char*>(recv) + static_cast<size_t>(displs[rank_]) * dtype_size(dtype);
-  const void* source = send == own_block ? MPI_IN_PLACE : send;
-  MPI_Request request;
-  FEAST_MPI_CHECK(MPI_Iallgatherv(source, arrays[rank_], to_mpi(dtype), recv, arrays.data(), displs, to_mpi(dtype),
-                                  comm_, &request));
-  return std::make_unique<MpiWork>(request, Kind::kCollective, what, timeout_for(opts), std::move(arrays));
+  // Too large for int displacements: each rank broadcasts its block from its place in recv.
+  if (send != own_block && counts[size_t(rank_)] > 0)
+    std::memcpy(at(recv, own_offset, dtype), send, counts[size_t(rank_)] * dtype_size(dtype));
+  size_t block = 0;
+  for (int r = 0; r < size_; ++r) {
+    in_pieces(counts[size_t(r)], max_count_, [&](size_t offset, int n) {
+      MPI_Request request;
+      FEAST_MPI_CHECK(MPI_Ibcast(at(recv, block + offset, dtype), n, to_mpi(dtype), r, comm_, &request));
+      requests.push_back(request);
+    });
+    block += counts[size_t(r)];
+  }
+  return std::make_unique<MpiWork>(std::move(requests), Kind::kCollective, what, timeout_for(opts));
 }
 
 WorkHandle MpiCommunicator::broadcast(void* data, size_t count, DType dtype, int root, const CollectiveOptions& opts) {
   const std::string what = describe("broadcast of " + amount(count, dtype) + " from rank " + std::to_string(root));
   FEAST_CHECK(root >= 0 && root < size_, what << ": root is not a rank of the group");
-  MPI_Request request;
-  FEAST_MPI_CHECK(MPI_Ibcast(data, to_int(count, what), to_mpi(dtype), root, comm_, &request));
-  return std::make_unique<MpiWork>(request, Kind::kCollective, what, timeout_for(opts));
+  std::vector<MPI_Request> requests;
+  in_pieces(count, max_count_, [&](size_t offset, int n) {
+    MPI_Request r;
+    FEAST_MPI_CHECK(MPI_Ibcast(at(data, offset, dtype), n, to_mpi(dtype), root, comm_, &r));
+    requests.push_back(r);
+  });
+  return std::make_unique<MpiWork>(std::move(requests), Kind::kCollective, what, timeout_for(opts));
 }
 
 std::string MpiCommunicator::describe_p2p(const char* op, const char* direction, size_t count, DType dtype, int peer,
@@ -242,25 +332,35 @@ std::string MpiCommunicator::describe_p2p(const char* op, const char* direction,
   return what;
 }
 
+// Pieces of one message share its tag: MPI delivers messages with the same source, tag and
+// communicator in the order they were sent, so the receiver's pieces match the sender's.
 WorkHandle MpiCommunicator::send(const void* data, size_t count, DType dtype, int peer, int tag) {
   const std::string what = describe_p2p("send", "to", count, dtype, peer, tag);
-  MPI_Request request;
-  FEAST_MPI_CHECK(MPI_Isend(data, to_int(count, what), to_mpi(dtype), peer, tag, comm_, &request));
-  return std::make_unique<MpiWork>(request, Kind::kSend, what, default_timeout_);
+  std::vector<MPI_Request> requests;
+  in_pieces(count, max_count_, [&](size_t offset, int n) {
+    MPI_Request r;
+    FEAST_MPI_CHECK(MPI_Isend(at(data, offset, dtype), n, to_mpi(dtype), peer, tag, comm_, &r));
+    requests.push_back(r);
+  });
+  return std::make_unique<MpiWork>(std::move(requests), Kind::kSend, what, default_timeout_);
 }
 
 WorkHandle MpiCommunicator::recv(void* data, size_t count, DType dtype, int peer, int tag) {
   const std::string what = describe_p2p("recv", "from", count, dtype, peer, tag);
-  MPI_Request request;
-  FEAST_MPI_CHECK(MPI_Irecv(data, to_int(count, what), to_mpi(dtype), peer, tag, comm_, &request));
-  return std::make_unique<MpiWork>(request, Kind::kRecv, what, default_timeout_);
+  std::vector<MPI_Request> requests;
+  in_pieces(count, max_count_, [&](size_t offset, int n) {
+    MPI_Request r;
+    FEAST_MPI_CHECK(MPI_Irecv(at(data, offset, dtype), n, to_mpi(dtype), peer, tag, comm_, &r));
+    requests.push_back(r);
+  });
+  return std::make_unique<MpiWork>(std::move(requests), Kind::kRecv, what, default_timeout_);
 }
 
 void MpiCommunicator::barrier() {
   // Non-blocking underneath so that a barrier, too, ends in CommTimeout rather than a hang.
   MPI_Request request;
   FEAST_MPI_CHECK(MPI_Ibarrier(comm_, &request));
-  MpiWork(request, Kind::kCollective, describe("barrier"), default_timeout_).wait();
+  MpiWork({request}, Kind::kCollective, describe("barrier"), default_timeout_).wait();
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {
@@ -268,13 +368,13 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const s
   MPI_Comm child = MPI_COMM_NULL;
   FEAST_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child));
   if (child == MPI_COMM_NULL) return nullptr;
-  return std::make_unique<MpiCommunicator>(child, name, default_timeout_);
+  return std::make_unique<MpiCommunicator>(child, name, default_timeout_, max_count_);
 }
 
-std::unique_ptr<Communicator> make_mpi_world(std::chrono::milliseconds default_timeout) {
+std::unique_ptr<Communicator> make_mpi_world(std::chrono::milliseconds default_timeout, size_t max_count) {
   MPI_Comm world = MPI_COMM_NULL;
   FEAST_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world));
-  return std::make_unique<MpiCommunicator>(world, "world", default_timeout);
+  return std::make_unique<MpiCommunicator>(world, "world", default_timeout, max_count);
 }
 
 }  // namespace feast

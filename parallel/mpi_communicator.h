@@ -1,6 +1,9 @@
 // The MPI implementation of Communicator: every call is non-blocking underneath and returns a
 // handle that waits under a deadline, so a rank whose peers died throws CommTimeout instead of
 // hanging. Each instance owns a private communicator, so its traffic never mixes with others'.
+// MPI counts are ints: a call of more elements than max_count (at most INT_MAX) is split into
+// several MPI calls of at most max_count elements each, waited on as one. MPI has no bfloat16:
+// bf16 data moves as 16-bit words, and reducing it is refused.
 // Code that must not see MPI types gets the world through parallel/mpi_world.h.
 #pragma once
 
@@ -19,8 +22,9 @@ namespace feast {
 class MpiCommunicator final : public Communicator {
  public:
   // Takes ownership of `comm` (freed on destruction) and switches it to MPI_ERRORS_RETURN.
-  // `default_timeout` bounds every wait that does not set its own.
-  MpiCommunicator(MPI_Comm comm, std::string name, std::chrono::milliseconds default_timeout);
+  // `default_timeout` bounds every wait that does not set its own; max_count (clamped to
+  // INT_MAX) is the most elements one MPI call carries (tests set it small).
+  MpiCommunicator(MPI_Comm comm, std::string name, std::chrono::milliseconds default_timeout, size_t max_count);
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -51,6 +55,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_;
   std::string name_;
   std::chrono::milliseconds default_timeout_;
+  size_t max_count_;
   int rank_ = 0;
   int size_ = 1;
 };

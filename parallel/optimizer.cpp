@@ -3,12 +3,20 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/cpu/adamw.h"
+#include "core/error.h"
 
 namespace feast {
 
-AdamW::AdamW(const LocalTable& table, size_t begin, size_t end, const AdamWConfig& config)
-    : config_(config), begin_(begin), end_(end), m_(end - begin), v_(end - begin) {
+AdamW::AdamW(Backend& backend, const LocalTable& table, const TensorView& params, size_t begin, size_t end,
+             const AdamWConfig& config, MasterWeights master)
+    : backend_(backend),
+      table_(table),
+      config_(config),
+      begin_(begin),
+      end_(end),
+      params_(params.slice(begin, end - begin)),
+      m_(backend.allocate(DType::kFloat32, end - begin)),
+      v_(backend.allocate(DType::kFloat32, end - begin)) {
   for (const LocalParam& p : table.params()) {
     const size_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
     if (b >= e) continue;
@@ -19,6 +27,13 @@ AdamW::AdamW(const LocalTable& table, size_t begin, size_t end, const AdamWConfi
       runs_.push_back({b - begin, e - begin, wd});
     }
   }
+  if (master == MasterWeights::kShareWhenFloat32 && params.dtype == DType::kFloat32) {
+    master_ = params_;
+  } else {
+    master_copy_ = backend.allocate(DType::kFloat32, end - begin);
+    master_ = master_copy_.view();
+    backend.cast(master_, params_);
+  }
 }
 
 float clip_factor(double norm, double max_norm) {
@@ -26,7 +41,9 @@ float clip_factor(double norm, double max_norm) {
   return 1.0f;
 }
 
-void AdamW::step(float* params, const float* grads, int64_t t, double lr, double grad_norm) {
+void AdamW::step(const TensorView& grads, int64_t t, double lr, double grad_norm) {
+  FEAST_CHECK(grads.numel == end_ - begin_, "AdamW over " << end_ - begin_ << " elements got " << grads.numel
+                                                          << " gradients");
   AdamWStep s;
   s.lr = static_cast<float>(lr);
   s.beta1 = static_cast<float>(config_.beta1);
@@ -37,19 +54,55 @@ void AdamW::step(float* params, const float* grads, int64_t t, double lr, double
   const float scale = clip_factor(grad_norm, config_.grad_clip);
   for (const Run& r : runs_) {
     s.weight_decay = r.weight_decay;
-    cpu::adamw_step(params + r.begin, m_.data() + r.begin, v_.data() + r.begin, grads + r.begin, r.end - r.begin, s,
-                    scale);
+    const size_t n = r.end - r.begin;
+    backend_.adamw_step(master_.slice(r.begin, n), m_.view().slice(r.begin, n), v_.view().slice(r.begin, n),
+                        grads.slice(r.begin, n), s, scale);
   }
+  if (separate_master()) backend_.cast(params_, master_);
 }
 
-double counted_sum_of_squares(const LocalTable& table, const float* grads, size_t begin, size_t end) {
+std::vector<AdamW::TensorState> AdamW::tensor_states() const {
+  std::vector<TensorState> out;
+  for (const LocalParam& p : table_.params()) {
+    const size_t b = std::max(begin_, p.offset), e = std::min(end_, p.offset + p.numel);
+    if (b >= e) continue;
+    TensorState st;
+    st.param = &p;
+    st.local_begin = b - p.offset;
+    st.local_end = e - p.offset;
+    st.master = master_.slice(b - begin_, e - b);
+    st.exp_avg = m_.view().slice(b - begin_, e - b);
+    st.exp_avg_sq = v_.view().slice(b - begin_, e - b);
+    out.push_back(st);
+  }
+  return out;
+}
+
+std::optional<AdamW::TensorState> AdamW::state_of(const std::string& name) const {
+  for (const TensorState& st : tensor_states())
+    if (st.param->spec->name == name) return st;
+  return std::nullopt;
+}
+
+double counted_sum_of_squares(Backend& backend, const LocalTable& table, const TensorView& grads, size_t begin,
+                              size_t end) {
   double total = 0;
   for (const LocalParam& p : table.params()) {
     if (!p.counts_in_norm) continue;
     const size_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
-    if (b < e) total += cpu::sum_of_squares(grads + (b - begin), e - b);
+    if (b < e) total += backend.sum_of_squares(grads.slice(b - begin, e - b));
   }
   return total;
+}
+
+std::vector<double> counted_squares_per_tensor(Backend& backend, const LocalTable& table, const TensorView& grads,
+                                               size_t begin, size_t end) {
+  std::vector<double> out;
+  for (const LocalParam& p : table.params()) {
+    const size_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
+    out.push_back(p.counts_in_norm && b < e ? backend.sum_of_squares(grads.slice(b - begin, e - b)) : 0.0);
+  }
+  return out;
 }
 
 }  // namespace feast

@@ -14,14 +14,9 @@ int PipelineExecutor::slots_needed(ScheduleKind kind, int stages, int stage, int
   return max_in_flight(build_schedule(kind, stages, stage, micro_batches));
 }
 
-PipelineExecutor::PipelineExecutor(GPT2Stage& stage, Communicator* pp, ScheduleKind kind, int micro_batches, int B,
-                                   int T)
-    : stage_(stage),
-      pp_(pp),
-      micro_batches_(micro_batches),
-      B_(B),
-      T_(T),
-      act_elems_(size_t(B) * size_t(T) * size_t(stage.config().n_embd)) {
+PipelineExecutor::PipelineExecutor(PipelineStage& stage, Communicator* pp, ScheduleKind kind, int micro_batches,
+                                   int B, int T)
+    : stage_(stage), pp_(pp), micro_batches_(micro_batches), B_(B), T_(T), act_elems_(stage.activation_numel(B, T)) {
   if (pp_) {
     stages_ = pp_->size();
     stage_index_ = pp_->rank();
@@ -29,9 +24,8 @@ PipelineExecutor::PipelineExecutor(GPT2Stage& stage, Communicator* pp, ScheduleK
   train_actions_ = build_schedule(kind, stages_, stage_index_, micro_batches);
   FEAST_CHECK(max_in_flight(train_actions_) <= stage.slots(),
               "stage has " << stage.slots() << " activation slots, the schedule needs " << max_in_flight(train_actions_));
-  const size_t per = size_t(B) * T;
-  tokens_.resize(per * size_t(stage.slots()));
-  targets_.resize(per * size_t(stage.slots()));
+  tokens_.resize(size_t(B) * size_t(T));
+  targets_.resize(size_t(B) * size_t(T));
   act_sends_.resize(size_t(stage.slots()));
 }
 
@@ -43,21 +37,25 @@ void PipelineExecutor::wait_send(WorkHandle& h) {
   times_.send_wait += t.seconds();
 }
 
-void PipelineExecutor::recv(float* data, int peer, int tag) {
+void PipelineExecutor::recv(const TensorView& into, int peer, int tag) {
+  const TensorView dst = into.first(act_elems_);
   Timer t;
-  pp_->recv(data, act_elems_, DType::kFloat32, peer, tag)->wait();
+  pp_->recv(dst.data, dst.numel, dst.dtype, peer, tag)->wait();
   times_.pp_wait += t.seconds();
 }
 
+WorkHandle PipelineExecutor::send(const TensorView& data, int peer, int tag) {
+  const TensorView src = data.first(act_elems_);
+  stage_.backend().stream().synchronize();
+  return pp_->send(src.data, src.numel, src.dtype, peer, tag);
+}
+
 double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float loss_scale) {
-  const size_t per = size_t(B_) * T_;
   const int slots = stage_.slots();
   double loss_sum = 0;
   int backwards = 0;
   for (const Action& a : train_actions_) {
     const int k = a.micro_batch, slot = k % slots;
-    int32_t* x = tokens_.data() + per * size_t(slot);
-    int32_t* y = targets_.data() + per * size_t(slot);
     switch (a.type) {
       case ActionType::kRecvActivation:
         wait_send(act_sends_[size_t(slot)]);
@@ -65,14 +63,14 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
         break;
       case ActionType::kForward: {
         wait_send(act_sends_[size_t(slot)]);  // the slot's previous output may still be sending
-        fill(k, x, y);
+        fill(k, tokens_.data(), targets_.data());  // the stage keeps its own copy for the backward
         Timer t;
-        loss_sum += stage_.forward(slot, x, y, B_, T_, loss_scale);
+        loss_sum += stage_.forward(slot, tokens_.data(), targets_.data(), B_, T_, loss_scale);
         times_.compute += t.seconds();
         break;
       }
       case ActionType::kSendActivation:
-        act_sends_[size_t(slot)] = pp_->send(stage_.output(slot), act_elems_, DType::kFloat32, stage_index_ + 1, activation_tag(k));
+        act_sends_[size_t(slot)] = send(stage_.output(slot), stage_index_ + 1, activation_tag(k));
         break;
       case ActionType::kRecvGrad:
         wait_send(grad_send_);  // output_grad() and input_grad() share one buffer
@@ -82,12 +80,12 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
         wait_send(grad_send_);
         sync.set_last_micro_batch(++backwards == micro_batches_);
         Timer t;
-        stage_.backward(slot, x, B_, T_);
+        stage_.backward(slot, B_, T_);
         times_.compute += t.seconds();
         break;
       }
       case ActionType::kSendGrad:
-        grad_send_ = pp_->send(stage_.input_grad(), act_elems_, DType::kFloat32, stage_index_ - 1, gradient_tag(k));
+        grad_send_ = send(stage_.input_grad(), stage_index_ - 1, gradient_tag(k));
         break;
     }
   }
@@ -109,7 +107,7 @@ double PipelineExecutor::evaluate(int n, const BatchFill& fill) {
     fill(k, tokens_.data(), targets_.data());
     loss_sum += stage_.forward(0, tokens_.data(), targets_.data(), B_, T_, 0.0f);
     if (stage_index_ < stages_ - 1)
-      act_sends_[0] = pp_->send(stage_.output(0), act_elems_, DType::kFloat32, stage_index_ + 1, activation_tag(k));
+      act_sends_[0] = send(stage_.output(0), stage_index_ + 1, activation_tag(k));
   }
   wait_send(act_sends_[0]);
   stage_.take_tp_comm_seconds();

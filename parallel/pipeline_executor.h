@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/communicator.h"
-#include "model/gpt2_stage.h"
+#include "model/pipeline_stage.h"
 #include "parallel/grad_sync.h"
 #include "parallel/schedule.h"
 
@@ -31,7 +31,7 @@ class PipelineExecutor {
  public:
   // pp: the pipeline group (null when pp = 1); micro_batches: per step on this data-parallel
   // rank. The stage must have been built with at least max_in_flight(schedule) slots.
-  PipelineExecutor(GPT2Stage& stage, Communicator* pp, ScheduleKind kind, int micro_batches, int B, int T);
+  PipelineExecutor(PipelineStage& stage, Communicator* pp, ScheduleKind kind, int micro_batches, int B, int T);
 
   // One training step's forwards and backwards. Gradients flow into `sync` (which is told
   // which backward is the last). Returns the sum of the micro-batches' mean losses on the last
@@ -49,14 +49,17 @@ class PipelineExecutor {
 
  private:
   void wait_send(WorkHandle& h);
-  void recv(float* data, int peer, int tag);
+  void recv(const TensorView& into, int peer, int tag);
+  // Posts a send of the first act_elems_ elements of `data` once the stage's compute stream has
+  // produced them (a no-op wait on the CPU).
+  WorkHandle send(const TensorView& data, int peer, int tag);
 
-  GPT2Stage& stage_;
+  PipelineStage& stage_;
   Communicator* pp_;
   std::vector<Action> train_actions_;
   int micro_batches_, B_, T_, stages_ = 1, stage_index_ = 0;
   size_t act_elems_;                       // one micro-batch's (B, T, C) activation
-  std::vector<int32_t> tokens_, targets_;  // (slots, B, T)
+  std::vector<int32_t> tokens_, targets_;  // (B, T): the micro-batch being filled
   std::vector<WorkHandle> act_sends_;      // per slot: the pending send of its output
   WorkHandle grad_send_;                   // the pending send of the input gradient
   StageTimes times_;

@@ -39,7 +39,8 @@ std::unique_ptr<Communicator> split_as(Communicator& world, const std::vector<in
 
 }  // namespace
 
-ProcessGroups make_process_groups(std::unique_ptr<Communicator> world, const ParallelLayout& layout) {
+ProcessGroups make_process_groups(std::unique_ptr<Communicator> world, const ParallelLayout& layout,
+                                  bool tied_embedding) {
   if (world->size() != layout.world_size())
     throw ConfigError("parallel layout tp " + std::to_string(layout.tp()) + " x pp " + std::to_string(layout.pp()) +
                       " x dp " + std::to_string(layout.dp()) + " needs " + std::to_string(layout.world_size()) +
@@ -49,7 +50,7 @@ ProcessGroups make_process_groups(std::unique_ptr<Communicator> world, const Par
   groups.tp = split_as(*world, layout.tp_group(me), "tp");
   groups.pp = split_as(*world, layout.pp_group(me), "pp");
   groups.dp = split_as(*world, layout.dp_group(me), "dp");
-  groups.embedding = split_as(*world, layout.embedding_group(me), "embedding");
+  if (tied_embedding) groups.embedding = split_as(*world, layout.embedding_group(me), "embedding");
   groups.world = std::move(world);
   return groups;
 }

@@ -1,19 +1,29 @@
 // The process's place in the job: MPI start-up and shut-down, rank and world size, and ending
 // every rank when one fails (design invariant 6: a rank that fails alone must not leave the
 // others waiting). Nothing outside parallel/ calls MPI.
+//
+// MPI is initialised with MPI_THREAD_FUNNELED: the process has threads (OpenMP's, and a GPU
+// runtime's helpers) but only the main thread calls MPI. The level the library grants is checked
+// at start, since an MPI built without thread support may grant less and then misbehave.
 #pragma once
+
+#include <string>
 
 namespace feast {
 
 class Runtime {
  public:
-  Runtime(int* argc, char*** argv);  // MPI_Init (a plain `./trainer` runs as a world of one)
-  ~Runtime();                        // MPI_Finalize
+  // MPI_Init_thread (a plain `./trainer` runs as a world of one). Throws feast::Error, after
+  // shutting MPI down, when the thread level granted is below the one needed.
+  Runtime(int* argc, char*** argv);
+  ~Runtime();  // MPI_Finalize
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
+  // "funneled (needed: funneled)": what MPI granted, for --version and the start-up banner.
+  std::string thread_support() const;
 
   // Ends the whole job with `code` on every rank; used after a fatal error on this rank.
   [[noreturn]] void abort_job(int code);
@@ -21,6 +31,7 @@ class Runtime {
  private:
   int rank_ = 0;
   int world_size_ = 1;
+  int thread_level_ = 0;
 };
 
 }  // namespace feast

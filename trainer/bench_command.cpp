@@ -5,29 +5,32 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
-#include "trainer/cli_args.h"
 #include "core/rng.h"
 #include "core/timer.h"
+#include "model/backend.h"
 #include "model/cpu/blas.h"
-#include "core/buffer.h"
-#include "model/gpt2_stage.h"
+#include "model/decoder_stage.h"
 #include "parallel/optimizer.h"
+#include "trainer/cli_args.h"
 
 namespace feast {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: trainer bench [--shapes BxT[,BxT...]] [--warmup N] [--steps N]\n"
-    "                     [--layers L] [--heads H] [--embd C] [--vocab V]\n"
-    "Times training steps (zero grads + forward + backward + AdamW) of GPT-2 (default 124M:\n"
-    "12 layers, 12 heads, 768 channels, vocab 50257) on the CPU at each shape (default\n"
-    "4x64,8x256) after warm-up; prints the median ms/step, tokens/s and MFU (6*N*tokens)\n"
-    "against the measured sgemm ceiling. Exits non-zero if a loss is not finite or the first\n"
-    "loss is not near ln(vocab).\n";
+    "usage: trainer bench [--arch gpt2|llama] [--shapes BxT[,BxT...]] [--warmup N] [--steps N]\n"
+    "                     [--layers L] [--heads H] [--kv-heads H] [--embd C] [--intermediate I]\n"
+    "                     [--vocab V]\n"
+    "Times training steps (zero grads + forward + backward + AdamW) on the CPU at each shape\n"
+    "(default 4x64,8x256) after warm-up; prints the median ms/step, tokens/s and MFU (6*N*tokens,\n"
+    "N the parameters in matrix products) against the measured sgemm ceiling. The model is\n"
+    "GPT-2 124M (12 layers, 12 heads, 768 channels, vocab 50257) or, with --arch llama, a Llama\n"
+    "of the same depth and width (4 key/value heads, SwiGLU width 2048, vocab 32000, untied\n"
+    "head). Exits non-zero if a loss is not finite or the first loss is not near ln(vocab).\n";
 
 struct Shape {
   int B, T;
@@ -89,6 +92,18 @@ int bench_command(const std::vector<std::string>& args) {
   mc.n_embd = 768;
   mc.vocab_size = 50257;
   mc.max_seq_len = 1024;
+  // --arch first: it sets the defaults the other flags override.
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] != "--arch") continue;
+    if (args[i + 1] == "llama") {
+      mc.arch = "llama";
+      mc.n_kv_head = 4;
+      mc.intermediate_size = 2048;
+      mc.vocab_size = 32000;
+    } else if (args[i + 1] != "gpt2") {
+      throw Error("bench: --arch '" + args[i + 1] + "': expected gpt2 or llama\n" + kUsage);
+    }
+  }
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -97,16 +112,20 @@ int bench_command(const std::vector<std::string>& args) {
     }
     if (i + 1 >= args.size()) throw Error("bench: " + a + " needs a value (or is unknown)\n" + kUsage);
     const std::string& v = args[++i];
-    if (a == "--shapes") shapes = parse_shapes(v);
+    if (a == "--arch") continue;
+    else if (a == "--shapes") shapes = parse_shapes(v);
     else if (a == "--warmup") warmup = parse_int(a, v);
     else if (a == "--steps") steps = parse_int(a, v);
     else if (a == "--layers") mc.n_layer = parse_int(a, v);
     else if (a == "--heads") mc.n_head = parse_int(a, v);
+    else if (a == "--kv-heads") mc.n_kv_head = parse_int(a, v);
     else if (a == "--embd") mc.n_embd = parse_int(a, v);
+    else if (a == "--intermediate") mc.intermediate_size = parse_int(a, v);
     else if (a == "--vocab") mc.vocab_size = parse_int(a, v);
     else throw Error("bench: unknown option '" + a + "'\n" + kUsage);
   }
   FEAST_CHECK(mc.n_embd % mc.n_head == 0, "--embd must be divisible by --heads");
+  FEAST_CHECK(mc.n_head % mc.kv_heads() == 0, "--kv-heads must divide --heads");
   int max_b = 1, max_t = 1;
   for (const Shape& s : shapes) {
     max_b = std::max(max_b, s.B);
@@ -114,20 +133,26 @@ int bench_command(const std::vector<std::string>& args) {
   }
   FEAST_CHECK(max_t <= mc.max_seq_len, "sequence length above " << mc.max_seq_len);
 
-  GPT2Stage model(mc, StageSpec::whole(mc), max_b, max_t, 1, nullptr);
-  init_local_parameters(model.table(), 1337, model.params());
-  Buffer<float> grads(model.num_params());
-  FlatGradientSink sink(grads.data());
+  const std::unique_ptr<Backend> backend = make_backend("cpu");
+  DecoderStage model(mc, StageSpec::whole(mc), StageShape{max_b, max_t, 1}, *backend, nullptr);
+  initialize_parameters(model, 1337);
+  const size_t n_total = model.parameters().numel;
+  Tensor grads = backend->allocate(DType::kFloat32, n_total);
+  FlatGradientSink sink(grads.view());
   model.set_gradient_sink(&sink);
-  // N counts every logical parameter once (the tied head is the embedding), padding excluded.
-  const double n_params = double(model.num_params()) - double(mc.padded_vocab() - mc.vocab_size) * mc.n_embd;
+  // N counts the parameters of the matrix products once: vocabulary padding excluded, and an
+  // untied token embedding (a lookup, not a product) too.
+  const double padding = double(mc.padded_vocab() - mc.vocab_size) * mc.n_embd;
+  const double n_params = double(n_total) - (mc.tied() ? padding : 2 * padding + double(mc.vocab_size) * mc.n_embd);
   AdamWConfig oc;
   oc.weight_decay = 0.0;  // as the PyTorch reference bench
   oc.beta2 = 0.999;
-  AdamW opt(model.table(), 0, model.num_params(), oc);
+  AdamW opt(*backend, model.table(), model.parameters(), 0, n_total, oc);
 
-  std::printf("feast bench: GPT-2 %d layers, %d heads, %d channels, vocab %d (padded %d): %.1fM parameters\n",
-              mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab(), n_params / 1e6);
+  std::printf("feast bench: %s, %d layers, %d heads (%d key/value), %d channels, MLP %d, vocab %d (padded %d): "
+              "%.1fM parameters, %.1fM in matrix products\n",
+              mc.arch.c_str(), mc.n_layer, mc.n_head, mc.kv_heads(), mc.n_embd, mc.mlp_width(), mc.vocab_size,
+              mc.padded_vocab(), double(n_total) / 1e6, n_params / 1e6);
   const double ceiling = measure_sgemm_gflops();
   std::printf("device: cpu, %d OpenMP threads; sgemm ceiling %.1f GFLOP/s (best 1536^3 sgemm)\n",
               omp_get_max_threads(), ceiling);
@@ -146,11 +171,11 @@ int bench_command(const std::vector<std::string>& args) {
         y[i] = int32_t(uniform_index(7, uint64_t(it), 2 * i + 1, uint64_t(mc.vocab_size)));
       }
       Timer timer;
-      grads.zero();
+      backend->zero(grads.view());
       const float loss = model.forward(0, x.data(), y.data(), s.B, s.T, 1.0f / float(n));
-      model.backward(0, x.data(), s.B, s.T);
-      const double norm = std::sqrt(counted_sum_of_squares(model.table(), grads.data(), 0, model.num_params()));
-      opt.step(model.params(), grads.data(), ++t, 3e-4, norm);
+      model.backward(0, s.B, s.T);
+      const double norm = std::sqrt(counted_sum_of_squares(*backend, model.table(), grads.view(), 0, n_total));
+      opt.step(grads.view(), ++t, 3e-4, norm);
       const double sec = timer.seconds();
       if (it >= warmup) times.push_back(sec);
       if (!std::isfinite(loss) || (it == 0 && std::abs(loss - std::log(double(mc.vocab_size))) > 0.5)) {

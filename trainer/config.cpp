@@ -29,14 +29,17 @@ namespace {
 // ---- the key table ----------------------------------------------------------------------------
 
 // Accessors are plain function pointers so that the table can be a static array and every row
-// reads the same; the variant alternative tells the parser which TOML type the key takes.
-template <auto Section, auto Member>
+// reads the same; the variant alternative tells the parser which TOML type the key takes. A key
+// is reached from Config through a path of member pointers (two for [model], three for
+// [model.rope_scaling]).
+template <auto... Path>
 auto& member(Config& c) {
-  return (c.*Section).*Member;
+  return (c.*....*Path);
 }
 using Field = std::variant<int& (*)(Config&), int64_t& (*)(Config&), uint64_t& (*)(Config&),
                            double& (*)(Config&), std::string& (*)(Config&),
-                           std::vector<int>& (*)(Config&)>;
+                           std::vector<int>& (*)(Config&), bool& (*)(Config&),
+                           std::optional<bool>& (*)(Config&)>;
 
 struct Limit {
   double value;
@@ -88,26 +91,45 @@ struct KeyDesc {
   Field field;
   Rule rule;
   const char* doc;
+  // For a key whose default depends on other keys (an unset optional): the value in use, as
+  // TOML; to_toml marks it as inferred from model.arch.
+  std::string (*inferred)(const Config&) = nullptr;
 
   std::string full() const { return std::string(section) + "." + name; }
 };
 
-const std::vector<std::string> kSections = {"model",    "parallel",   "training",
-                                            "data",     "checkpoint", "logging"};
+// In the order to_toml prints them; a dotted section is a sub-table of the one before it.
+const std::vector<std::string> kSections = {"model",    "model.rope_scaling", "parallel", "training",
+                                            "data",     "checkpoint",         "logging"};
 
 // Stringifying the member keeps every key name identical to its struct field.
 #define FEAST_KEY(section, name) \
   #section, #name, &member<&Config::section, &decltype(Config::section)::name>
+#define FEAST_ROPE_KEY(name) \
+  "model.rope_scaling", #name, &member<&Config::model, &ModelConfig::rope_scaling, &RopeScaling::name>
+
+std::string tie_in_use(const Config& c) { return c.model.tied() ? "true" : "false"; }
 
 const std::vector<KeyDesc>& keys() {
   static const std::vector<KeyDesc> table = {
-      {FEAST_KEY(model, arch), one_of({"gpt2"}), "model family"},
+      {FEAST_KEY(model, arch), one_of({"gpt2", "llama"}), "model family"},
       {FEAST_KEY(model, n_layer), at_least(1), "transformer blocks"},
       {FEAST_KEY(model, n_head), at_least(1), "attention heads; must divide n_embd"},
       {FEAST_KEY(model, n_embd), at_least(1), "channels of the residual stream"},
       {FEAST_KEY(model, vocab_size), closed(2, 2147483647), "token ids are < vocab_size"},
-      {FEAST_KEY(model, max_seq_len), at_least(1), "rows of the position embedding"},
+      {FEAST_KEY(model, max_seq_len), at_least(1), "longest sequence (GPT-2: position rows)"},
       {FEAST_KEY(model, init_std), above(0), "std of the normal init of weight matrices"},
+      {FEAST_KEY(model, n_kv_head), at_least(0), "key/value heads (llama); 0 = n_head"},
+      {FEAST_KEY(model, intermediate_size), at_least(0), "MLP width; 0 = the family default"},
+      {FEAST_KEY(model, norm_eps), above(0), "LayerNorm / RMSNorm epsilon"},
+      {FEAST_KEY(model, rope_theta), above(0), "rotary base frequency (llama)"},
+      {FEAST_KEY(model, qkv_bias), any(), "biases on q, k, v (llama family)"},
+      {FEAST_KEY(model, tie_embeddings), any(), "LM head shares the token embedding", &tie_in_use},
+      {FEAST_ROPE_KEY(rope_type), one_of({"default", "linear", "llama3"}), "rotary frequency scaling"},
+      {FEAST_ROPE_KEY(factor), above(0), "context extension factor"},
+      {FEAST_ROPE_KEY(low_freq_factor), above(0), "llama3: low-frequency bound"},
+      {FEAST_ROPE_KEY(high_freq_factor), above(0), "llama3: high-frequency bound"},
+      {FEAST_ROPE_KEY(original_max_position_embeddings), at_least(1), "llama3: original context"},
 
       {FEAST_KEY(parallel, tp), at_least(1), "tensor-parallel degree"},
       {FEAST_KEY(parallel, pp), at_least(1), "pipeline-parallel degree"},
@@ -138,7 +160,7 @@ const std::vector<KeyDesc>& keys() {
       {FEAST_KEY(training, eps), above(0), "AdamW denominator epsilon"},
       {FEAST_KEY(training, grad_clip), at_least(0), "max global grad norm; 0 = no clipping"},
       {FEAST_KEY(training, eval_interval), at_least(0), "evaluate every N steps; 0 = never"},
-      {FEAST_KEY(training, eval_batches), at_least(1), "validation batches per evaluation"},
+      {FEAST_KEY(training, eval_batches), at_least(1), "validation batches (global batch size) per evaluation"},
       {FEAST_KEY(training, threads), at_least(0), "OpenMP threads per rank; 0 = default"},
 
       {FEAST_KEY(data, train), non_empty(), "training shards: file, directory or glob"},
@@ -155,6 +177,7 @@ const std::vector<KeyDesc>& keys() {
 }
 
 #undef FEAST_KEY
+#undef FEAST_ROPE_KEY
 
 const KeyDesc* find_key(std::string_view section, std::string_view name) {
   for (const KeyDesc& k : keys()) {
@@ -271,6 +294,11 @@ std::string value_text(const KeyDesc& k, Config& c) {
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, std::string>) {
           return format_string(v);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return v ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, std::optional<bool>>) {
+          if (!v) return k.inferred ? k.inferred(c) : "false";
+          return *v ? "true" : "false";
         } else if constexpr (std::is_same_v<T, double>) {
           return format_double(v);
         } else if constexpr (std::is_same_v<T, std::vector<int>>) {
@@ -373,7 +401,11 @@ void assign(Config& c, const KeyDesc& k, const toml::node& node, const std::stri
       [&](auto get) {
         auto& field = get(c);
         using T = std::decay_t<decltype(field)>;
-        if constexpr (std::is_same_v<T, std::string>) {
+        if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::optional<bool>>) {
+          const auto* b = node.as_boolean();
+          if (!b) wrong_type(k, node, where, "boolean");
+          field = b->get();
+        } else if constexpr (std::is_same_v<T, std::string>) {
           const auto* s = node.as_string();
           if (!s) wrong_type(k, node, where, "string");
           const std::string& v = s->get();
@@ -429,42 +461,59 @@ std::string at_line(const std::string& source, const toml::source_region& r) {
   return source + ":" + std::to_string(r.begin.line);
 }
 
+bool is_section(const std::string& name) {
+  return std::find(kSections.begin(), kSections.end(), name) != kSections.end();
+}
+
+// The keys of [section] (and of its sub-tables that are sections themselves).
+void apply_section(Config& c, const std::string& section, const toml::table& table, const std::string& source) {
+  for (auto&& [key, node] : table) {
+    const std::string name(key.str());
+    const std::string key_where = at_line(source, key.source());
+    const std::string sub = section + "." + name;
+    if (is_section(sub)) {
+      if (!node.is_table()) fail(key_where, "'" + sub + "' must be a section ([" + sub + "]), got " + describe_node(node));
+      apply_section(c, sub, *node.as_table(), source);
+      continue;
+    }
+    const KeyDesc* k = find_key(section, name);
+    if (!k) {
+      std::string hint = suggest_key(section, name);
+      std::vector<std::string> valid;
+      for (const KeyDesc& d : keys()) {
+        if (section == d.section) valid.push_back(d.name);
+      }
+      fail(key_where, "unknown key '" + section + "." + name + "'; " +
+                          (hint.empty() ? "valid keys in [" + section + "]: " + join(valid)
+                                        : "did you mean '" + hint + "'?"));
+    }
+    assign(c, *k, node, key_where);
+    c.origin[k->full()] = key_where;
+  }
+}
+
 void apply_file(Config& c, const toml::table& root, const std::string& source) {
   for (auto&& [section_key, section_node] : root) {
     const std::string section(section_key.str());
     const std::string where = at_line(source, section_key.source());
-    const bool known = std::find(kSections.begin(), kSections.end(), section) != kSections.end();
+    const bool known = is_section(section) && section.find('.') == std::string::npos;
     if (!known && !section_node.is_table()) {
       fail(where, "unknown key '" + section + "' outside any section" +
                       did_you_mean(suggest_key("", section)));
     }
     if (!known) {
       std::string hint = suggest_section(section);
+      std::vector<std::string> top;
+      for (const std::string& name : kSections)
+        if (name.find('.') == std::string::npos) top.push_back(name);
       fail(where, "unknown section '[" + section + "]'; " +
-                      (hint.empty() ? "valid sections: " + join(kSections)
-                                    : "did you mean '[" + hint + "]'?"));
+                      (hint.empty() ? "valid sections: " + join(top) : "did you mean '[" + hint + "]'?"));
     }
     if (!section_node.is_table()) {
       fail(where, "'" + section + "' must be a section ([" + section + "]), got " +
                       describe_node(section_node));
     }
-    for (auto&& [key, node] : *section_node.as_table()) {
-      const std::string name(key.str());
-      const std::string key_where = at_line(source, key.source());
-      const KeyDesc* k = find_key(section, name);
-      if (!k) {
-        std::string hint = suggest_key(section, name);
-        std::vector<std::string> valid;
-        for (const KeyDesc& d : keys()) {
-          if (section == d.section) valid.push_back(d.name);
-        }
-        fail(key_where, "unknown key '" + section + "." + name + "'; " +
-                            (hint.empty() ? "valid keys in [" + section + "]: " + join(valid)
-                                          : "did you mean '" + hint + "'?"));
-      }
-      assign(c, *k, node, key_where);
-      c.origin[k->full()] = key_where;
-    }
+    apply_section(c, section, *section_node.as_table(), source);
   }
 }
 
@@ -479,7 +528,7 @@ void apply_override(Config& c, const std::string& text) {
   const std::string where = "--set " + text;
   const size_t eq = text.find('=');
   const std::string lhs = trim(std::string_view(text).substr(0, eq));
-  const size_t dot = lhs.find('.');
+  const size_t dot = lhs.rfind('.');  // the key's section may itself be dotted (model.rope_scaling)
   if (eq == std::string::npos || dot == std::string::npos) {
     fail("--set '" + text + "'", "expected section.key=value, e.g. --set training.steps=100");
   }
@@ -527,6 +576,35 @@ void validate_cross(const Config& c) {
   if (c.training.min_lr > c.training.lr) {
     fail2("training.min_lr", format_double(c.training.min_lr), "<=", "training.lr",
           format_double(c.training.lr));
+  }
+  if (!m.is_llama()) {
+    // GPT-2 has no rotary embeddings, grouped-query attention or optional q/k/v biases: a key
+    // given another value than its default is a config meant for another family. (A resolved
+    // config lists every key with its value, so the defaults themselves must pass.)
+    static const Config defaults;
+    Config current = c, reference = defaults;
+    for (const KeyDesc& k : keys()) {
+      const std::string key = k.full();
+      const bool llama_only = key == "model.n_kv_head" || key == "model.rope_theta" || key == "model.qkv_bias" ||
+                              key.rfind("model.rope_scaling.", 0) == 0;
+      if (llama_only && value_text(k, current) != value_text(k, reference))
+        fail(c.where(key), key + " = " + value_text(k, current) + " applies to model.arch = \"llama\", but model.arch = \"" +
+                               m.arch + "\" (" + c.where("model.arch") + "); remove it or set model.arch = \"llama\"");
+    }
+    return;
+  }
+  if (m.kv_heads() > m.n_head || m.n_head % m.kv_heads() != 0) {
+    fail2("model.n_kv_head", std::to_string(m.n_kv_head), "a divisor of", "model.n_head", std::to_string(m.n_head));
+  }
+  if (m.head_dim() % 2 != 0) {
+    fail(c.where("model.n_embd"), "rotary embeddings need an even head size, but model.n_embd / model.n_head = " +
+                                      std::to_string(m.n_embd) + " / " + std::to_string(m.n_head) + " = " +
+                                      std::to_string(m.head_dim()));
+  }
+  const RopeScaling& r = m.rope_scaling;
+  if (r.rope_type == "llama3" && !(r.low_freq_factor < r.high_freq_factor)) {
+    fail2("model.rope_scaling.low_freq_factor", format_double(r.low_freq_factor), "<",
+          "model.rope_scaling.high_freq_factor", format_double(r.high_freq_factor));
   }
 }
 
@@ -595,6 +673,7 @@ std::string to_toml(const Config& config) {
       line += std::string("# ") + k.doc;
       std::string from = c.where(k.full());
       if (from != "default") line += " [" + from + "]";
+      if (from == "default" && k.inferred) line += " [inferred from model.arch]";
       out += line + "\n";
     }
   }

@@ -19,9 +19,14 @@ LayoutPlan plan_layout(const Config& c, int world_size) {
   if (m.n_head % tp != 0)
     throw ConfigError("parallel.tp = " + n(tp) + " does not divide model.n_head = " + n(m.n_head) +
                       ": tensor parallelism splits whole attention heads (" + c.where("parallel.tp") + ")");
-  if ((4 * m.n_embd) % tp != 0)
-    throw ConfigError("parallel.tp = " + n(tp) + " does not divide the MLP width 4 * model.n_embd = " +
-                      n(4 * m.n_embd) + " (" + c.where("parallel.tp") + ")");
+  if (m.kv_heads() % tp != 0)
+    throw ConfigError("parallel.tp = " + n(tp) + " does not divide model.n_kv_head = " + n(m.kv_heads()) +
+                      ": tensor parallelism splits whole key/value heads (" + c.where("parallel.tp") + ", " +
+                      "model.n_kv_head at " + c.where("model.n_kv_head") + ")");
+  if (m.mlp_width() % tp != 0)
+    throw ConfigError("parallel.tp = " + n(tp) + " does not divide the MLP width " + n(m.mlp_width()) +
+                      (m.intermediate_size > 0 ? " (model.intermediate_size)" : " (the family's default width)") +
+                      " (" + c.where("parallel.tp") + ")");
   if (m.padded_vocab() % tp != 0)
     throw ConfigError("parallel.tp = " + n(tp) + " does not divide the padded vocabulary " + n(m.padded_vocab()) +
                       " (model.vocab_size = " + n(m.vocab_size) + " rounded up to a multiple of 128)");

@@ -1,8 +1,8 @@
 // Turns the [parallel] section and the world size into the run's layout, checking everything
 // that can be wrong with it before anything is allocated: the world size against tp * pp * dp,
-// tp against the heads, the MLP width and the padded vocabulary, pp against the layers, the
-// explicit stage split, and the global batch against dp and the micro-batch size. Each problem
-// is a ConfigError naming the keys and where they were set.
+// tp against the query and key/value heads, the MLP width and the padded vocabulary, pp against
+// the layers, the explicit stage split, and the global batch against dp and the micro-batch
+// size. Each problem is a ConfigError naming the keys and where they were set.
 #pragma once
 
 #include <vector>

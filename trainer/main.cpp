@@ -4,6 +4,7 @@
 // once by rank 0; one that only this rank hit is printed with its rank and aborts the job.
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -58,14 +59,15 @@ ConfigArgs parse_config_args(const std::vector<std::string>& args) {
   return out;
 }
 
-int run(const std::vector<std::string>& args, int world_size) {
+int run(const std::vector<std::string>& args, const Runtime& runtime) {
+  const int world_size = runtime.world_size();
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     log::info(kHelp);
     return args.empty() ? 2 : 0;
   }
   const std::string& verb = args[0];
   if (verb == "--version") {
-    log::info("feast trainer 0.1 (" + describe_devices() + ")");
+    log::info("feast trainer 0.1 (" + describe_devices() + "; MPI thread support " + runtime.thread_support() + ")");
     return 0;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -103,15 +105,21 @@ int run(const std::vector<std::string>& args, int world_size) {
 }  // namespace feast
 
 int main(int argc, char** argv) {
-  feast::Runtime runtime(&argc, &argv);
-  feast::log::set_rank(runtime.rank());
+  std::optional<feast::Runtime> runtime;
+  try {
+    runtime.emplace(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  feast::log::set_rank(runtime->rank());
   const std::vector<std::string> args(argv + 1, argv + argc);
   int code = 1;
   try {
-    code = feast::run(args, runtime.world_size());
+    code = feast::run(args, *runtime);
   } catch (const feast::ConfigError& e) {
     // Every rank read the same config and failed alike: one message, every rank exits 1.
-    if (runtime.rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
+    if (runtime->rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   } catch (const feast::AgreedError& e) {
     // The ranks agreed that one of them failed (missing data, say): it reports, all exit 1.
@@ -119,7 +127,7 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::exception& e) {
     feast::log::error(e.what());
-    runtime.abort_job(1);
+    runtime->abort_job(1);
   }
   return code;
 }

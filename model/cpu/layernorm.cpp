@@ -7,8 +7,7 @@ namespace feast::cpu {
 
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias,
-                       int N, int C) {
-  const T eps = T(1e-5);
+                       int N, int C, T eps) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const T* x = inp + static_cast<size_t>(n) * C;
@@ -73,8 +72,8 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
   }
 }
 
-template void layernorm_forward<float>(float*, float*, float*, const float*, const float*, const float*, int, int);
-template void layernorm_forward<double>(double*, double*, double*, const double*, const double*, const double*, int, int);
+template void layernorm_forward<float>(float*, float*, float*, const float*, const float*, const float*, int, int, float);
+template void layernorm_forward<double>(double*, double*, double*, const double*, const double*, const double*, int, int, double);
 template void layernorm_backward<float>(float*, float*, float*, const float*, const float*, const float*, const float*, const float*, int, int);
 template void layernorm_backward<double>(double*, double*, double*, const double*, const double*, const double*, const double*, const double*, int, int);
 

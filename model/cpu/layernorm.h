@@ -1,4 +1,4 @@
-// LayerNorm on the CPU (eps 1e-5, like torch.nn.LayerNorm). Legend: N rows, C channels.
+// LayerNorm on the CPU (as torch.nn.LayerNorm; GPT-2 uses eps = 1e-5). Legend: N rows, C channels.
 #pragma once
 
 namespace feast::cpu {
@@ -7,7 +7,7 @@ namespace feast::cpu {
 // for the backward pass.
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias,
-                       int N, int C);
+                       int N, int C, T eps);
 
 // dinp (N, C) += d loss / d inp (accumulates: the residual stream's gradient arrives first);
 // dweight (C) += and dbias (C) += over all rows.

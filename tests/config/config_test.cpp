@@ -153,8 +153,12 @@ TEST(ConfigErrors, OutOfRange) {
       {"[model]\nvocab_size = 1", "expected in [2, 2147483647]"},
       {"[model]\nmax_seq_len = 0", "model.max_seq_len = 0"},
       {"[model]\ninit_std = 0", "model.init_std = 0 is not allowed; expected > 0"},
-      {"[model]\narch = \"llama\"", "model.arch = \"llama\" is not allowed; expected one of "
-                                    "\"gpt2\""},
+      {"[model]\narch = \"bert\"", "model.arch = \"bert\" is not allowed; expected one of \"gpt2\", \"llama\""},
+      {"[model]\nn_kv_head = -1", "model.n_kv_head = -1 is not allowed; expected >= 0"},
+      {"[model]\nnorm_eps = 0", "model.norm_eps = 0 is not allowed; expected > 0"},
+      {"[model]\nrope_theta = 0", "model.rope_theta = 0 is not allowed; expected > 0"},
+      {"[model]\nqkv_bias = 1", "wrong type for model.qkv_bias: expected boolean, got integer 1"},
+      {"[model]\ntie_embeddings = \"yes\"", "wrong type for model.tie_embeddings: expected boolean"},
       {"[training]\nseq_len = 0", "training.seq_len = 0"},
       {"[training]\nlr = 0", "training.lr = 0 is not allowed; expected > 0"},
       {"[training]\nlr = -1e-3", "training.lr = -0.001 is not allowed; expected > 0"},
@@ -269,6 +273,18 @@ TEST(ConfigOrigins, FileLineSetAndDefault) {
 // shows up as a difference.
 Config unusual_config() {
   Config c;
+  c.model.arch = "llama";
+  c.model.n_kv_head = 1;
+  c.model.intermediate_size = 200;
+  c.model.norm_eps = 1e-6;
+  c.model.rope_theta = 500000.0;
+  c.model.qkv_bias = true;
+  c.model.tie_embeddings = true;
+  c.model.rope_scaling.rope_type = "llama3";
+  c.model.rope_scaling.factor = 32.0;
+  c.model.rope_scaling.low_freq_factor = 0.5;
+  c.model.rope_scaling.high_freq_factor = 2.5;
+  c.model.rope_scaling.original_max_position_embeddings = 4096;
   c.model.n_layer = 7;
   c.model.n_head = 3;
   c.model.n_embd = 96;
@@ -308,6 +324,18 @@ Config unusual_config() {
 
 void expect_same(const Config& a, const Config& b) {
   EXPECT_EQ(a.model.arch, b.model.arch);
+  EXPECT_EQ(a.model.n_kv_head, b.model.n_kv_head);
+  EXPECT_EQ(a.model.intermediate_size, b.model.intermediate_size);
+  EXPECT_EQ(a.model.norm_eps, b.model.norm_eps);
+  EXPECT_EQ(a.model.rope_theta, b.model.rope_theta);
+  EXPECT_EQ(a.model.qkv_bias, b.model.qkv_bias);
+  EXPECT_EQ(a.model.tied(), b.model.tied());
+  EXPECT_EQ(a.model.rope_scaling.rope_type, b.model.rope_scaling.rope_type);
+  EXPECT_EQ(a.model.rope_scaling.factor, b.model.rope_scaling.factor);
+  EXPECT_EQ(a.model.rope_scaling.low_freq_factor, b.model.rope_scaling.low_freq_factor);
+  EXPECT_EQ(a.model.rope_scaling.high_freq_factor, b.model.rope_scaling.high_freq_factor);
+  EXPECT_EQ(a.model.rope_scaling.original_max_position_embeddings,
+            b.model.rope_scaling.original_max_position_embeddings);
   EXPECT_EQ(a.model.n_layer, b.model.n_layer);
   EXPECT_EQ(a.model.n_head, b.model.n_head);
   EXPECT_EQ(a.model.n_embd, b.model.n_embd);
@@ -356,17 +384,73 @@ TEST(ConfigToToml, RoundTripsEveryKey) {
 
 TEST(ConfigToToml, WritesEverySectionAndKey) {
   const std::string text = to_toml(parse(kData));
-  for (const char* section : {"[model]", "[parallel]", "[training]", "[data]", "[checkpoint]",
-                              "[logging]"}) {
+  for (const char* section : {"[model]", "[model.rope_scaling]", "[parallel]", "[training]", "[data]",
+                              "[checkpoint]", "[logging]"}) {
     EXPECT_NE(text.find(section), std::string::npos) << section;
   }
   for (const std::string& key : config_keys()) {
-    const std::string name = key.substr(key.find('.') + 1);
+    const std::string name = key.substr(key.rfind('.') + 1);
     EXPECT_NE(text.find("\n" + name + " = "), std::string::npos) << key;
   }
   // Values that came from somewhere other than the defaults say where.
   EXPECT_NE(text.find("train = \"t.bin\""), std::string::npos) << text;
   EXPECT_NE(text.find("[demo.toml:2]"), std::string::npos) << text;
+}
+
+TEST(ConfigLlama, KeysAndTheRopeScalingTable) {
+  Config c = parse(
+      "[model]\narch = \"llama\"\nn_head = 8\nn_kv_head = 2\nqkv_bias = true\n"
+      "[model.rope_scaling]\nrope_type = \"llama3\"\nfactor = 8.0\n",
+      {"model.rope_scaling.original_max_position_embeddings=8192", "model.rope_theta=5e5"});
+  EXPECT_TRUE(c.model.is_llama());
+  EXPECT_EQ(c.model.kv_heads(), 2);
+  EXPECT_TRUE(c.model.qkv_bias);
+  EXPECT_EQ(c.model.rope_scaling.rope_type, "llama3");
+  EXPECT_EQ(c.model.rope_scaling.factor, 8.0);
+  EXPECT_EQ(c.model.rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(c.model.rope_theta, 5e5);
+  EXPECT_EQ(c.where("model.rope_scaling.factor"), "demo.toml:8");
+  EXPECT_EQ(c.where("model.rope_scaling.original_max_position_embeddings"), "--set");
+  // The families' defaults: Llama unties its head and uses Meta's MLP width, GPT-2 ties and 4 C.
+  EXPECT_FALSE(c.model.tied());
+  EXPECT_EQ(c.model.mlp_width(), (8 * 128 / 3 + 255) / 256 * 256);
+  const Config g = parse("[model]\nn_embd = 64\n");
+  EXPECT_TRUE(g.model.tied());
+  EXPECT_EQ(g.model.mlp_width(), 256);
+  EXPECT_EQ(g.model.kv_heads(), g.model.n_head);
+}
+
+TEST(ConfigLlama, FamilyErrorsNameTheKeys) {
+  std::string e = error_of("[model]\narch = \"gpt2\"\nn_kv_head = 2\n");
+  EXPECT_NE(e.find("demo.toml:3: model.n_kv_head = 2 applies to model.arch = \"llama\", but model.arch = \"gpt2\" "
+                   "(demo.toml:2)"),
+            std::string::npos)
+      << e;
+  e = error_of("[model.rope_scaling]\nrope_type = \"llama3\"\n");
+  EXPECT_NE(e.find("model.rope_scaling.rope_type = \"llama3\" applies to model.arch = \"llama\""), std::string::npos) << e;
+  e = error_of("[model]\narch = \"llama\"\nn_head = 4\nn_kv_head = 3\n");
+  EXPECT_NE(e.find("model.n_kv_head = 3 must be a divisor of model.n_head = 4"), std::string::npos) << e;
+  e = error_of("[model]\narch = \"llama\"\nn_head = 4\nn_embd = 12\n");
+  EXPECT_NE(e.find("rotary embeddings need an even head size"), std::string::npos) << e;
+  e = error_of("[model]\narch = \"llama\"\n[model.rope_scaling]\nrope_type = \"llama3\"\nlow_freq_factor = 4.0\n");
+  EXPECT_NE(e.find("model.rope_scaling.low_freq_factor = 4.0 must be < model.rope_scaling.high_freq_factor = 4.0"),
+            std::string::npos)
+      << e;
+  e = error_of("[model]\nrope_scaling = 3\n");
+  EXPECT_NE(e.find("'model.rope_scaling' must be a section ([model.rope_scaling]), got integer 3"), std::string::npos)
+      << e;
+  e = error_of("[model.rope_scaling]\nfactr = 2.0\n");
+  EXPECT_NE(e.find("unknown key 'model.rope_scaling.factr'; did you mean 'model.rope_scaling.factor'?"),
+            std::string::npos)
+      << e;
+}
+
+TEST(ConfigLlama, TheTieInUseIsPrintedAndMarkedInferred) {
+  const std::string text = to_toml(parse(kData + "[model]\narch = \"llama\"\n"));
+  EXPECT_NE(text.find("tie_embeddings = false"), std::string::npos) << text;
+  EXPECT_NE(text.find("[inferred from model.arch]"), std::string::npos) << text;
+  EXPECT_FALSE(parse_config(text, "resolved.toml", {}).model.tied());
+  EXPECT_NE(to_toml(parse(kData)).find("tie_embeddings = true"), std::string::npos);
 }
 
 TEST(ConfigKeys, EveryKeyIsSectionDotName) {
@@ -392,6 +476,11 @@ TEST(ConfigFiles, ShippedConfigsLoad) {
   EXPECT_EQ(demo.model.vocab_size, 256);
   EXPECT_EQ(demo.logging.dir, "runs/demo");
   EXPECT_NE(demo.where("training.steps").find("configs/demo.toml:"), std::string::npos);
+
+  Config llama = load_config(FEAST_SOURCE_DIR "/configs/llama-demo.toml", {});
+  EXPECT_TRUE(llama.model.is_llama());
+  EXPECT_EQ(llama.model.kv_heads(), 2);
+  EXPECT_FALSE(llama.model.tied());
 
   Config gpt2 = load_config(FEAST_SOURCE_DIR "/configs/gpt2-124m.toml", {});
   EXPECT_EQ(gpt2.model.n_layer, 12);

@@ -137,7 +137,7 @@ TEST(ValSampler, WindowsAreDisjointConsecutiveAndWrap) {
   std::vector<int32_t> in(B * kT), tg(B * kT);
   std::vector<int32_t> all_targets, first_inputs;
   for (int64_t batch = 0; batch < 3; ++batch) {  // 12 windows: the 6 twice
-    v.fill(batch, B, in.data(), tg.data());
+    v.fill(batch * B, B, in.data(), tg.data());
     for (int r = 0; r < B; ++r) {
       first_inputs.push_back(in[static_cast<size_t>(r * kT)]);
       for (int t = 0; t < kT; ++t) {
@@ -158,9 +158,9 @@ TEST(ValSampler, SameBatchEveryEvaluation) {
   Dataset data(dir.path());
   ValSampler v(data, kT);
   std::vector<int32_t> a(2 * kT), b(2 * kT), at(2 * kT), bt(2 * kT);
-  v.fill(1, 2, a.data(), at.data());
+  v.fill(2, 2, a.data(), at.data());
   ValSampler again(data, kT);
-  again.fill(1, 2, b.data(), bt.data());
+  again.fill(2, 2, b.data(), bt.data());
   EXPECT_EQ(a, b);
   EXPECT_EQ(at, bt);
   EXPECT_EQ(a[0], 16);

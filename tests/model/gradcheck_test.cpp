@@ -1,7 +1,12 @@
-// Every CPU op's backward against finite differences computed in float64.
+// Every CPU op's backward against finite differences computed in float64 (the op templates
+// instantiated for double), plus the properties finite differences cannot see (causality,
+// grouped-query head sharing, accumulation).
 #include <algorithm>
+#include <cmath>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "model/cpu/attention.h"
 #include "model/cpu/cross_entropy.h"
 #include "model/cpu/encoder.h"
@@ -9,6 +14,10 @@
 #include "model/cpu/layernorm.h"
 #include "model/cpu/matmul.h"
 #include "model/cpu/residual.h"
+#include "model/cpu/rmsnorm.h"
+#include "model/cpu/rope.h"
+#include "model/cpu/swiglu.h"
+#include "model/rope.h"
 #include "tests/model/gradcheck.h"
 
 namespace feast {
@@ -69,7 +78,7 @@ TEST(GradCheck, LayerNorm) {
   const auto r = random_vector(N * C, 11);
   std::vector<double> out(N * C), mean(N), rstd(N);
   auto loss = [&] {
-    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
+    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C, 1e-5);
     return dot(r, out.data());
   };
   loss();
@@ -86,7 +95,7 @@ TEST(GradCheck, LayerNormAccumulatesIntoInputGradient) {
   auto inp = random_vector(N * C, 12), w = random_vector(C, 13), b = random_vector(C, 14);
   const auto r = random_vector(N * C, 15);
   std::vector<double> out(N * C), mean(N), rstd(N), dw(C), db(C);
-  cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
+  cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C, 1e-5);
   std::vector<double> fresh(N * C, 0.0), seeded(N * C, 1.5);
   cpu::layernorm_backward(fresh.data(), dw.data(), db.data(), r.data(), inp.data(), w.data(), mean.data(), rstd.data(), N, C);
   cpu::layernorm_backward(seeded.data(), dw.data(), db.data(), r.data(), inp.data(), w.data(), mean.data(), rstd.data(), N, C);
@@ -114,33 +123,165 @@ TEST(GradCheck, Residual) {
   for (size_t i = 0; i < n; ++i) EXPECT_DOUBLE_EQ(out[i], a[i] + b[i]);
 }
 
-TEST(GradCheck, Attention) {
-  const int B = 2, T = 5, C = 12, NH = 3;
-  auto qkv = random_vector(B * T * 3 * C, 20);
-  const auto r = random_vector(B * T * C, 21);
-  std::vector<double> out(B * T * C), att(B * NH * T * T);
+// Attention with NH query heads sharing NKV key/value heads (NKV = NH: multi-head; 1: multi-query).
+void check_attention(int NH, int NKV, uint32_t seed) {
+  const int B = 2, T = 5, hs = 3, W = (NH + 2 * NKV) * hs;
+  auto qkv = random_vector(B * T * W, seed);
+  const auto r = random_vector(B * T * NH * hs, seed + 1);
+  std::vector<double> out(B * T * NH * hs), att(B * NH * T * T);
   auto loss = [&] {
-    cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, NKV, hs);
     return dot(r, out.data());
   };
   loss();
-  std::vector<double> dqkv(B * T * 3 * C), scratch(static_cast<size_t>(cpu::attention_scratch_size(T)));
-  cpu::attention_backward(dqkv.data(), r.data(), qkv.data(), att.data(), B, T, C, NH, scratch.data());
-  expect_gradient_matches("attention dqkv", qkv, dqkv, loss);
+  std::vector<double> dqkv(B * T * W, 7.0);  // overwritten, not accumulated
+  std::vector<double> scratch(static_cast<size_t>(cpu::attention_scratch_size(T, 4)));
+  cpu::attention_backward(dqkv.data(), r.data(), qkv.data(), att.data(), B, T, NH, NKV, hs, scratch.data(),
+                          long(scratch.size()));
+  expect_gradient_matches("attention dqkv, " + std::to_string(NH) + " heads / " + std::to_string(NKV) + " kv", qkv,
+                          dqkv, loss);
 }
+
+TEST(GradCheck, Attention) { check_attention(3, 3, 20); }
+TEST(GradCheck, GroupedQueryAttention) { check_attention(4, 2, 40); }
+TEST(GradCheck, MultiQueryAttention) { check_attention(3, 1, 45); }
 
 TEST(GradCheck, AttentionIsCausal) {
   // Changing the last token's q, k, v must not change any earlier output.
-  const int B = 1, T = 4, C = 8, NH = 2;
-  auto qkv = random_vector(B * T * 3 * C, 22);
+  const int B = 1, T = 4, NH = 2, NKV = 1, hs = 4, W = (NH + 2 * NKV) * hs, C = NH * hs;
+  auto qkv = random_vector(B * T * W, 22);
   std::vector<double> out1(B * T * C), out2(B * T * C), att(B * NH * T * T);
-  cpu::attention_forward(out1.data(), att.data(), qkv.data(), B, T, C, NH);
-  for (int c = 0; c < 3 * C; ++c) qkv[(T - 1) * 3 * C + c] += 1.0;
-  cpu::attention_forward(out2.data(), att.data(), qkv.data(), B, T, C, NH);
+  cpu::attention_forward(out1.data(), att.data(), qkv.data(), B, T, NH, NKV, hs);
+  for (int c = 0; c < W; ++c) qkv[(T - 1) * W + c] += 1.0;
+  cpu::attention_forward(out2.data(), att.data(), qkv.data(), B, T, NH, NKV, hs);
   for (int i = 0; i < (T - 1) * C; ++i) EXPECT_DOUBLE_EQ(out1[i], out2[i]);
   bool last_changed = false;
   for (int i = (T - 1) * C; i < T * C; ++i) last_changed |= out1[i] != out2[i];
   EXPECT_TRUE(last_changed);
+}
+
+TEST(GradCheck, GroupedQueryHeadsReadTheirKeyValueHead) {
+  // Query heads 0 and 1 share kv head 0, heads 2 and 3 kv head 1: changing kv head 1 changes
+  // only the outputs of query heads 2 and 3.
+  const int B = 1, T = 3, NH = 4, NKV = 2, hs = 2, W = (NH + 2 * NKV) * hs, C = NH * hs;
+  auto qkv = random_vector(B * T * W, 23);
+  std::vector<double> out1(B * T * C), out2(B * T * C), att(B * NH * T * T);
+  cpu::attention_forward(out1.data(), att.data(), qkv.data(), B, T, NH, NKV, hs);
+  for (int t = 0; t < T; ++t) qkv[t * W + (NH + 2 * NKV - 1) * hs] += 1.0;  // v of kv head 1
+  cpu::attention_forward(out2.data(), att.data(), qkv.data(), B, T, NH, NKV, hs);
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < NH; ++h) {
+      const bool changed = out1[t * C + h * hs] != out2[t * C + h * hs];
+      EXPECT_EQ(changed, h >= 2) << "token " << t << " head " << h;
+    }
+}
+
+TEST(GradCheck, AttentionBackwardRunsOnTheThreadsItsScratchHolds) {
+  // Scratch for one thread gives the same gradients as scratch for many (it runs on fewer
+  // threads); scratch for none is an error, not an overrun.
+  const int B = 3, T = 6, NH = 4, NKV = 2, hs = 4, W = (NH + 2 * NKV) * hs;
+  const auto qkv = random_vector(B * T * W, 24), r = random_vector(B * T * NH * hs, 25);
+  std::vector<double> out(B * T * NH * hs), att(B * NH * T * T), many(B * T * W), one(B * T * W);
+  cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, NKV, hs);
+  std::vector<double> big(static_cast<size_t>(cpu::attention_scratch_size(T, 8))), small(T * T), none(T * T - 1);
+  cpu::attention_backward(many.data(), r.data(), qkv.data(), att.data(), B, T, NH, NKV, hs, big.data(), long(big.size()));
+  cpu::attention_backward(one.data(), r.data(), qkv.data(), att.data(), B, T, NH, NKV, hs, small.data(),
+                          long(small.size()));
+  EXPECT_EQ(many, one);
+  EXPECT_THROW(cpu::attention_backward(one.data(), r.data(), qkv.data(), att.data(), B, T, NH, NKV, hs, none.data(),
+                                       long(none.size())),
+               Error);
+}
+
+TEST(GradCheck, RmsNorm) {
+  const int N = 4, C = 70;  // more than one 64-wide block of channels
+  auto inp = random_vector(N * C, 50, 2.0), w = random_vector(C, 51);
+  const auto r = random_vector(N * C, 52);
+  std::vector<double> out(N * C), rstd(N);
+  auto loss = [&] {
+    cpu::rmsnorm_forward(out.data(), rstd.data(), inp.data(), w.data(), N, C, 1e-6);
+    return dot(r, out.data());
+  };
+  loss();
+  std::vector<double> dinp(N * C, 0.0), dw(C, 0.25);
+  cpu::rmsnorm_backward(dinp.data(), dw.data(), r.data(), inp.data(), w.data(), rstd.data(), N, C);
+  for (double& x : dw) x -= 0.25;  // the weight gradient accumulates
+  expect_gradient_matches("rmsnorm dinp", inp, dinp, loss);
+  expect_gradient_matches("rmsnorm dweight", w, dw, loss);
+}
+
+TEST(GradCheck, RmsNormAccumulatesIntoInputGradient) {
+  const int N = 3, C = 5;
+  const auto inp = random_vector(N * C, 53), w = random_vector(C, 54), r = random_vector(N * C, 55);
+  std::vector<double> out(N * C), rstd(N), dw(C);
+  cpu::rmsnorm_forward(out.data(), rstd.data(), inp.data(), w.data(), N, C, 1e-6);
+  std::vector<double> fresh(N * C, 0.0), seeded(N * C, -2.0);
+  cpu::rmsnorm_backward(fresh.data(), dw.data(), r.data(), inp.data(), w.data(), rstd.data(), N, C);
+  cpu::rmsnorm_backward(seeded.data(), dw.data(), r.data(), inp.data(), w.data(), rstd.data(), N, C);
+  for (int i = 0; i < N * C; ++i) EXPECT_NEAR(seeded[i], fresh[i] - 2.0, 1e-12);  // FMA may round once less
+}
+
+// Rotary tables of a small Llama (head size 6: three frequencies) in double.
+void rope_tables_double(int T, int hs, std::vector<double>& cos, std::vector<double>& sin) {
+  ModelConfig c;
+  c.arch = "llama";
+  c.n_head = 1;
+  c.n_embd = hs;
+  c.max_seq_len = T;
+  std::vector<float> fc, fs;
+  rope_tables(c, fc, fs);
+  cos.assign(fc.begin(), fc.end());
+  sin.assign(fs.begin(), fs.end());
+}
+
+TEST(GradCheck, Rope) {
+  const int B = 2, T = 5, NH = 2, NKV = 1, hs = 6, W = (NH + 2 * NKV) * hs;
+  std::vector<double> cos, sin;
+  rope_tables_double(T, hs, cos, sin);
+  auto x = random_vector(B * T * W, 60);
+  const auto r = random_vector(B * T * W, 61);
+  std::vector<double> y(B * T * W);
+  auto loss = [&] {
+    y = x;
+    cpu::rope_forward(y.data(), cos.data(), sin.data(), B, T, NH, NKV, hs);
+    return dot(r, y.data());
+  };
+  std::vector<double> dx = r;
+  cpu::rope_backward(dx.data(), cos.data(), sin.data(), B, T, NH, NKV, hs);
+  expect_gradient_matches("rope", x, dx, loss);
+  // Position 0 does not turn; v heads never turn; pairs keep their length.
+  loss();
+  for (int b = 0; b < B; ++b)
+    for (int c = 0; c < W; ++c) EXPECT_DOUBLE_EQ(y[size_t(b) * T * W + c], x[size_t(b) * T * W + c]);
+  for (int bt = 0; bt < B * T; ++bt)
+    for (int c = (NH + NKV) * hs; c < W; ++c) EXPECT_DOUBLE_EQ(y[size_t(bt) * W + c], x[size_t(bt) * W + c]);
+  for (int bt = 0; bt < B * T; ++bt)
+    for (int h = 0; h < NH + NKV; ++h)
+      for (int i = 0; i < hs / 2; ++i) {
+        const size_t a = size_t(bt) * W + h * hs + i, p = a + hs / 2;
+        EXPECT_NEAR(y[a] * y[a] + y[p] * y[p], x[a] * x[a] + x[p] * x[p], 1e-5);  // cos, sin from float32
+      }
+}
+
+TEST(GradCheck, SwiGlu) {
+  const int N = 3, I = 7;
+  auto inp = random_vector(N * 2 * I, 70, 2.0);
+  const auto r = random_vector(N * I, 71);
+  std::vector<double> out(N * I);
+  auto loss = [&] {
+    cpu::swiglu_forward(out.data(), inp.data(), N, I);
+    return dot(r, out.data());
+  };
+  std::vector<double> dinp(N * 2 * I, 3.0);  // overwritten
+  cpu::swiglu_backward(dinp.data(), inp.data(), r.data(), N, I);
+  expect_gradient_matches("swiglu", inp, dinp, loss);
+  // silu(g) * u against its definition.
+  loss();
+  for (int n = 0; n < N; ++n)
+    for (int i = 0; i < I; ++i) {
+      const double g = inp[n * 2 * I + i], u = inp[n * 2 * I + I + i];
+      EXPECT_NEAR(out[n * I + i], g / (1.0 + std::exp(-g)) * u, 1e-12);
+    }
 }
 
 TEST(GradCheck, Encoder) {

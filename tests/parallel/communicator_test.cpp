@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <numeric>
 #include <string>
@@ -30,15 +31,24 @@ template <> constexpr DType kDType<int64_t> = DType::kInt64;
 
 // A fresh private communicator per test, so a test that fails half-way cannot leave messages
 // for the next one. The timeout turns a rank that never arrives into a failure, not a hang.
-class Mpi : public ::testing::Test {
+// Each test runs twice: with whole MPI calls, and with every call split into calls of at most 5
+// elements (what a call of more than 2^31 elements needs, without the gigabytes).
+class Mpi : public ::testing::TestWithParam<size_t> {
+ protected:
+  std::unique_ptr<Communicator> world = make_mpi_world(30s, GetParam());
+  const int n = world->size();
+  const int me = world->rank();
+};
+INSTANTIATE_TEST_SUITE_P(WholeCalls, Mpi, ::testing::Values(size_t{INT_MAX}));
+INSTANTIATE_TEST_SUITE_P(SplitCalls, Mpi, ::testing::Values(size_t{5}));
+
+template <typename T>
+class MpiTyped : public ::testing::Test {
  protected:
   std::unique_ptr<Communicator> world = make_mpi_world(30s);
   const int n = world->size();
   const int me = world->rank();
 };
-
-template <typename T>
-class MpiTyped : public Mpi {};
 using ReduceTypes = ::testing::Types<float, double, int32_t>;
 TYPED_TEST_SUITE(MpiTyped, ReduceTypes);
 
@@ -62,6 +72,27 @@ TYPED_TEST(MpiTyped, AllreduceMax) {
     ASSERT_EQ(data[i], static_cast<T>((this->n - 1) * static_cast<int>(i + 1) - 5)) << i;
 }
 
+TEST_P(Mpi, AllreduceSumAndMax) {
+  std::vector<float> sum(23);
+  std::vector<int64_t> mx(17);
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = float((me + 1) * int(i + 1));
+  for (size_t i = 0; i < mx.size(); ++i) mx[i] = int64_t((me + int(i)) % n);
+  world->allreduce(sum.data(), sum.size(), DType::kFloat32)->wait();
+  world->allreduce(mx.data(), mx.size(), DType::kInt64, {.op = ReduceOp::kMax})->wait();
+  for (size_t i = 0; i < sum.size(); ++i) ASSERT_EQ(sum[i], float(n * (n + 1) / 2 * int(i + 1))) << i;
+  for (size_t i = 0; i < mx.size(); ++i) ASSERT_EQ(mx[i], n - 1) << i;
+}
+
+TEST_P(Mpi, BFloat16MovesButDoesNotReduce) {
+  // bfloat16 travels as 16-bit words: a broadcast keeps every bit; a sum is refused.
+  std::vector<uint16_t> data(9, 0);
+  if (me == 0)
+    for (size_t i = 0; i < data.size(); ++i) data[i] = uint16_t(0x3F80 + 7 * i);
+  world->broadcast(data.data(), data.size(), DType::kBFloat16, 0)->wait();
+  for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], uint16_t(0x3F80 + 7 * i));
+  EXPECT_THROW(world->allreduce(data.data(), data.size(), DType::kBFloat16), Error);
+}
+
 // Block b has (b mod period) * scale elements: block 0 (and every period-th) is empty.
 std::vector<size_t> uneven_counts(int n, int period, size_t scale) {
   std::vector<size_t> counts(n);
@@ -75,7 +106,7 @@ std::vector<size_t> offsets_of(const std::vector<size_t>& counts) {
   return offsets;
 }
 
-TEST_F(Mpi, ReduceScatterUnevenSum) {
+TEST_P(Mpi, ReduceScatterUnevenSum) {
   const std::vector<size_t> counts = uneven_counts(n, 3, 5);
   const std::vector<size_t> offsets = offsets_of(counts);
   std::vector<float> send(offsets.back() + counts.back());
@@ -87,7 +118,7 @@ TEST_F(Mpi, ReduceScatterUnevenSum) {
     ASSERT_EQ(recv[k], static_cast<float>(100 * n * (n - 1) / 2 + n * (me * 10 + static_cast<int>(k)))) << k;
 }
 
-TEST_F(Mpi, ReduceScatterUnevenMaxInt64) {
+TEST_P(Mpi, ReduceScatterUnevenMaxInt64) {
   const std::vector<size_t> counts = uneven_counts(n, 2, 3);
   const std::vector<size_t> offsets = offsets_of(counts);
   std::vector<int64_t> send(offsets.back() + counts.back());
@@ -106,7 +137,7 @@ void expect_gathered(const std::vector<T>& recv, const std::vector<size_t>& coun
     for (size_t k = 0; k < counts[b]; ++k) ASSERT_EQ(recv[offsets[b] + k], static_cast<T>(b * 100 + k)) << b << " " << k;
 }
 
-TEST_F(Mpi, AllgatherUnevenOutOfPlace) {
+TEST_P(Mpi, AllgatherUnevenOutOfPlace) {
   const std::vector<size_t> counts = uneven_counts(n, 3, 2);
   std::vector<double> send(counts[me]);
   for (size_t k = 0; k < send.size(); ++k) send[k] = static_cast<double>(me * 100 + static_cast<int>(k));
@@ -115,7 +146,7 @@ TEST_F(Mpi, AllgatherUnevenOutOfPlace) {
   expect_gathered(recv, counts);
 }
 
-TEST_F(Mpi, AllgatherUnevenInPlace) {
+TEST_P(Mpi, AllgatherUnevenInPlace) {
   std::vector<size_t> counts = uneven_counts(n, 3, 2);
   counts[0] = 3;  // rank 0 contributes too; rank 3 (if any) still contributes nothing
   const std::vector<size_t> offsets = offsets_of(counts);
@@ -125,7 +156,7 @@ TEST_F(Mpi, AllgatherUnevenInPlace) {
   expect_gathered(recv, counts);
 }
 
-TEST_F(Mpi, BroadcastFromLastRank) {
+TEST_P(Mpi, BroadcastFromLastRank) {
   const int root = n - 1;
   std::vector<double> data(513, -1.0);
   if (me == root)
@@ -134,7 +165,7 @@ TEST_F(Mpi, BroadcastFromLastRank) {
   for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], 3.0 * static_cast<double>(i) + 0.5) << i;
 }
 
-TEST_F(Mpi, SendRecvRingKeepsTagsApart) {
+TEST_P(Mpi, SendRecvRingKeepsTagsApart) {
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
   std::vector<int32_t> got5(2, -1), got9(3, -1);
   auto r9 = world->recv(got9.data(), got9.size(), DType::kInt32, prev, 9);
@@ -150,14 +181,14 @@ TEST_F(Mpi, SendRecvRingKeepsTagsApart) {
   EXPECT_EQ(got9, (std::vector<int32_t>{prev, 9, prev * 9}));
 }
 
-TEST_F(Mpi, UnwaitedHandleWaitsWhenDestroyed) {
+TEST_P(Mpi, UnwaitedHandleWaitsWhenDestroyed) {
   std::vector<int64_t> data(64, me);
   { auto work = world->allreduce(data.data(), data.size(), DType::kInt64); }
   for (int64_t x : data) ASSERT_EQ(x, static_cast<int64_t>(n) * (n - 1) / 2);
   world->barrier();
 }
 
-TEST_F(Mpi, RejectsBadArgumentsLocally) {
+TEST_P(Mpi, RejectsBadArgumentsLocally) {
   std::vector<float> buf(8);
   const std::vector<size_t> too_few(n - 1, 1);
   EXPECT_THROW(world->allgather(buf.data(), buf.data(), too_few, DType::kFloat32), Error);
@@ -167,7 +198,7 @@ TEST_F(Mpi, RejectsBadArgumentsLocally) {
   EXPECT_THROW(world->broadcast(buf.data(), 1, DType::kFloat32, n), Error);
 }
 
-TEST_F(Mpi, MpiErrorNamesTheCall) {
+TEST_P(Mpi, MpiErrorNamesTheCall) {
   // Four elements into room for two: MPI reports truncation through the receive's handle.
   // (A ring, not a message to ourselves: Open MPI does not detect truncation on self-sends.)
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
@@ -189,7 +220,7 @@ TEST_F(Mpi, MpiErrorNamesTheCall) {
   }
 }
 
-TEST_F(Mpi, UnmatchedRecvTimesOutNamingTheGroupAndCancels) {
+TEST_P(Mpi, UnmatchedRecvTimesOutNamingTheGroupAndCancels) {
   auto impatient = make_mpi_world(200ms);
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
   std::vector<int32_t> in(4, -1);
@@ -218,7 +249,7 @@ TEST_F(Mpi, UnmatchedRecvTimesOutNamingTheGroupAndCancels) {
   EXPECT_EQ(in, (std::vector<int32_t>{prev, 1, 2, 3}));
 }
 
-TEST_F(Mpi, SplitWithNegativeColorGivesNoCommunicator) {
+TEST_P(Mpi, SplitWithNegativeColorGivesNoCommunicator) {
   auto rest = world->split(me == 0 ? -1 : 7, -me, "rest");
   if (me == 0) {
     EXPECT_EQ(rest, nullptr);
@@ -248,7 +279,7 @@ void expect_group(Communicator* group, const std::vector<int>& ranks, int world_
   EXPECT_EQ(sum, std::accumulate(ranks.begin(), ranks.end(), int64_t{0}));
 }
 
-TEST_F(Mpi, ProcessGroupsFollowEveryLayoutOfTheWorld) {
+TEST_P(Mpi, ProcessGroupsFollowEveryLayoutOfTheWorld) {
   for (const std::string order : {"tp-dp-pp", "pp-dp-tp", "dp-tp-pp"})
     for (int tp = 1; tp <= n; ++tp)
       for (int pp = 1; pp <= n / tp; ++pp) {
@@ -267,11 +298,11 @@ TEST_F(Mpi, ProcessGroupsFollowEveryLayoutOfTheWorld) {
       }
 }
 
-TEST_F(Mpi, ProcessGroupsRejectALayoutOfAnotherSize) {
+TEST_P(Mpi, ProcessGroupsRejectALayoutOfAnotherSize) {
   EXPECT_THROW(make_process_groups(make_mpi_world(30s), ParallelLayout(n + 1, 1, 1)), ConfigError);
 }
 
-TEST_F(Mpi, GathersEveryRanksHostName) {
+TEST_P(Mpi, GathersEveryRanksHostName) {
   char name[MPI_MAX_PROCESSOR_NAME];
   int length = 0;
   MPI_Get_processor_name(name, &length);

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "model/gpt2_stage.h"
+#include "model/decoder_stage.h"
 #include "parallel/grad_sync.h"
 #include "parallel/mpi_world.h"
 #include "parallel/optimizer.h"
@@ -26,16 +26,17 @@ TEST(ZeroMemory, ShardsOptimizerStateAndGradientsByTheDataParallelDegree) {
   c.n_embd = 64;
   c.vocab_size = 256;
   c.max_seq_len = 32;
-  GPT2Stage stage(c, StageSpec::whole(c), 1, 8, 1, nullptr);
+  const std::unique_ptr<Backend> backend = make_backend("cpu");
+  DecoderStage stage(c, StageSpec::whole(c), StageShape{1, 8, 1}, *backend, nullptr);
   const size_t bucket = 13'107;  // 0.05 MiB of floats, as the equivalence runs use
   stage.set_gradient_range_limit(bucket);
+  const size_t n = stage.parameters().numel;
   size_t grads[3], state[3];
   for (int zero = 0; zero <= 2; ++zero) {
-    GradientSync sync(stage.num_params(), stage.gradient_ranges(), stage.wte_ranges(),
-                      stage.wte_uses_per_backward(), zero, bucket, world.get(), nullptr);
-    const ShardRange r = zero == 0 ? ShardRange{0, stage.num_params()} : sync.shard();
+    GradientSync sync(*backend, n, stage.gradient_ranges(), zero, bucket, world.get(), nullptr);
+    const ShardRange r = sync.optimizer_range();
     grads[zero] = sync.gradient_bytes();
-    state[zero] = AdamW(stage.table(), r.begin, r.end, AdamWConfig{}).state_bytes();
+    state[zero] = AdamW(*backend, stage.table(), stage.parameters(), r.begin, r.end, AdamWConfig{}).state_bytes();
   }
   if (world->rank() == 0)
     std::printf("ZeRO memory at dp %d (bytes): gradients %zu / %zu / %zu, optimizer %zu / %zu / %zu (stage 0 / 1 / 2)\n",

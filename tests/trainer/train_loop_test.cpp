@@ -128,6 +128,27 @@ TEST_F(TrainLoop, MicroBatchSplitDoesNotChangeTheMath) {
   }
 }
 
+TEST_F(TrainLoop, EvalIntervalZeroNeverEvaluates) {
+  Config c = small_config("no_eval");
+  c.training.steps = 3;
+  c.training.eval_interval = 0;
+  const TrainSummary s = train(c, make_self_communicator());
+  EXPECT_FALSE(s.final_val_loss.has_value());
+  for (const auto& line : read_metrics(c)) EXPECT_FALSE(line.contains("val_loss")) << line;
+}
+
+TEST_F(TrainLoop, ValidationLossDoesNotDependOnTheMicroBatchSplit) {
+  // eval_batches batches of the global batch (8 sequences), whatever the micro-batches.
+  Config whole = small_config("val_whole"), split = small_config("val_split");
+  whole.training.steps = split.training.steps = 2;
+  whole.training.eval_interval = split.training.eval_interval = 2;
+  split.parallel.micro_batch_size = 2;
+  split.parallel.num_micro_batches = 4;
+  const TrainSummary a = train(whole, make_self_communicator()), b = train(split, make_self_communicator());
+  ASSERT_TRUE(a.final_val_loss && b.final_val_loss);
+  EXPECT_NEAR(*a.final_val_loss, *b.final_val_loss, 1e-5 * *a.final_val_loss);
+}
+
 TEST_F(TrainLoop, MissingDataIsAnErrorNamingTheKey) {
   Config c = small_config("missing");
   c.data.train = *dir_ + "/nothing/train_*.bin";

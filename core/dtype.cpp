@@ -1,7 +1,4 @@
-// Element sizes of the communicator's data types (the only code core/communicator.h needs).
-#include "core/communicator.h"
-
-#include <cstdint>
+#include "core/dtype.h"
 
 namespace feast {
 
@@ -11,8 +8,20 @@ size_t dtype_size(DType dtype) {
     case DType::kFloat64: return sizeof(double);
     case DType::kInt32: return sizeof(int32_t);
     case DType::kInt64: return sizeof(int64_t);
+    case DType::kBFloat16: return sizeof(uint16_t);
   }
   return 0;  // unreachable: every enumerator is handled above (-Wswitch checks it)
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "float32";
+    case DType::kFloat64: return "float64";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+    case DType::kBFloat16: return "bfloat16";
+  }
+  return "?";
 }
 
 }  // namespace feast

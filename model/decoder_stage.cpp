@@ -1,0 +1,206 @@
+#include "model/decoder_stage.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "model/rope.h"
+
+namespace feast {
+namespace {
+
+// Whole rows of at most max_elems elements (at least one row) of a (rows, C) tensor's range.
+std::vector<FlatRange> row_chunks(const LocalParam& p, size_t max_elems) {
+  const size_t row = size_t(p.shape[1]), rows = std::max<size_t>(1, max_elems / row);
+  const size_t begin = p.offset, end = p.offset + p.numel;
+  std::vector<FlatRange> chunks;
+  for (size_t b = begin; b < end; b += rows * row) chunks.push_back({b, std::min(end, b + rows * row)});
+  return chunks;
+}
+
+}  // namespace
+
+DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, const StageShape& shape,
+                           Backend& backend, Communicator* tp_comm)
+    : config_(config),
+      arch_(decoder_arch(config)),
+      spec_(spec),
+      shape_(shape),
+      backend_(backend),
+      tp_(spec.tp > 1 ? tp_comm : nullptr, spec.tp_rank, spec.tp),
+      logical_(decoder_param_table(config)),
+      table_(logical_, spec) {
+  FEAST_CHECK(shape.max_seq <= config.max_seq_len,
+              "sequence length " << shape.max_seq << " exceeds model.max_seq_len " << config.max_seq_len);
+  FEAST_CHECK(config.n_embd % config.n_head == 0, "model.n_embd must be divisible by model.n_head");
+  const int t = spec.tp;
+  if (config.n_head % t != 0)
+    throw ConfigError("parallel.tp = " + std::to_string(t) + " does not divide model.n_head = " +
+                      std::to_string(config.n_head));
+  if (config.kv_heads() % t != 0)
+    throw ConfigError("parallel.tp = " + std::to_string(t) + " does not divide model.n_kv_head = " +
+                      std::to_string(config.kv_heads()));
+  const int C = config.n_embd, Vl = config.padded_vocab() / t, vocab_begin = spec.tp_rank * Vl;
+  const size_t rows = size_t(shape.max_batch) * size_t(shape.max_seq), NC = rows * size_t(C);
+  const DType dt = backend.compute_dtype();
+  params_ = backend.allocate(dt, table_.total_numel());
+
+  if (!arch_.learned_positions && spec.num_layers > 0) {
+    std::vector<float> cos, sin;
+    rope_tables(config, cos, sin);
+    rope_cos_ = backend.allocate(DType::kFloat32, cos.size());
+    rope_sin_ = backend.allocate(DType::kFloat32, sin.size());
+    backend.copy(rope_cos_.view(), host_view(cos.data(), cos.size()));
+    backend.copy(rope_sin_.view(), host_view(sin.data(), sin.size()));
+  }
+  if (spec.has_embedding)
+    embedding_ = std::make_unique<TokenEmbedding>(table_, params_.view(), arch_.learned_positions, C, vocab_begin);
+  for (int i = 0; i < spec.num_layers; ++i)
+    blocks_.emplace_back(config, arch_, table_, params_.view(), spec.first_layer + i, t, shape.max_batch,
+                         shape.max_seq, shape.slots, backend, rope_cos_.view(), rope_sin_.view());
+  if (spec.has_head) {
+    final_norm_ = std::make_unique<Norm>(arch_.norm, float(config.norm_eps), table_, params_.view(), "ln_f", C, rows,
+                                         shape.slots, backend);
+    head_ = std::make_unique<LmHead>(table_.at("lm_head.weight"), params_.view(), C, vocab_begin, config.vocab_size,
+                                     rows, shape.slots, backend);
+  }
+  input_ = per_slot(backend, shape.slots, dt, NC);
+  tokens_ = per_slot(backend, shape.slots, DType::kInt32, rows);
+  targets_ = per_slot(backend, shape.slots, DType::kInt32, rows);
+
+  // Scratch shared by the layers (one runs at a time).
+  const int hs = config.head_dim(), NHl = config.n_head / t, NKVl = config.kv_heads() / t;
+  const int Il = config.mlp_width() / t, Fl = arch_.mlp == MlpKind::kSwiGlu ? 2 * Il : Il;
+  const AttentionShape att{shape.max_batch, shape.max_seq, NHl, NKVl, hs};
+  auto take = [&](DType dtype, size_t n) {
+    scratch_tensors_.push_back(backend.allocate(dtype, n));
+    return scratch_tensors_.back().view();
+  };
+  scratch_.tmp = take(dt, NC);
+  scratch_.dres = take(dt, NC);
+  scratch_.dqkv = take(dt, rows * size_t(att.qkv_width()));
+  scratch_.dy = take(dt, rows * size_t(att.out_width()));
+  scratch_.dbig = take(dt, rows * size_t(Fl));
+  if (arch_.mlp == MlpKind::kSwiGlu) scratch_.dact = take(dt, rows * size_t(Il));
+  scratch_.ce_max = take(DType::kFloat32, rows);
+  scratch_.ce_partials = take(DType::kFloat32, 2 * rows);
+  scratch_.attention_workspace = take(dt, backend.attention_workspace_size(att));
+}
+
+void DecoderStage::set_gradient_range_limit(size_t max_elems) {
+  if (embedding_) embedding_->set_chunks(row_chunks(embedding_->token_table(), max_elems));
+  if (head_) head_->set_chunks(row_chunks(head_->weight(), max_elems));
+}
+
+std::vector<GradRange> DecoderStage::gradient_ranges() const {
+  std::vector<GradRange> out;
+  // The vocabulary-sized tensors' chunks stand alone; a tied head on the embedding's stage is
+  // the embedding itself, acquired by both in one backward.
+  const bool shared = embedding_ && head_ && &head_->weight() == &embedding_->token_table();
+  if (embedding_)
+    for (const FlatRange& c : embedding_->chunks())
+      out.push_back({c.begin, c.end, shared ? 2 : 1, true, embedding_->token_table().tied_across_stages});
+  if (head_ && !shared)
+    for (const FlatRange& c : head_->chunks()) out.push_back({c.begin, c.end, 1, true, head_->weight().tied_across_stages});
+  if (embedding_ && embedding_->position_range().size() > 0) {
+    const FlatRange r = embedding_->position_range();
+    out.push_back({r.begin, r.end});
+  }
+  if (final_norm_) out.push_back({final_norm_->grad_range().begin, final_norm_->grad_range().end});
+  for (const DecoderBlock& b : blocks_)
+    for (const FlatRange& r : b.grad_ranges()) out.push_back({r.begin, r.end});
+  return out;
+}
+
+size_t DecoderStage::activation_bytes() const {
+  size_t total = bytes_of(input_) + bytes_of(tokens_) + bytes_of(targets_) + bytes_of(scratch_tensors_);
+  for (const DecoderBlock& b : blocks_) total += b.activation_bytes();
+  if (final_norm_) total += final_norm_->activation_bytes() + head_->activation_bytes();
+  return total;
+}
+
+TensorView DecoderStage::output(int slot) { return blocks_.empty() ? input(slot) : blocks_.back().output(slot); }
+
+void DecoderStage::check_micro_batch(int slot, int B, int T) const {
+  FEAST_CHECK(slot >= 0 && slot < shape_.slots && B >= 1 && B <= shape_.max_batch && T >= 1 && T <= shape_.max_seq,
+              "micro-batch " << B << "x" << T << " in slot " << slot << " exceeds the allocated " << shape_.slots
+                             << " x " << shape_.max_batch << "x" << shape_.max_seq);
+}
+
+float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale) {
+  check_micro_batch(slot, B, T);
+  const LayerContext ctx = context();
+  const size_t s = size_t(slot), N = size_t(B) * size_t(T);
+  if (embedding_) {
+    backend_.copy(tokens_[s].view().first(N), host_view(tokens, N));
+    embedding_->forward(ctx, input_[s].view(), tokens_[s].view(), B, T);
+  }
+  TensorView x = input_[s].view();
+  for (DecoderBlock& b : blocks_) {
+    b.forward(ctx, slot, x, B, T);
+    x = b.output(slot);
+  }
+  if (!head_) return 0.0f;
+  backend_.copy(targets_[s].view().first(N), host_view(targets, N));
+  final_norm_->forward(ctx, slot, x, int(N));
+  return head_->forward(ctx, slot, final_norm_->out(slot), targets_[s].view(), int(N), loss_scale);
+}
+
+void DecoderStage::backward(int slot, int B, int T) {
+  FEAST_CHECK(sink_, "DecoderStage::backward needs a gradient sink");
+  check_micro_batch(slot, B, T);
+  const LayerContext ctx = context();
+  const size_t s = size_t(slot);
+  const int N = B * T;
+  // dres carries d loss / d (residual stream) backwards through the blocks (on non-last stages
+  // it arrives from the next stage).
+  if (head_) {
+    const TensorView x_last = blocks_.empty() ? input_[s].view() : blocks_.back().output(slot);
+    head_->backward(ctx, slot, final_norm_->out(slot), scratch_.tmp, N, *sink_);
+    tp_.copy_to_tp_backward(scratch_.tmp.first(size_t(N) * size_t(config_.n_embd)));
+    backend_.zero(scratch_.dres);
+    final_norm_->backward(ctx, slot, scratch_.dres, scratch_.tmp, x_last, N, *sink_);
+  }
+  for (int i = int(blocks_.size()) - 1; i >= 0; --i) {
+    const TensorView x = i > 0 ? blocks_[size_t(i) - 1].output(slot) : input_[s].view();
+    blocks_[size_t(i)].backward(ctx, slot, x, B, T, *sink_);
+  }
+  if (embedding_) embedding_->backward(ctx, scratch_.dres, tokens_[s].view(), B, T, *sink_);
+}
+
+void initialize_parameters(PipelineStage& stage, uint64_t seed) {
+  for (const LocalParam& p : stage.table().params()) {
+    std::vector<float> values(p.numel);
+    init_local_parameter(p, seed, values.data());
+    write_parameter(stage, p, values);
+  }
+}
+
+std::vector<float> read_parameter(PipelineStage& stage, const LocalParam& p) {
+  Backend& be = stage.backend();
+  const TensorView src = stage.parameters().slice(p.offset, p.numel);
+  std::vector<float> out(p.numel);
+  if (src.dtype == DType::kFloat32) {
+    be.copy(host_view(out.data(), out.size()), src);
+  } else {
+    Tensor tmp = be.allocate(DType::kFloat32, p.numel);
+    be.cast(tmp.view(), src);
+    be.copy(host_view(out.data(), out.size()), tmp.view());
+  }
+  return out;
+}
+
+void write_parameter(PipelineStage& stage, const LocalParam& p, const std::vector<float>& values) {
+  FEAST_CHECK(values.size() == p.numel, p.spec->name << ": " << values.size() << " values for " << p.numel << " elements");
+  Backend& be = stage.backend();
+  const TensorView dst = stage.parameters().slice(p.offset, p.numel);
+  if (dst.dtype == DType::kFloat32) {
+    be.copy(dst, host_view(values.data(), values.size()));
+  } else {
+    Tensor tmp = be.allocate(DType::kFloat32, p.numel);
+    be.copy(tmp.view(), host_view(values.data(), values.size()));
+    be.cast(dst, tmp.view());
+  }
+}
+
+}  // namespace feast

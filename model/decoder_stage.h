@@ -1,0 +1,91 @@
+// The one PipelineStage implementation: a decoder-only transformer of any family
+// (model/architecture.h), assembled from parts: the token embedding (first stage), a range of
+// blocks, the final norm, the vocab-parallel head and its loss (last stage), each on this
+// rank's tensor-parallel slice. It owns the flat parameter buffer, the rotary tables, and one
+// set of activations per pipeline slot, all sized once: a step never allocates.
+// Legend: B batch, T time, C channels, N = B*T, Vl this rank's vocabulary rows.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/communicator.h"
+#include "model/architecture.h"
+#include "model/layers/block.h"
+#include "model/layers/embedding.h"
+#include "model/layers/lm_head.h"
+#include "model/pipeline_stage.h"
+#include "model/stage_spec.h"
+
+namespace feast {
+
+// The largest micro-batch a stage is built for, and how many it holds at once.
+struct StageShape {
+  int max_batch = 1, max_seq = 1, slots = 1;
+};
+
+class DecoderStage final : public PipelineStage {
+ public:
+  // tp_comm: the tensor-parallel group (null when spec.tp == 1). Throws ConfigError when tp does
+  // not divide the heads or key/value heads.
+  DecoderStage(const ModelConfig& config, const StageSpec& spec, const StageShape& shape, Backend& backend,
+               Communicator* tp_comm);
+  DecoderStage(const DecoderStage&) = delete;
+  DecoderStage& operator=(const DecoderStage&) = delete;
+
+  Backend& backend() override { return backend_; }
+  const LocalTable& table() const override { return table_; }
+  TensorView parameters() override { return params_.view(); }
+  int slots() const override { return shape_.slots; }
+  size_t activation_bytes() const override;
+
+  void set_gradient_sink(GradientSink* sink) override { sink_ = sink; }
+  void set_gradient_range_limit(size_t max_elems) override;
+  std::vector<GradRange> gradient_ranges() const override;
+
+  TensorView input(int slot) override { return input_[size_t(slot)].view(); }
+  TensorView output(int slot) override;
+  TensorView output_grad() override { return scratch_.dres; }
+  TensorView input_grad() override { return scratch_.dres; }
+  size_t activation_numel(int B, int T) const override { return size_t(B) * size_t(T) * size_t(config_.n_embd); }
+
+  float forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale) override;
+  void backward(int slot, int B, int T) override;
+  double take_tp_comm_seconds() override { return tp_.take_seconds(); }
+
+  const ModelConfig& config() const { return config_; }
+  // This rank's (N, Vl) logits of `slot` after a forward with loss_scale == 0 (tests).
+  TensorView logits(int slot) const { return head_->logits(slot); }
+
+ private:
+  LayerContext context() { return {backend_, tp_, scratch_}; }
+  void check_micro_batch(int slot, int B, int T) const;
+
+  ModelConfig config_;
+  DecoderArch arch_;
+  StageSpec spec_;
+  StageShape shape_;
+  Backend& backend_;
+  TensorParallel tp_;
+  ParamTable logical_;
+  LocalTable table_;
+  Tensor params_;
+  Tensor rope_cos_, rope_sin_;  // (maxT, hs/2) float32, rotary families only
+  GradientSink* sink_ = nullptr;
+  std::unique_ptr<TokenEmbedding> embedding_;  // first stage
+  std::vector<DecoderBlock> blocks_;
+  std::unique_ptr<Norm> final_norm_;           // last stage
+  std::unique_ptr<LmHead> head_;               // last stage
+  std::vector<Tensor> input_, tokens_, targets_;  // per slot: (N, C), (N), (N)
+  std::vector<Tensor> scratch_tensors_;
+  StageScratch scratch_;
+};
+
+// Copies a stage's parameters from float32 host values: each local tensor initialised from the
+// seed (init_local_parameter), so every layout starts from the same model.
+void initialize_parameters(PipelineStage& stage, uint64_t seed);
+// One local tensor's values as float32 on the host, and back (tests, checkpoints).
+std::vector<float> read_parameter(PipelineStage& stage, const LocalParam& p);
+void write_parameter(PipelineStage& stage, const LocalParam& p, const std::vector<float>& values);
+
+}  // namespace feast

@@ -1,0 +1,45 @@
+#include "model/layers/attention.h"
+
+namespace feast {
+
+SelfAttention::SelfAttention(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table,
+                             const TensorView& params, const std::string& prefix, int tp, int max_batch, int max_seq,
+                             int slots, Backend& backend, const TensorView& cos, const TensorView& sin)
+    : C_(config.n_embd),
+      n_head_(config.n_head / tp),
+      n_kv_head_(config.kv_heads() / tp),
+      head_dim_(config.head_dim()),
+      qkv_(table, params, prefix + "attn.qkv", arch.qkv_bias, config.n_embd, (n_head_ + 2 * n_kv_head_) * head_dim_),
+      proj_(table, params, prefix + "attn.proj", arch.linear_bias, n_head_ * head_dim_, config.n_embd),
+      cos_(cos),
+      sin_(sin) {
+  const AttentionShape max = shape(max_batch, max_seq);
+  qkv_out_ = per_slot(backend, slots, backend.compute_dtype(), max.rows() * size_t(max.qkv_width()));
+  state_ = per_slot(backend, slots, DType::kFloat32, backend.attention_state_size(max));
+  y_ = per_slot(backend, slots, backend.compute_dtype(), max.rows() * size_t(max.out_width()));
+}
+
+void SelfAttention::forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int B,
+                            int T) {
+  const size_t s = size_t(slot);
+  const AttentionShape sh = shape(B, T);
+  const int N = B * T;
+  qkv_.forward(ctx, qkv_out_[s].view(), x, N);
+  if (cos_) ctx.backend.rope_forward(qkv_out_[s].view(), cos_, sin_, sh);
+  ctx.backend.attention_forward(y_[s].view(), state_[s].view(), qkv_out_[s].view(), sh);
+  proj_.forward(ctx, out, y_[s].view(), N);
+}
+
+void SelfAttention::backward(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx,
+                             const TensorView& x, int B, int T, GradientSink& sink) {
+  const size_t s = size_t(slot);
+  const AttentionShape sh = shape(B, T);
+  const int N = B * T;
+  const StageScratch& sc = ctx.scratch;
+  proj_.backward(ctx, sc.dy, dout, y_[s].view(), N, sink);
+  ctx.backend.attention_backward(sc.dqkv, sc.dy, qkv_out_[s].view(), state_[s].view(), sc.attention_workspace, sh);
+  if (cos_) ctx.backend.rope_backward(sc.dqkv, cos_, sin_, sh);
+  qkv_.backward(ctx, dx, sc.dqkv, x, N, sink);
+}
+
+}  // namespace feast

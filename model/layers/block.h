@@ -1,0 +1,39 @@
+// One pre-norm transformer block on this rank: x + attention(norm_1(x)), then + mlp(norm_2(.)),
+// keeping both residual-stream outputs per activation slot. Legend: N rows, C channels.
+#pragma once
+
+#include <vector>
+
+#include "model/layers/attention.h"
+#include "model/layers/mlp.h"
+#include "model/layers/norm.h"
+
+namespace feast {
+
+class DecoderBlock {
+ public:
+  DecoderBlock(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table, const TensorView& params,
+               int layer, int tp, int max_batch, int max_seq, int slots, Backend& backend, const TensorView& cos,
+               const TensorView& sin);
+
+  // output(slot) (N, C) = the block applied to x (N, C).
+  void forward(const LayerContext& ctx, int slot, const TensorView& x, int B, int T);
+  // On entry scratch.dres holds d loss / d output(slot); on exit d loss / d x. x is the
+  // forward's input.
+  void backward(const LayerContext& ctx, int slot, const TensorView& x, int B, int T, GradientSink& sink);
+
+  TensorView output(int slot) const { return res3_[size_t(slot)].view(); }
+  // The ranges of its gradients in flat-buffer order: ln_1, qkv, proj, ln_2, fc, mlp proj.
+  std::vector<FlatRange> grad_ranges() const;
+  size_t activation_bytes() const;
+
+ private:
+  int C_;
+  Norm ln1_;
+  SelfAttention attn_;
+  Norm ln2_;
+  Mlp mlp_;
+  std::vector<Tensor> res2_, res3_;  // per slot (N, C): after attention, after the MLP
+};
+
+}  // namespace feast

@@ -1,0 +1,40 @@
+#include "model/layers/layer_context.h"
+
+#include "core/error.h"
+
+namespace feast {
+
+WeightAndBias weight_and_bias(const LocalTable& table, const TensorView& params, const std::string& name,
+                              bool has_bias) {
+  WeightAndBias p;
+  p.weight = &table.at(name + ".weight");
+  p.w = params.slice(p.weight->offset, p.weight->numel);
+  p.range = {p.weight->offset, p.weight->offset + p.weight->numel};
+  if (has_bias) {
+    p.bias = &table.at(name + ".bias");
+    FEAST_CHECK(p.bias->offset == p.range.end, name << ".bias does not follow its weight in the flat buffer");
+    p.b = params.slice(p.bias->offset, p.bias->numel);
+    p.range.end = p.bias->offset + p.bias->numel;
+  }
+  return p;
+}
+
+AcquiredGrads::AcquiredGrads(GradientSink& sink, const WeightAndBias& p) : sink_(sink), range_(p.range) {
+  const TensorView g = sink.acquire(range_.begin, range_.end);
+  w_ = g.first(p.weight->numel);
+  if (p.bias) b_ = g.slice(p.weight->numel, p.bias->numel);
+}
+
+std::vector<Tensor> per_slot(Backend& backend, int slots, DType dtype, size_t numel) {
+  std::vector<Tensor> out;
+  for (int s = 0; s < slots; ++s) out.push_back(backend.allocate(dtype, numel));
+  return out;
+}
+
+size_t bytes_of(const std::vector<Tensor>& tensors) {
+  size_t total = 0;
+  for (const Tensor& t : tensors) total += t.bytes();
+  return total;
+}
+
+}  // namespace feast

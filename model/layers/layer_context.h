@@ -1,0 +1,71 @@
+// What the decoder's layers share: the backend, the tensor-parallel group and the stage's
+// scratch buffers (used by one layer at a time, so one set serves them all), plus the two
+// helpers every layer with parameters uses: the views of a weight and its bias, and acquiring
+// their gradients from the sink as one range.
+// Legend: N = B*T rows, C channels, Wl this rank's QKV width, Cq = NHl hs its attention output
+// width, Il its MLP width, Fl its MLP input width (Il, or 2 Il for SwiGLU's gate and up).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/backend.h"
+#include "model/gradient_sink.h"
+#include "model/parameters.h"
+#include "model/tensor_parallel.h"
+
+namespace feast {
+
+struct StageScratch {
+  TensorView tmp;        // (N, C): a row-parallel layer's output in the forward; d(norm output) in the backward
+  TensorView dres;       // (N, C): d loss / d residual stream, carried down the blocks
+  TensorView dqkv;       // (N, Wl)
+  TensorView dy;         // (N, Cq): d attention output
+  TensorView dbig;       // (N, Fl): d MLP pre-activation
+  TensorView dact;       // (N, Il): d MLP activation (SwiGLU; GELU works in place in dbig)
+  TensorView ce_max;     // (N): the loss's row maxima
+  TensorView ce_partials;  // (2, N): sums of exponentials and target logits, reduced together
+  TensorView attention_workspace;
+};
+
+struct LayerContext {
+  Backend& backend;
+  TensorParallel& tp;
+  const StageScratch& scratch;
+};
+
+// A weight and its optional bias, adjacent in the flat buffer: their parameter views and the
+// one gradient range they form.
+struct WeightAndBias {
+  const LocalParam* weight = nullptr;
+  const LocalParam* bias = nullptr;
+  TensorView w, b;  // empty b without a bias
+  FlatRange range;
+};
+
+// The tensors `name`.weight and, when has_bias, `name`.bias of this stage; throws when they are
+// missing or not adjacent.
+WeightAndBias weight_and_bias(const LocalTable& table, const TensorView& params, const std::string& name,
+                              bool has_bias);
+
+// Gradients of one WeightAndBias, acquired from the sink and handed back by release()
+// (explicitly, not in a destructor: a ZeRO-2 release may wait and throw).
+class AcquiredGrads {
+ public:
+  AcquiredGrads(GradientSink& sink, const WeightAndBias& p);
+  const TensorView& w() const { return w_; }
+  const TensorView& b() const { return b_; }
+  void release() { sink_.release(range_.begin, range_.end); }
+
+ private:
+  GradientSink& sink_;
+  FlatRange range_;
+  TensorView w_, b_;
+};
+
+// One tensor of `numel` elements per activation slot.
+std::vector<Tensor> per_slot(Backend& backend, int slots, DType dtype, size_t numel);
+size_t bytes_of(const std::vector<Tensor>& tensors);
+
+}  // namespace feast

@@ -1,0 +1,49 @@
+// Megatron's tensor-parallel linear layers, built on the conjugate operators of
+// model/tensor_parallel.h. A column-parallel layer holds output rows [rank] of its weight: its
+// forward needs no communication, its backward sums the partial input gradients (copy-to-tp).
+// A row-parallel layer holds input columns [rank]: its forward sums the partial outputs
+// (reduce-from-tp), its backward needs no communication; its replicated bias is added by tp
+// rank 0 only, before the sum. Legend: N rows, IN and OUT this rank's input and output widths.
+#pragma once
+
+#include <string>
+
+#include "model/layers/layer_context.h"
+
+namespace feast {
+
+class ColumnParallelLinear {
+ public:
+  // in: the full input width; out_local: this rank's output rows.
+  ColumnParallelLinear(const LocalTable& table, const TensorView& params, const std::string& name, bool has_bias,
+                       int in, int out_local);
+  // out (N, out_local) = x (N, in) @ W^T + b.
+  void forward(const LayerContext& ctx, const TensorView& out, const TensorView& x, int N) const;
+  // dx (N, in) = the sum over ranks of dout @ W; the weight and bias gradients are added.
+  void backward(const LayerContext& ctx, const TensorView& dx, const TensorView& dout, const TensorView& x, int N,
+                GradientSink& sink) const;
+  FlatRange grad_range() const { return p_.range; }
+
+ private:
+  WeightAndBias p_;
+  int in_, out_;
+};
+
+class RowParallelLinear {
+ public:
+  // in_local: this rank's input columns; out: the full output width.
+  RowParallelLinear(const LocalTable& table, const TensorView& params, const std::string& name, bool has_bias,
+                    int in_local, int out);
+  // out (N, out) = the sum over ranks of x (N, in_local) @ W^T, + b.
+  void forward(const LayerContext& ctx, const TensorView& out, const TensorView& x, int N) const;
+  // dx (N, in_local) = dout @ W (dout is replicated); the weight and bias gradients are added.
+  void backward(const LayerContext& ctx, const TensorView& dx, const TensorView& dout, const TensorView& x, int N,
+                GradientSink& sink) const;
+  FlatRange grad_range() const { return p_.range; }
+
+ private:
+  WeightAndBias p_;
+  int in_, out_;
+};
+
+}  // namespace feast

@@ -1,0 +1,44 @@
+// The vocab-parallel LM head and its cross-entropy on the last stage: logits (N, Vl) = x @ W^T
+// for this rank's vocabulary rows of W (the token embedding when tied, its own lm_head
+// otherwise), then a softmax cross-entropy that never gathers the logits: the row maxima, then
+// the sums of exponentials and target logits, are reduced over the tensor-parallel group, and
+// padded vocabulary columns take no part. In a training forward the logits turn into their
+// gradient in place, so the backward is two matrix products.
+// Legend: N rows, C channels, Vl this rank's vocabulary rows, V the real vocabulary.
+#pragma once
+
+#include <vector>
+
+#include "model/layers/layer_context.h"
+
+namespace feast {
+
+class LmHead {
+ public:
+  LmHead(const LocalParam& weight, const TensorView& params, int C, int vocab_begin, int vocab_size, size_t rows,
+         int slots, Backend& backend);
+
+  // Forward of x (N, C) with targets (N); returns the mean token loss. With loss_scale != 0 the
+  // logits become d(loss_scale * sum of losses) / d logits.
+  float forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& targets, int N,
+                float loss_scale);
+  // Adds the weight's gradient (chunk by chunk) and leaves dx (N, C), this rank's partial input
+  // gradient, for the caller to sum over the group.
+  void backward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& dx, int N,
+                GradientSink& sink) const;
+
+  const LocalParam& weight() const { return *w_; }
+  void set_chunks(std::vector<FlatRange> chunks) { chunks_ = std::move(chunks); }
+  const std::vector<FlatRange>& chunks() const { return chunks_; }
+  TensorView logits(int slot) const { return logits_[size_t(slot)].view(); }
+  size_t activation_bytes() const { return bytes_of(logits_) + bytes_of(losses_); }
+
+ private:
+  const LocalParam* w_;
+  TensorView w_view_;
+  int C_, vocab_begin_, V_, Vl_;
+  std::vector<FlatRange> chunks_;
+  std::vector<Tensor> logits_, losses_;  // per slot: (N, Vl), (N)
+};
+
+}  // namespace feast

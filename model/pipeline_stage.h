@@ -1,0 +1,74 @@
+// One rank's pipeline stage as the executor and the training loop see it, whatever the model:
+// forward and backward of one micro-batch in an activation slot, its parameters and where their
+// gradients go, and the activations it exchanges with its neighbour stages. The decoder stage
+// (model/decoder_stage.h) is the one implementation; any model that fits this shape runs under
+// every schedule, ZeRO stage and layout.
+// Legend: B micro-batch, T sequence, C the activation width exchanged between stages.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/backend.h"
+#include "model/gradient_sink.h"
+#include "model/parameters.h"
+
+namespace feast {
+
+// A range of the flat buffer that backward acquires from the sink as one piece.
+struct GradRange {
+  size_t begin = 0, end = 0;
+  int uses = 1;             // acquisitions per backward (2: a tied head and embedding on one stage)
+  bool standalone = false;  // a chunk of a vocabulary-sized tensor: never merged into a bucket
+  bool tied = false;        // shared with another stage: summed over the embedding group
+};
+
+class PipelineStage {
+ public:
+  virtual ~PipelineStage() = default;
+
+  virtual Backend& backend() = 0;
+  virtual const LocalTable& table() const = 0;
+  // The compute parameters: the stage's flat buffer in table order, in compute_dtype().
+  virtual TensorView parameters() = 0;
+  // Activation slots (micro-batches whose activations it can hold at once).
+  virtual int slots() const = 0;
+  virtual size_t activation_bytes() const = 0;
+
+  // Where backward adds parameter gradients; set before the first backward.
+  virtual void set_gradient_sink(GradientSink* sink) = 0;
+  // Vocabulary-sized tensors' gradients are acquired in chunks of whole rows of at most
+  // max_elems elements (a ZeRO-2 bucket should not have to hold all of one). Call before
+  // gradient_ranges(); the default is one chunk.
+  virtual void set_gradient_range_limit(size_t max_elems) = 0;
+  // Every range backward acquires: disjoint, together covering the flat buffer.
+  virtual std::vector<GradRange> gradient_ranges() const = 0;
+
+  // Pipeline I/O, (B, T, C) activations in compute_dtype(): the input a non-first stage
+  // receives into before forward(slot); the output a non-last stage sends after it; the output
+  // gradient a non-last stage receives before backward (one buffer: backward consumes it at
+  // once) and the input gradient a non-first stage sends after backward.
+  virtual TensorView input(int slot) = 0;
+  virtual TensorView output(int slot) = 0;
+  virtual TensorView output_grad() = 0;
+  virtual TensorView input_grad() = 0;
+  // Elements of one micro-batch's activation (B * T * C).
+  virtual size_t activation_numel(int B, int T) const = 0;
+
+  // Forward of one micro-batch into `slot`; tokens and targets (B, T) are host memory. The
+  // first stage reads tokens; the last reads targets, computes the loss and, when
+  // loss_scale != 0, already turns its logits into their gradient for d(loss_scale * sum of
+  // token losses). Returns the micro-batch's mean token loss on the last stage, 0 elsewhere.
+  virtual float forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale) = 0;
+  // Backward of the micro-batch in `slot` (forwarded with a non-zero loss_scale). Non-last
+  // stages first receive the output gradient into output_grad(). Parameter gradients are added
+  // through the sink; non-first stages leave the input gradient in input_grad().
+  virtual void backward(int slot, int B, int T) = 0;
+
+  // Seconds spent in tensor-parallel communication since the last call (for the time split).
+  virtual double take_tp_comm_seconds() = 0;
+};
+
+}  // namespace feast

@@ -1,0 +1,85 @@
+#include "trainer/threads.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace feast {
+
+int CpuSet::count() const {
+  int n = 0;
+  for (uint64_t w : words) n += std::popcount(w);
+  return n;
+}
+
+bool CpuSet::overlaps(const CpuSet& other) const {
+  const size_t n = std::min(words.size(), other.words.size());
+  for (size_t i = 0; i < n; ++i)
+    if (words[i] & other.words[i]) return true;
+  return false;
+}
+
+CpuSet process_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CpuSet out;
+  out.words.assign(CPU_SETSIZE / 64, 0);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    out.words[0] = 1;  // unknown: assume one CPU rather than oversubscribe
+    return out;
+  }
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) out.words[size_t(cpu / 64)] |= uint64_t{1} << (cpu % 64);
+  return out;
+}
+
+std::optional<int> cgroup_cpu_limit() {
+  auto ceil_div = [](long long quota, long long period) -> std::optional<int> {
+    if (quota <= 0 || period <= 0) return std::nullopt;
+    return int((quota + period - 1) / period);
+  };
+  // cgroup v2: "max 100000" (no limit) or "200000 100000" (quota, period in microseconds).
+  if (std::ifstream v2("/sys/fs/cgroup/cpu.max"); v2) {
+    std::string quota;
+    long long period = 0;
+    if (v2 >> quota >> period && quota != "max") {
+      try {
+        return ceil_div(std::stoll(quota), period);
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
+    }
+    return std::nullopt;
+  }
+  std::ifstream q("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), p("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+  long long quota = -1, period = 0;
+  if (q >> quota && p >> period) return ceil_div(quota, period);
+  return std::nullopt;
+}
+
+std::optional<int> omp_num_threads_from_env() {
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  if (!env) return std::nullopt;
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);
+  if (end == env || n <= 0 || (*end != '\0' && *end != ',')) return std::nullopt;
+  return int(n);
+}
+
+int ranks_sharing_cpus(const std::vector<std::string>& hosts, const std::vector<CpuSet>& masks, int me) {
+  int n = 0;
+  for (size_t r = 0; r < hosts.size(); ++r)
+    if (hosts[r] == hosts[size_t(me)] && masks[r].overlaps(masks[size_t(me)])) ++n;
+  return std::max(1, n);
+}
+
+int choose_threads(std::optional<int> omp_num_threads, int available_cpus, int sharing_ranks) {
+  if (omp_num_threads) return *omp_num_threads;
+  return std::max(1, available_cpus / std::max(1, sharing_ranks));
+}
+
+}  // namespace feast

@@ -1,0 +1,38 @@
+// How many OpenMP threads a rank runs when training.threads = 0: OMP_NUM_THREADS when the user
+// set it; otherwise the CPUs this process may run on (its affinity mask, which mpirun or Slurm
+// binding and cgroup cpusets set, capped by a cgroup CPU quota) divided among the ranks on the
+// same host that may run on the same CPUs. Ranks bound to disjoint cores each use all of their
+// own; unbound ranks share the host. Spinning OpenMP barriers collapse when threads outnumber
+// cores, so guessing high is the costly mistake.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace feast {
+
+// A set of CPU numbers (as in sched_getaffinity), as 64-bit words.
+struct CpuSet {
+  std::vector<uint64_t> words;
+  int count() const;
+  bool overlaps(const CpuSet& other) const;
+};
+
+// The CPUs this process may run on.
+CpuSet process_cpus();
+// The CPU quota of this process's cgroup, rounded up (cgroup v2 cpu.max or v1 cfs quota);
+// nothing when there is no limit or it cannot be read.
+std::optional<int> cgroup_cpu_limit();
+// OMP_NUM_THREADS when it is set to a positive integer (its first entry, for a nested list).
+std::optional<int> omp_num_threads_from_env();
+
+// How many ranks, this one included, share CPUs with rank `me`: those on the same host whose
+// masks overlap its own. hosts and masks are indexed by world rank.
+int ranks_sharing_cpus(const std::vector<std::string>& hosts, const std::vector<CpuSet>& masks, int me);
+
+// The policy: the user's OMP_NUM_THREADS if set, else available / sharing, at least 1.
+int choose_threads(std::optional<int> omp_num_threads, int available_cpus, int sharing_ranks);
+
+}  // namespace feast

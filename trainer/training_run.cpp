@@ -1,0 +1,285 @@
+#include "trainer/training_run.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "model/decoder_stage.h"
+#include "parallel/grid_report.h"
+#include "trainer/threads.h"
+
+namespace feast {
+namespace {
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
+// Opens a split, naming the config key that chose it when anything is wrong.
+Dataset open_split(const Config& config, const std::string& key, const std::string& pattern) {
+  try {
+    Dataset d(pattern);
+    d.check_vocab(config.model.vocab_size);
+    return d;
+  } catch (const DataError& e) {
+    throw DataError(std::string(e.what()) + " [" + key + " set at " + config.where(key) + "]");
+  }
+}
+
+// Collective: throws AgreedError on every rank when `error` is non-empty on any rank; the
+// lowest such rank reports its message.
+void agree_on_error(Communicator& world, const std::string& error) {
+  int32_t first = error.empty() ? std::numeric_limits<int32_t>::max() : world.rank();
+  CollectiveOptions min;
+  min.op = ReduceOp::kMax;
+  int32_t negated = -first;  // the minimum as a maximum of negatives (the interface has max)
+  world.allreduce(&negated, 1, DType::kInt32, min)->wait();
+  first = -negated;
+  if (first == std::numeric_limits<int32_t>::max()) return;
+  throw AgreedError(first == world.rank() ? error : "rank " + std::to_string(first) + " failed", first == world.rank());
+}
+
+void check_runnable(const Config& config) {
+  if (config.data.train.empty())
+    throw ConfigError("data.train is not set: name the training shards in [data] train = \"...\" or with "
+                      "--set data.train=PATH (make them with `trainer prepare-data`)");
+  if (config.training.device != "cpu")
+    throw ConfigError(config.where("training.device") + ": training.device = \"" + config.training.device +
+                      "\" is not available in this build yet; use \"cpu\"");
+  if (config.checkpoint.interval > 0)
+    throw ConfigError(config.where("checkpoint.interval") +
+                      ": checkpoint.interval > 0, but checkpoints are not built yet and a run that "
+                      "believes it saves would lose its work; set checkpoint.interval = 0");
+}
+
+// training.threads, or the share of this host's CPUs that threads.h's policy gives this rank.
+int thread_count(const Config& config, Communicator& world, const std::vector<std::string>& hosts) {
+  if (config.training.threads > 0) return config.training.threads;
+  const CpuSet mine = process_cpus();
+  int available = mine.count();
+  if (const std::optional<int> quota = cgroup_cpu_limit()) available = std::min(available, *quota);
+  int sharing = 1;
+  if (world.size() > 1) {
+    const size_t words = mine.words.size();
+    std::vector<uint64_t> all(words * size_t(world.size()));
+    const std::vector<size_t> counts(size_t(world.size()), words);
+    static_assert(sizeof(uint64_t) == sizeof(int64_t), "CPU masks travel as int64 words");
+    world.allgather(mine.words.data(), all.data(), counts, DType::kInt64)->wait();
+    std::vector<CpuSet> masks(size_t(world.size()));
+    for (size_t r = 0; r < masks.size(); ++r)
+      masks[r].words.assign(all.begin() + long(r * words), all.begin() + long((r + 1) * words));
+    sharing = ranks_sharing_cpus(hosts, masks, world.rank());
+  }
+  return choose_threads(omp_num_threads_from_env(), available, sharing);
+}
+
+// Every rank's memory, gathered and printed by rank 0 as one table.
+void report_memory(Communicator& world, const std::vector<double>& mine) {
+  std::vector<double> all(mine.size() * size_t(world.size()));
+  std::vector<size_t> counts(size_t(world.size()), mine.size());
+  world.allgather(mine.data(), all.data(), counts, DType::kFloat64)->wait();
+  log::info("memory per rank (MiB): rank | parameters | gradients | optimizer | activations");
+  for (int r = 0; r < world.size(); ++r) {
+    const double* m = all.data() + size_t(r) * mine.size();
+    char line[160];
+    std::snprintf(line, sizeof line, "  %4d | %10s | %9s | %9s | %11s", r, mib(m[0]).c_str(), mib(m[1]).c_str(),
+                  mib(m[2]).c_str(), mib(m[3]).c_str());
+    log::info(line);
+  }
+}
+
+}  // namespace
+
+TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> world)
+    : config_(config), plan_((check_runnable(config), plan_layout(config, world->size()))) {
+  const TrainingConfig& tc = config.training;
+  const ParallelLayout& layout = plan_.layout;
+  const int world_rank = world->rank();
+  me_ = layout.coord(world_rank);
+
+  // Everything that can be wrong with the data is found before the model is allocated, and
+  // the ranks agree on it: one message (from the lowest failing rank), every rank exits.
+  std::string data_error;
+  try {
+    open_data();
+  } catch (const DataError& e) {
+    data_error = e.what();
+  }
+  agree_on_error(*world, data_error);
+  log::info("resolved config:\n" + to_toml(config));
+
+  groups_ = make_process_groups(std::move(world), layout, config.model.tied());
+  Communicator& w = *groups_.world;
+  std::vector<std::string> hosts(1);
+  if (w.size() > 1) {
+    hosts = gather_host_names(w);
+    log::info(describe_grid(layout, hosts));
+  }
+  omp_set_num_threads(thread_count(config, w, hosts));
+
+  const int B = config.parallel.micro_batch_size, T = tc.seq_len, m = plan_.micro_batches;
+  const StageSpec spec = plan_.stage_of(world_rank);
+  const int slots = PipelineExecutor::slots_needed(plan_.schedule, layout.pp(), me_.pp, m);
+  backend_ = make_backend(tc.device);
+  stage_ = std::make_unique<DecoderStage>(config.model, spec, StageShape{B, T, slots}, *backend_,
+                                          layout.tp() > 1 ? groups_.tp.get() : nullptr);
+  initialize_parameters(*stage_, tc.seed);
+
+  const size_t bucket_elems = static_cast<size_t>(config.parallel.bucket_mb * 1024 * 1024 / sizeof(float));
+  stage_->set_gradient_range_limit(bucket_elems);
+  Communicator* dp = layout.dp() > 1 ? groups_.dp.get() : nullptr;
+  Communicator* embedding = layout.pp() > 1 ? groups_.embedding.get() : nullptr;
+  const size_t n_params = stage_->parameters().numel;
+  sync_ = std::make_unique<GradientSync>(*backend_, n_params, stage_->gradient_ranges(), config.parallel.zero_stage,
+                                         bucket_elems, dp, embedding);
+  stage_->set_gradient_sink(sync_.get());
+  AdamWConfig oc;
+  oc.beta1 = tc.beta1;
+  oc.beta2 = tc.beta2;
+  oc.eps = tc.eps;
+  oc.weight_decay = tc.weight_decay;
+  oc.grad_clip = tc.grad_clip;
+  const ShardRange opt_range = sync_->optimizer_range();
+  optimizer_ = std::make_unique<AdamW>(*backend_, stage_->table(), stage_->parameters(), opt_range.begin, opt_range.end,
+                                       oc);
+  executor_ = std::make_unique<PipelineExecutor>(*stage_, layout.pp() > 1 ? groups_.pp.get() : nullptr,
+                                                 plan_.schedule, m, B, T);
+  for (int d = 0; d < layout.dp(); ++d) shard_sizes_.push_back(shard_range(n_params, layout.dp(), d).size());
+  state_.seed = tc.seed;
+  state_.model = stage_.get();
+  state_.optimizer = optimizer_.get();
+
+  report_start({double(stage_->parameters().bytes()), double(sync_->gradient_bytes()),
+                double(optimizer_->state_bytes()), double(stage_->activation_bytes())});
+}
+
+TrainingRun::~TrainingRun() = default;
+
+void TrainingRun::open_data() {
+  const TrainingConfig& tc = config_.training;
+  train_data_.emplace(open_split(config_, "data.train", config_.data.train));
+  sampler_.emplace(*train_data_, tc.seed, tc.seq_len);
+  if (!config_.data.val.empty()) {
+    val_data_.emplace(open_split(config_, "data.val", config_.data.val));
+    val_sampler_.emplace(*val_data_, tc.seq_len);
+  }
+}
+
+int64_t TrainingRun::tokens_per_step() const {
+  return int64_t{plan_.layout.dp()} * plan_.micro_batches * config_.parallel.micro_batch_size *
+         config_.training.seq_len;
+}
+
+void TrainingRun::report_start(const std::vector<double>& memory) {
+  const ParallelLayout& layout = plan_.layout;
+  const int B = config_.parallel.micro_batch_size, T = config_.training.seq_len, m = plan_.micro_batches;
+  log::info("data: train " + std::to_string(train_data_->total_tokens()) + " tokens in " +
+            std::to_string(train_data_->num_shards()) + " shard(s)" +
+            (val_data_ ? ", val " + std::to_string(val_data_->total_tokens()) + " tokens" : ", no validation"));
+  log::info("model: " + config_.model.arch + ", " + std::to_string(config_.model.n_layer) + " layers over " +
+            std::to_string(layout.pp()) + " stage(s) " + format_list(plan_.stage_layers) + ", tp " +
+            std::to_string(layout.tp()) + ", dp " + std::to_string(layout.dp()) + ", ZeRO " +
+            std::to_string(sync_->zero_stage()) + ", " + config_.parallel.schedule + "; batch " +
+            std::to_string(layout.dp()) + " x " + std::to_string(m) + " x " + std::to_string(B) + " x " +
+            std::to_string(T) + " = " + std::to_string(tokens_per_step()) + " tokens/step; " +
+            std::to_string(omp_get_max_threads()) + " threads per rank; " + backend_->name() + " backend");
+  report_memory(*groups_.world, memory);
+}
+
+StepResult TrainingRun::step() {
+  const ParallelLayout& layout = plan_.layout;
+  const int B = config_.parallel.micro_batch_size, m = plan_.micro_batches;
+  const int64_t step = state_.step;
+  Communicator& world = *groups_.world;
+  Timer timer;
+  sync_->begin_step();
+  const BatchFill fill = [&](int k, int32_t* x, int32_t* y) {
+    sampler_->fill(state_.data_step(), (int64_t{me_.dp} * m + k) * B, B, x, y);
+  };
+  const float loss_scale = 1.0f / float(tokens_per_step());
+  const double local_loss = executor_->train(fill, *sync_, loss_scale);
+  const double backward_waits = sync_->take_wait_seconds();  // ZeRO 2 waiting inside the backward
+  Timer dp_timer;
+  sync_->finish_step();
+  sync_->take_wait_seconds();  // finish_step's waits are in dp_timer
+  double dp_seconds = dp_timer.seconds() + backward_waits;
+  Timer opt_timer;
+  // One reduction for the loss (owned by the last stage, one tensor-parallel rank) and the
+  // squared gradient norm (each logical element counted once over tp, pp and dp).
+  const bool owns_loss = plan_.stage_of(world.rank()).has_head && me_.tp == 0;
+  const ShardRange shard = sync_->shard();
+  double reduced[2] = {owns_loss ? local_loss : 0.0,
+                       counted_sum_of_squares(*backend_, stage_->table(), sync_->shard_grads(), shard.begin, shard.end)};
+  world.allreduce(reduced, 2, DType::kFloat64)->wait();
+  StepResult r;
+  r.loss = reduced[0] / double(layout.dp() * m);
+  r.grad_norm = std::sqrt(reduced[1]);
+  r.lr = state_.learning_rate(config_.training);
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
+    throw Error("step " + std::to_string(step + 1) + ": loss " + std::to_string(r.loss) + ", grad norm " +
+                std::to_string(r.grad_norm) + " is not finite; lower training.lr or raise training.warmup_steps");
+  optimizer_->step(sync_->optimizer_grads(), step + 1, r.lr, r.grad_norm);
+  const double opt_seconds = opt_timer.seconds();
+  if (sync_->zero_stage() > 0) {
+    Timer gather;
+    const TensorView params = stage_->parameters();
+    const TensorView mine = params.slice(shard.begin, shard.size());
+    groups_.dp->allgather(mine.data, params.data, shard_sizes_, params.dtype)->wait();
+    dp_seconds += gather.seconds();
+  }
+  StageTimes st = executor_->take_times();
+  st.compute -= backward_waits;  // counted as data-parallel communication
+  r.timing = {timer.seconds(), st, dp_seconds, opt_seconds};
+  state_.step = step + 1;
+  state_.tokens_seen += tokens_per_step();
+  return r;
+}
+
+std::optional<double> TrainingRun::validate() {
+  if (!val_sampler_) return std::nullopt;
+  const ParallelLayout& layout = plan_.layout;
+  const TrainingConfig& tc = config_.training;
+  const int B = config_.parallel.micro_batch_size, m = plan_.micro_batches;
+  // eval_batches validation batches of the global batch size, their rows dealt to the replicas
+  // as a training step's are: the same tokens at every layout.
+  const int64_t global = int64_t{layout.dp()} * m * B;
+  const BatchFill val_fill = [&](int k, int32_t* x, int32_t* y) {
+    const int64_t batch = k / m, micro = k % m;
+    val_sampler_->fill(batch * global + (int64_t{me_.dp} * m + micro) * B, B, x, y);
+  };
+  double val = executor_->evaluate(tc.eval_batches * m, val_fill);
+  const bool owns_loss = plan_.stage_of(groups_.world->rank()).has_head && me_.tp == 0;
+  val = owns_loss ? val : 0.0;
+  groups_.world->allreduce(&val, 1, DType::kFloat64)->wait();
+  return val / (double(tc.eval_batches) * layout.dp() * m);
+}
+
+std::vector<std::pair<std::string, double>> TrainingRun::gradient_norms_per_tensor() {
+  const ParamTable logical = decoder_param_table(config_.model);
+  std::vector<double> squares(logical.specs().size(), 0.0);
+  const ShardRange shard = sync_->shard();
+  const std::vector<double> mine =
+      counted_squares_per_tensor(*backend_, stage_->table(), sync_->shard_grads(), shard.begin, shard.end);
+  const std::vector<LocalParam>& params = stage_->table().params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& specs = logical.specs();
+    const auto it = std::find_if(specs.begin(), specs.end(), [&](const ParamSpec& s) { return s.name == params[i].logical->name; });
+    squares[size_t(it - specs.begin())] += mine[i];
+  }
+  groups_.world->allreduce(squares.data(), squares.size(), DType::kFloat64)->wait();
+  std::vector<std::pair<std::string, double>> out;
+  for (size_t i = 0; i < squares.size(); ++i)
+    if (logical.specs()[i].tied_to < 0) out.emplace_back(logical.specs()[i].name, std::sqrt(squares[i]));
+  return out;
+}
+
+}  // namespace feast

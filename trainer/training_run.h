@@ -1,0 +1,87 @@
+// One rank's training job, built and checked: the layout plan, the data (opened and agreed on
+// before any model memory is allocated), the process groups, the backend, this rank's pipeline
+// stage, its gradient synchronisation, its shard of the optimizer and the pipeline executor; and
+// the TrainingState they make up. step() runs one optimizer step of the whole job; validate()
+// one evaluation. The training loop (train_loop.h) drives it, prints and writes metrics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/communicator.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "model/backend.h"
+#include "model/pipeline_stage.h"
+#include "parallel/grad_sync.h"
+#include "parallel/optimizer.h"
+#include "parallel/pipeline_executor.h"
+#include "parallel/process_groups.h"
+#include "trainer/config.h"
+#include "trainer/layout_plan.h"
+#include "trainer/training_state.h"
+
+namespace feast {
+
+// Where one rank's time went in one step (seconds).
+struct StepTiming {
+  double total = 0;
+  StageTimes stage;      // forward/backward compute, tensor-parallel and pipeline communication
+  double dp_comm = 0;    // gradient reductions, the embedding sum and the parameter all-gather
+                         // (the part not hidden behind the backward)
+  double optimizer = 0;  // norm, clipping and the AdamW update of this rank's shard
+};
+
+struct StepResult {
+  double loss = 0;       // mean token loss of the global batch (the same on every rank)
+  double grad_norm = 0;  // global gradient norm before clipping
+  double lr = 0;
+  StepTiming timing;     // this rank's
+};
+
+class TrainingRun {
+ public:
+  // Collective over world (its size is checked against the layout). Throws ConfigError, or
+  // AgreedError for data every rank agrees is bad, before allocating the model.
+  TrainingRun(const Config& config, std::unique_ptr<Communicator> world);
+  ~TrainingRun();
+
+  // Runs step state().step and advances the state.
+  StepResult step();
+  // The mean validation loss over training.eval_batches batches (the same on every rank);
+  // nothing without validation data.
+  std::optional<double> validate();
+
+  TrainingState& state() { return state_; }
+  PipelineStage& stage() { return *stage_; }
+  Communicator& world() { return *groups_.world; }
+  const ParallelLayout& layout() const { return plan_.layout; }
+  int64_t tokens_per_step() const;
+  // Each logical tensor's gradient norm after the last step (before clipping), in table order
+  // with the tensor names; collective over the world. Tied copies count once.
+  std::vector<std::pair<std::string, double>> gradient_norms_per_tensor();
+
+ private:
+  void open_data();
+  void report_start(const std::vector<double>& memory);
+
+  const Config& config_;
+  LayoutPlan plan_;
+  RankCoord me_;
+  std::optional<Dataset> train_data_, val_data_;
+  std::optional<TrainSampler> sampler_;
+  std::optional<ValSampler> val_sampler_;
+  ProcessGroups groups_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<PipelineStage> stage_;
+  std::unique_ptr<GradientSync> sync_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<PipelineExecutor> executor_;
+  std::vector<size_t> shard_sizes_;  // every dp rank's shard, for the parameter all-gather
+  TrainingState state_;
+};
+
+}  // namespace feast

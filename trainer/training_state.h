@@ -1,0 +1,30 @@
+// Everything a resumed run needs, in one object (the checkpoint issue saves and restores it):
+// where training is, and references to this rank's parameters and optimizer state. The data
+// position and the learning rate are functions of the step (invariant 5: the sampler reads
+// step s's batch from positions drawn from (seed, s); the schedule is a function of s), and the
+// random numbers are counter-based functions of the seed, so step and seed pin them down.
+#pragma once
+
+#include <cstdint>
+
+#include "model/pipeline_stage.h"
+#include "parallel/optimizer.h"
+#include "trainer/config.h"
+#include "trainer/lr_schedule.h"
+
+namespace feast {
+
+struct TrainingState {
+  int64_t step = 0;         // optimizer steps taken; the next step to run (0-based)
+  int64_t tokens_seen = 0;  // training tokens consumed by those steps, over all ranks
+  uint64_t seed = 0;        // initialisation, data order
+  PipelineStage* model = nullptr;  // this rank's parameters
+  AdamW* optimizer = nullptr;      // this rank's master weights and moments
+
+  // The sampler's position: the step whose batch comes next.
+  int64_t data_step() const { return step; }
+  // The learning rate of the next step.
+  double learning_rate(const TrainingConfig& training) const { return feast::learning_rate(training, step); }
+};
+
+}  // namespace feast
