@@ -5,9 +5,10 @@
 namespace feast {
 namespace {
 
+// 10 warm-up steps, then 101 steps of decay: steps 10 .. 110, the last at min_lr.
 TrainingConfig schedule(const char* kind) {
   TrainingConfig t;
-  t.steps = 110;
+  t.steps = 111;
   t.warmup_steps = 10;
   t.lr = 1.0;
   t.min_lr = 0.1;
@@ -22,14 +23,27 @@ TEST(LrSchedule, LinearWarmupThenCosineToTheFloor) {
   EXPECT_DOUBLE_EQ(learning_rate(t, 9), 1.0);
   EXPECT_DOUBLE_EQ(learning_rate(t, 10), 1.0);
   EXPECT_NEAR(learning_rate(t, 60), 0.55, 1e-12);  // half-way: the mean of peak and floor
-  EXPECT_NEAR(learning_rate(t, 110), 0.1, 1e-12);
-  for (int64_t s = 11; s < 110; ++s) EXPECT_LT(learning_rate(t, s), learning_rate(t, s - 1));
+  for (int64_t s = 11; s < t.steps; ++s) EXPECT_LT(learning_rate(t, s), learning_rate(t, s - 1));
+}
+
+TEST(LrSchedule, TheLastStepThatRunsIsAtTheFloor) {
+  for (const char* kind : {"cosine", "linear"}) {
+    TrainingConfig t = schedule(kind);
+    EXPECT_DOUBLE_EQ(learning_rate(t, t.steps - 1), t.min_lr) << kind;
+    EXPECT_GT(learning_rate(t, t.steps - 2), t.min_lr) << kind;
+    t.steps = 11;  // one step after warm-up: it is the last, at the floor
+    EXPECT_DOUBLE_EQ(learning_rate(t, 10), t.min_lr) << kind;
+    t.warmup_steps = 0;
+    t.steps = 1;
+    EXPECT_DOUBLE_EQ(learning_rate(t, 0), t.min_lr) << kind;
+  }
 }
 
 TEST(LrSchedule, LinearAndConstant) {
   EXPECT_NEAR(learning_rate(schedule("linear"), 60), 0.55, 1e-12);
   EXPECT_NEAR(learning_rate(schedule("linear"), 35), 1.0 - 0.9 * 0.25, 1e-12);
   EXPECT_DOUBLE_EQ(learning_rate(schedule("constant"), 100), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(schedule("constant"), 110), 1.0);
 }
 
 TEST(LrSchedule, NoWarmup) {

@@ -89,6 +89,9 @@ TEST_F(TrainLoop, ValidationLossFallsTowardsTheEntropyFloor) {
     EXPECT_EQ(lines[i].contains("val_loss"), (i + 1) % 50 == 0) << "step " << i + 1;
   }
   EXPECT_GT(lines.front()["loss"].get<double>(), 5.0);
+  // The cosine schedule ends at min_lr on the last step that runs.
+  EXPECT_DOUBLE_EQ(lines.back()["lr"].get<double>(), c.training.min_lr);
+  EXPECT_GT(lines[lines.size() - 2]["lr"].get<double>(), c.training.min_lr);
   EXPECT_TRUE(fs::exists(c.logging.dir + "/config.toml"));
 }
 
