@@ -7,6 +7,8 @@ if(FEAST_WERROR)
 endif()
 if(FEAST_NATIVE)
   target_compile_options(feast_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$")
+  target_compile_options(feast_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-march=x86-64-v2>)
 endif()
 # -O3 lets GCC vectorise the element-wise loops; no -ffast-math: the CPU path is the
 # deterministic reference and must keep IEEE semantics. Two flags that change no value:
