@@ -3,7 +3,8 @@ add_library(feast_options INTERFACE)
 target_compile_options(feast_options INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion>)
 if(FEAST_WERROR)
-  target_compile_options(feast_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+  target_compile_options(feast_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>
+                                                 $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>)
 endif()
 if(FEAST_NATIVE)
   target_compile_options(feast_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)

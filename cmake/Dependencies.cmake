@@ -40,11 +40,15 @@ if(FEAST_WITH_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 90)
   endif()
-  # CMake 3.25 does not know nvcc's C++20 flag; CUDA sources use C++17 (they include only
-  # headers that are C++17-clean).
-  set(CMAKE_CUDA_STANDARD 17)
-  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   enable_language(CUDA)
+  # CUDA sources are C++20 like the rest. CMake 3.25 knows nvcc's flags only up to C++17 and
+  # would refuse (or drop) CUDA_STANDARD 20, so it is told the flag to pass.
+  if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
 endif()
 message(STATUS "feast: CUDA backend ${FEAST_WITH_CUDA}")

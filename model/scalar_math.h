@@ -3,7 +3,6 @@
 // tests exercise the GPU's arithmetic too.
 #pragma once
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 
@@ -36,7 +35,7 @@ FEAST_HD T fast_exp(T x) {
     y = y * x + 1.6666665459e-1f;
     y = y * x + 5.0000001201e-1f;
     y = y * (x * x) + x + 1.0f;
-    return y * std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23);  // * 2^n
+    return y * float_from_bits(static_cast<uint32_t>(n + 127) << 23);  // * 2^n
   }
 }
 
