@@ -161,7 +161,7 @@ const std::vector<KeyDesc>& keys() {
       {FEAST_KEY(training, grad_clip), at_least(0), "max global grad norm; 0 = no clipping"},
       {FEAST_KEY(training, eval_interval), at_least(0), "evaluate every N steps; 0 = never"},
       {FEAST_KEY(training, eval_batches), at_least(1), "validation batches (global batch size) per evaluation"},
-      {FEAST_KEY(training, threads), at_least(0), "OpenMP threads per rank; 0 = default"},
+      {FEAST_KEY(training, threads), at_least(0), "OpenMP threads per rank; 0 = OMP_NUM_THREADS or the CPUs"},
 
       {FEAST_KEY(data, train), non_empty(), "training shards: file, directory or glob"},
       {FEAST_KEY(data, val), any(), "validation shards; empty = no validation"},
