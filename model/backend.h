@@ -73,8 +73,10 @@ class Backend {
   virtual void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
                                   const TensorView& dout, const TensorView& inp, const TensorView& weight,
                                   const TensorView& mean, const TensorView& rstd, int N, int C) = 0;
+  // out (N, C); rstd (N) saved for the backward.
   virtual void rmsnorm_forward(const TensorView& out, const TensorView& rstd, const TensorView& inp,
                                const TensorView& weight, int N, int C, float eps) = 0;
+  // dinp (N, C) += (as layernorm_backward); dweight (C) +=.
   virtual void rmsnorm_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
                                 const TensorView& inp, const TensorView& weight, const TensorView& rstd, int N,
                                 int C) = 0;

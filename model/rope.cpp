@@ -11,7 +11,7 @@ std::vector<float> rope_inverse_frequencies(const ModelConfig& c) {
   const int hs = c.head_dim();
   FEAST_CHECK(hs % 2 == 0, "rotary embeddings need an even head size, got " << hs);
   std::vector<float> inv(static_cast<size_t>(hs / 2));
-  for (int i = 0; i < hs / 2; ++i)
+  for (int i = 0; i < hs / 2; ++i)  // 1 / theta^(2i / hs), in float32 as transformers computes it
     inv[size_t(i)] = 1.0f / std::pow(float(c.rope_theta), float(2 * i) / float(hs));
   const RopeScaling& s = c.rope_scaling;
   if (s.rope_type == "default") return inv;
@@ -22,16 +22,20 @@ std::vector<float> rope_inverse_frequencies(const ModelConfig& c) {
   }
   if (s.rope_type == "llama3") {
     // transformers' _compute_llama3_parameters: long wavelengths are slowed down by the factor,
-    // short ones kept, and the band between blended smoothly.
+    // short ones kept, and the band between blended smoothly. A Python number divided by a
+    // tensor is the tensor's reciprocal times the number in PyTorch, so the same float32
+    // operations are written here in that order (a wavelength an ulp away could land on the
+    // other side of a band edge).
     const float old_context = float(s.original_max_position_embeddings);
-    const float low = float(s.low_freq_factor), high = float(s.high_freq_factor);
-    const float low_freq_wavelen = old_context / low, high_freq_wavelen = old_context / high;
+    const float low = float(s.low_freq_factor);
+    const float low_freq_wavelen = float(double(s.original_max_position_embeddings) / s.low_freq_factor);
+    const float high_freq_wavelen = float(double(s.original_max_position_embeddings) / s.high_freq_factor);
     for (float& f : inv) {
-      const float wavelen = 2.0f * float(M_PI) / f;
+      const float wavelen = (1.0f / f) * float(2.0 * M_PI);
       const float scaled = wavelen > low_freq_wavelen ? f / factor : f;
       const bool medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
       if (medium) {
-        const float smooth = (old_context / wavelen - low) / (high - low);
+        const float smooth = ((1.0f / wavelen) * old_context - low) / float(s.high_freq_factor - s.low_freq_factor);
         f = (1.0f - smooth) * scaled / factor + smooth * scaled;
       } else {
         f = scaled;

@@ -56,7 +56,7 @@ std::vector<std::string> gather_host_names(Communicator& world) {
   return hosts;
 }
 
-std::string describe_grid(const ParallelLayout& layout, const std::vector<std::string>& hosts) {
+std::string describe_grid(const ParallelLayout& layout, const std::vector<std::string>& hosts, bool tied_embedding) {
   const int n = layout.world_size();
   FEAST_CHECK(hosts.size() == static_cast<size_t>(n),
               "describe_grid: " << hosts.size() << " host names for " << n << " ranks");
@@ -73,7 +73,7 @@ std::string describe_grid(const ParallelLayout& layout, const std::vector<std::s
   os << list_groups("tensor-parallel groups", n, [&](int r) { return layout.tp_group(r); });
   os << list_groups("pipeline groups", n, [&](int r) { return layout.pp_group(r); });
   os << list_groups("data-parallel groups", n, [&](int r) { return layout.dp_group(r); });
-  os << list_groups("embedding groups", n, [&](int r) { return layout.embedding_group(r); });
+  if (tied_embedding) os << list_groups("embedding groups", n, [&](int r) { return layout.embedding_group(r); });
 
   std::set<std::vector<int>> warned;
   for (int r = 0; r < n; ++r) {

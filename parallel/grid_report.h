@@ -14,7 +14,9 @@ namespace feast {
 // Every rank's host name (MPI_Get_processor_name), indexed by world rank. Collective over world.
 std::vector<std::string> gather_host_names(Communicator& world);
 
-// A multi-line block for rank 0 to print; hosts[r] is world rank r's host.
-std::string describe_grid(const ParallelLayout& layout, const std::vector<std::string>& hosts);
+// A multi-line block for rank 0 to print; hosts[r] is world rank r's host. The embedding groups
+// are listed only for a model whose head is tied to its embedding (others have none).
+std::string describe_grid(const ParallelLayout& layout, const std::vector<std::string>& hosts,
+                          bool tied_embedding = true);
 
 }  // namespace feast

@@ -67,15 +67,17 @@ enum class Kind { kCollective, kSend, kRecv };
 
 class MpiWork final : public Work {
  public:
-  // `arrays` keeps the counts and displacements a v-collective reads until it completes.
-  MpiWork(std::vector<MPI_Request> requests, Kind kind, std::string what, std::chrono::milliseconds timeout,
-          std::vector<int> arrays = {})
-      : requests_(std::move(requests)),
-        statuses_(requests_.size()),
-        kind_(kind),
-        what_(std::move(what)),
-        timeout_(timeout),
-        arrays_(std::move(arrays)) {}
+  // Requests are added as they are posted, so that if posting a later piece fails the pieces
+  // already in flight are abandoned with the handle while the error unwinds.
+  MpiWork(Kind kind, std::string what, std::chrono::milliseconds timeout)
+      : kind_(kind), what_(std::move(what)), timeout_(timeout) {}
+
+  void add(MPI_Request request) {
+    requests_.push_back(request);
+    statuses_.resize(requests_.size());
+  }
+  // Keeps the counts and displacements a v-collective reads until it completes.
+  void keep(std::vector<int> arrays) { arrays_ = std::move(arrays); }
 
   ~MpiWork() override {
     if (done()) return;
@@ -222,13 +224,13 @@ std::chrono::milliseconds MpiCommunicator::timeout_for(const CollectiveOptions& 
 WorkHandle MpiCommunicator::allreduce(void* data, size_t count, DType dtype, const CollectiveOptions& opts) {
   const std::string what = describe("allreduce of " + amount(count, dtype));
   check_reducible(dtype, what);
-  std::vector<MPI_Request> requests;
+  auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts));
   in_pieces(count, max_count_, [&](size_t offset, int n) {
     MPI_Request r;
     FEAST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, at(data, offset, dtype), n, to_mpi(dtype), to_mpi(opts.op), comm_, &r));
-    requests.push_back(r);
+    work->add(r);
   });
-  return std::make_unique<MpiWork>(std::move(requests), Kind::kCollective, what, timeout_for(opts));
+  return work;
 }
 
 WorkHandle MpiCommunicator::reduce_scatter(const void* send, void* recv, std::span<const size_t> recv_counts,
@@ -240,16 +242,16 @@ WorkHandle MpiCommunicator::reduce_scatter(const void* send, void* recv, std::sp
   FEAST_CHECK(recv_counts.size() == static_cast<size_t>(size_),
               what << ": got " << recv_counts.size() << " counts for " << size_ << " ranks");
   FEAST_CHECK(send != recv || total == 0, what << ": send and recv must be different buffers");
-  std::vector<MPI_Request> requests;
+  auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts));
   if (total <= max_count_) {
     std::vector<int> counts(recv_counts.size());
     for (size_t r = 0; r < counts.size(); ++r) counts[r] = static_cast<int>(recv_counts[r]);
     MPI_Request request;
     FEAST_MPI_CHECK(
         MPI_Ireduce_scatter(send, recv, counts.data(), to_mpi(dtype), to_mpi(opts.op), comm_, &request));
-    requests.push_back(request);
-    return std::make_unique<MpiWork>(std::move(requests), Kind::kCollective, what, timeout_for(opts),
-                                     std::move(counts));
+    work->add(request);
+    work->keep(std::move(counts));
+    return work;
   }
   // Too large for one call's int counts: reduce each rank's block to it, piece by piece.
   size_t block = 0;
@@ -260,11 +262,11 @@ WorkHandle MpiCommunicator::reduce_scatter(const void* send, void* recv, std::sp
       void* into = r == rank_ ? at(recv, offset, dtype) : nullptr;
       FEAST_MPI_CHECK(MPI_Ireduce(at(send, block + offset, dtype), into, n, to_mpi(dtype), to_mpi(opts.op), r, comm_,
                                   &request));
-      requests.push_back(request);
+      work->add(request);
     });
     block += count;
   }
-  return std::make_unique<MpiWork>(std::move(requests), Kind::kCollective, what, timeout_for(opts));
+  return work;
 }
 
 WorkHandle MpiCommunicator::allgather(const void* send, void* recv, std::span<const size_t> counts, DType dtype,
@@ -277,7 +279,7 @@ WorkHandle MpiCommunicator::allgather(const void* send, void* recv, std::span<co
   size_t own_offset = 0;
   for (int r = 0; r < rank_; ++r) own_offset += counts[size_t(r)];
   const void* own_block = at(static_cast<const void*>(recv), own_offset, dtype);
-  std::vector<MPI_Request> requests;
+  auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts));
   if (total <= max_count_) {
     // One array holding counts then displacements: MPI reads both until the call completes.
     std::vector<int> arrays(2 * counts.size());
@@ -292,9 +294,9 @@ WorkHandle MpiCommunicator::allgather(const void* send, void* recv, std::span<co
     MPI_Request request;
     FEAST_MPI_CHECK(MPI_Iallgatherv(source, arrays[size_t(rank_)], to_mpi(dtype), recv, arrays.data(), displs,
                                     to_mpi(dtype), comm_, &request));
-    requests.push_back(request);
-    return std::make_unique<MpiWork>(std::move(requests), Kind::kCollective, what, timeout_for(opts),
-                                     std::move(arrays));
+    work->add(request);
+    work->keep(std::move(arrays));
+    return work;
   }
   // Too large for int displacements: each rank broadcasts its block from its place in recv.
   if (send != own_block && counts[size_t(rank_)] > 0)
@@ -304,23 +306,23 @@ WorkHandle MpiCommunicator::allgather(const void* send, void* recv, std::span<co
     in_pieces(counts[size_t(r)], max_count_, [&](size_t offset, int n) {
       MPI_Request request;
       FEAST_MPI_CHECK(MPI_Ibcast(at(recv, block + offset, dtype), n, to_mpi(dtype), r, comm_, &request));
-      requests.push_back(request);
+      work->add(request);
     });
     block += counts[size_t(r)];
   }
-  return std::make_unique<MpiWork>(std::move(requests), Kind::kCollective, what, timeout_for(opts));
+  return work;
 }
 
 WorkHandle MpiCommunicator::broadcast(void* data, size_t count, DType dtype, int root, const CollectiveOptions& opts) {
   const std::string what = describe("broadcast of " + amount(count, dtype) + " from rank " + std::to_string(root));
   FEAST_CHECK(root >= 0 && root < size_, what << ": root is not a rank of the group");
-  std::vector<MPI_Request> requests;
+  auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts));
   in_pieces(count, max_count_, [&](size_t offset, int n) {
     MPI_Request r;
     FEAST_MPI_CHECK(MPI_Ibcast(at(data, offset, dtype), n, to_mpi(dtype), root, comm_, &r));
-    requests.push_back(r);
+    work->add(r);
   });
-  return std::make_unique<MpiWork>(std::move(requests), Kind::kCollective, what, timeout_for(opts));
+  return work;
 }
 
 std::string MpiCommunicator::describe_p2p(const char* op, const char* direction, size_t count, DType dtype, int peer,
@@ -336,31 +338,33 @@ std::string MpiCommunicator::describe_p2p(const char* op, const char* direction,
 // communicator in the order they were sent, so the receiver's pieces match the sender's.
 WorkHandle MpiCommunicator::send(const void* data, size_t count, DType dtype, int peer, int tag) {
   const std::string what = describe_p2p("send", "to", count, dtype, peer, tag);
-  std::vector<MPI_Request> requests;
+  auto work = std::make_unique<MpiWork>(Kind::kSend, what, default_timeout_);
   in_pieces(count, max_count_, [&](size_t offset, int n) {
     MPI_Request r;
     FEAST_MPI_CHECK(MPI_Isend(at(data, offset, dtype), n, to_mpi(dtype), peer, tag, comm_, &r));
-    requests.push_back(r);
+    work->add(r);
   });
-  return std::make_unique<MpiWork>(std::move(requests), Kind::kSend, what, default_timeout_);
+  return work;
 }
 
 WorkHandle MpiCommunicator::recv(void* data, size_t count, DType dtype, int peer, int tag) {
   const std::string what = describe_p2p("recv", "from", count, dtype, peer, tag);
-  std::vector<MPI_Request> requests;
+  auto work = std::make_unique<MpiWork>(Kind::kRecv, what, default_timeout_);
   in_pieces(count, max_count_, [&](size_t offset, int n) {
     MPI_Request r;
     FEAST_MPI_CHECK(MPI_Irecv(at(data, offset, dtype), n, to_mpi(dtype), peer, tag, comm_, &r));
-    requests.push_back(r);
+    work->add(r);
   });
-  return std::make_unique<MpiWork>(std::move(requests), Kind::kRecv, what, default_timeout_);
+  return work;
 }
 
 void MpiCommunicator::barrier() {
   // Non-blocking underneath so that a barrier, too, ends in CommTimeout rather than a hang.
+  MpiWork work(Kind::kCollective, describe("barrier"), default_timeout_);
   MPI_Request request;
   FEAST_MPI_CHECK(MPI_Ibarrier(comm_, &request));
-  MpiWork({request}, Kind::kCollective, describe("barrier"), default_timeout_).wait();
+  work.add(request);
+  work.wait();
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {

@@ -122,7 +122,7 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
   std::vector<std::string> hosts(1);
   if (w.size() > 1) {
     hosts = gather_host_names(w);
-    log::info(describe_grid(layout, hosts));
+    log::info(describe_grid(layout, hosts, config.model.tied()));
   }
   omp_set_num_threads(thread_count(config, w, hosts));
 

@@ -58,6 +58,13 @@ TEST(DescribeGrid, MiddleStagesHaveNoEmbeddingGroup) {
   EXPECT_NE(text.find("pipeline groups: [0, 1, 2]\n"), std::string::npos) << text;
 }
 
+TEST(DescribeGrid, AnUntiedModelHasNoEmbeddingGroups) {
+  const ParallelLayout layout(1, 3, 1);
+  const std::string text = describe_grid(layout, {"h", "h", "h"}, /*tied_embedding=*/false);
+  EXPECT_EQ(text.find("embedding groups"), std::string::npos) << text;
+  EXPECT_NE(text.find("pipeline groups: [0, 1, 2]\n"), std::string::npos) << text;
+}
+
 TEST(DescribeGrid, RejectsWrongNumberOfHosts) {
   EXPECT_THROW(describe_grid(ParallelLayout(2, 1, 1), {"a"}), Error);
 }
