@@ -53,7 +53,6 @@ class DecoderStage final : public PipelineStage {
   void backward(int slot, int B, int T) override;
   double take_tp_comm_seconds() override { return tp_.take_seconds(); }
 
-  const ModelConfig& config() const { return config_; }
   // This rank's (N, Vl) logits of `slot` after a forward with loss_scale == 0 (tests).
   TensorView logits(int slot) const { return head_->logits(slot); }
 

@@ -58,7 +58,6 @@ class TrainingRun {
   TrainingState& state() { return state_; }
   PipelineStage& stage() { return *stage_; }
   Communicator& world() { return *groups_.world; }
-  const ParallelLayout& layout() const { return plan_.layout; }
   int64_t tokens_per_step() const;
   // Each logical tensor's gradient norm after the last step (before clipping), in table order
   // with the tensor names; collective over the world. Tied copies count once.

@@ -25,12 +25,10 @@ class Mlp {
 
   std::vector<FlatRange> grad_ranges() const { return {fc_.grad_range(), proj_.grad_range()}; }
   size_t activation_bytes() const { return bytes_of(pre_) + bytes_of(act_); }
-  int width() const { return width_; }         // Il
-  int fc_width() const { return fc_width_; }   // Fl
 
  private:
   MlpKind kind_;
-  int width_, fc_width_;
+  int width_, fc_width_;  // Il, Fl
   ColumnParallelLinear fc_;
   RowParallelLinear proj_;
   std::vector<Tensor> pre_, act_;  // per slot: (N, Fl) pre-activation, (N, Il) activation
