@@ -157,8 +157,9 @@ void DecoderStage::backward(int slot, int B, int T) {
   if (head_) {
     const TensorView x_last = blocks_.empty() ? input_[s].view() : blocks_.back().output(slot);
     head_->backward(ctx, slot, final_norm_->out(slot), scratch_.tmp, N, *sink_);
-    tp_.copy_to_tp_backward(scratch_.tmp.first(size_t(N) * size_t(config_.n_embd)));
-    backend_.zero(scratch_.dres);
+    const size_t NC = size_t(N) * size_t(config_.n_embd);
+    tp_.copy_to_tp_backward(scratch_.tmp.first(NC));
+    backend_.zero(scratch_.dres.first(NC));
     final_norm_->backward(ctx, slot, scratch_.dres, scratch_.tmp, x_last, N, *sink_);
   }
   for (int i = int(blocks_.size()) - 1; i >= 0; --i) {
