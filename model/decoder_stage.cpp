@@ -65,8 +65,8 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
                                      rows, shape.slots, backend);
   }
   input_ = per_slot(backend, shape.slots, dt, NC);
-  tokens_ = per_slot(backend, shape.slots, DType::kInt32, rows);
-  targets_ = per_slot(backend, shape.slots, DType::kInt32, rows);
+  if (spec.has_embedding) tokens_ = per_slot(backend, shape.slots, DType::kInt32, rows);
+  if (spec.has_head) targets_ = per_slot(backend, shape.slots, DType::kInt32, rows);
 
   // Scratch shared by the layers (one runs at a time).
   const int hs = config.head_dim(), NHl = config.n_head / t, NKVl = config.kv_heads() / t;

@@ -75,7 +75,7 @@ class DecoderStage final : public PipelineStage {
   std::vector<DecoderBlock> blocks_;
   std::unique_ptr<Norm> final_norm_;           // last stage
   std::unique_ptr<LmHead> head_;               // last stage
-  std::vector<Tensor> input_, tokens_, targets_;  // per slot: (N, C), (N), (N)
+  std::vector<Tensor> input_, tokens_, targets_;  // per slot: (N, C); (N) first stage; (N) last stage
   std::vector<Tensor> scratch_tensors_;
   StageScratch scratch_;
 };

@@ -143,7 +143,7 @@ std::vector<LogicalSlice> LocalParam::logical_slices(size_t begin, size_t end) c
   return out;
 }
 
-LocalTable::LocalTable(const ParamTable& logical, const StageSpec& st) {
+LocalTable::LocalTable(const ParamTable& logical, const StageSpec& st) : logical_(&logical) {
   const int t = st.tp;
   const std::vector<ParamSpec>& specs = logical.specs();
   for (const ParamSpec& s : specs) {

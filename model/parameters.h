@@ -113,6 +113,8 @@ class LocalTable {
   LocalTable(const ParamTable& logical, const StageSpec& stage);
   const std::vector<LocalParam>& params() const { return params_; }
   size_t total_numel() const { return total_; }
+  // The logical table this stage's piece was cut from (its specs outlive the LocalTable).
+  const ParamTable& logical() const { return *logical_; }
   // The local piece that holds the values of logical tensor `name` (a tied name resolves to its
   // target when both are here); throws feast::Error when this stage holds neither.
   const LocalParam& at(const std::string& name) const;
@@ -120,6 +122,7 @@ class LocalTable {
 
  private:
   const LocalParam* find(const std::string& name) const;
+  const ParamTable* logical_;
   std::vector<LocalParam> params_;
   std::vector<std::pair<std::string, size_t>> aliases_;  // tied name -> index of its target
   size_t total_ = 0;

@@ -51,6 +51,7 @@ struct Rule {
   std::optional<Limit> min, max;
   std::vector<std::string> choices;  // strings only; empty = any
   bool non_empty = false;            // strings only
+  bool llama_only = false;           // means something for model.arch = "llama" only
 };
 
 Rule any() { return {}; }
@@ -77,6 +78,11 @@ Rule half_open(double lo, double hi) {
 Rule one_of(std::vector<std::string> choices) {
   Rule r;
   r.choices = std::move(choices);
+  return r;
+}
+// A rule for a key that only the Llama family uses.
+Rule llama(Rule r) {
+  r.llama_only = true;
   return r;
 }
 Rule non_empty() {
@@ -119,17 +125,17 @@ const std::vector<KeyDesc>& keys() {
       {FEAST_KEY(model, vocab_size), closed(2, 2147483647), "token ids are < vocab_size"},
       {FEAST_KEY(model, max_seq_len), at_least(1), "longest sequence (GPT-2: position rows)"},
       {FEAST_KEY(model, init_std), above(0), "std of the normal init of weight matrices"},
-      {FEAST_KEY(model, n_kv_head), at_least(0), "key/value heads (llama); 0 = n_head"},
+      {FEAST_KEY(model, n_kv_head), llama(at_least(0)), "key/value heads (llama); 0 = n_head"},
       {FEAST_KEY(model, intermediate_size), at_least(0), "MLP width; 0 = the family default"},
       {FEAST_KEY(model, norm_eps), above(0), "LayerNorm / RMSNorm epsilon"},
-      {FEAST_KEY(model, rope_theta), above(0), "rotary base frequency (llama)"},
-      {FEAST_KEY(model, qkv_bias), any(), "biases on q, k, v (llama family)"},
+      {FEAST_KEY(model, rope_theta), llama(above(0)), "rotary base frequency (llama)"},
+      {FEAST_KEY(model, qkv_bias), llama(any()), "biases on q, k, v (llama family)"},
       {FEAST_KEY(model, tie_embeddings), any(), "LM head shares the token embedding", &tie_in_use},
-      {FEAST_ROPE_KEY(rope_type), one_of({"default", "linear", "llama3"}), "rotary frequency scaling"},
-      {FEAST_ROPE_KEY(factor), above(0), "context extension factor"},
-      {FEAST_ROPE_KEY(low_freq_factor), above(0), "llama3: low-frequency bound"},
-      {FEAST_ROPE_KEY(high_freq_factor), above(0), "llama3: high-frequency bound"},
-      {FEAST_ROPE_KEY(original_max_position_embeddings), at_least(1), "llama3: original context"},
+      {FEAST_ROPE_KEY(rope_type), llama(one_of({"default", "linear", "llama3"})), "rotary frequency scaling"},
+      {FEAST_ROPE_KEY(factor), llama(above(0)), "context extension factor"},
+      {FEAST_ROPE_KEY(low_freq_factor), llama(above(0)), "llama3: low-frequency bound"},
+      {FEAST_ROPE_KEY(high_freq_factor), llama(above(0)), "llama3: high-frequency bound"},
+      {FEAST_ROPE_KEY(original_max_position_embeddings), llama(at_least(1)), "llama3: original context"},
 
       {FEAST_KEY(parallel, tp), at_least(1), "tensor-parallel degree"},
       {FEAST_KEY(parallel, pp), at_least(1), "pipeline-parallel degree"},
@@ -584,12 +590,10 @@ void validate_cross(const Config& c) {
     static const Config defaults;
     Config current = c, reference = defaults;
     for (const KeyDesc& k : keys()) {
-      const std::string key = k.full();
-      const bool llama_only = key == "model.n_kv_head" || key == "model.rope_theta" || key == "model.qkv_bias" ||
-                              key.rfind("model.rope_scaling.", 0) == 0;
-      if (llama_only && value_text(k, current) != value_text(k, reference))
-        fail(c.where(key), key + " = " + value_text(k, current) + " applies to model.arch = \"llama\", but model.arch = \"" +
-                               m.arch + "\" (" + c.where("model.arch") + "); remove it or set model.arch = \"llama\"");
+      if (!k.rule.llama_only || value_text(k, current) == value_text(k, reference)) continue;
+      fail(c.where(k.full()), k.full() + " = " + value_text(k, current) + " applies to model.arch = \"llama\", but " +
+                                  "model.arch = \"" + m.arch + "\" (" + c.where("model.arch") +
+                                  "); remove it or set model.arch = \"llama\"");
     }
     return;
   }

@@ -48,7 +48,7 @@ struct TrainingConfig {
   double grad_clip = 1.0;      // max global gradient norm; 0 disables clipping
   int64_t eval_interval = 50;  // evaluate val_loss every N steps (and at the last); 0 = never
   int eval_batches = 8;        // validation batches of the global batch size per evaluation
-  int threads = 0;             // OpenMP threads per rank; 0 = the OpenMP default
+  int threads = 0;             // OpenMP threads per rank; 0 = OMP_NUM_THREADS or this rank's share of its CPUs
 };
 
 struct DataConfig {

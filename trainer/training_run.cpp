@@ -128,6 +128,7 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
 
   const int B = config.parallel.micro_batch_size, T = tc.seq_len, m = plan_.micro_batches;
   const StageSpec spec = plan_.stage_of(world_rank);
+  owns_loss_ = spec.has_head && me_.tp == 0;
   const int slots = PipelineExecutor::slots_needed(plan_.schedule, layout.pp(), me_.pp, m);
   backend_ = make_backend(tc.device);
   stage_ = std::make_unique<DecoderStage>(config.model, spec, StageShape{B, T, slots}, *backend_,
@@ -213,11 +214,10 @@ StepResult TrainingRun::step() {
   sync_->take_wait_seconds();  // finish_step's waits are in dp_timer
   double dp_seconds = dp_timer.seconds() + backward_waits;
   Timer opt_timer;
-  // One reduction for the loss (owned by the last stage, one tensor-parallel rank) and the
-  // squared gradient norm (each logical element counted once over tp, pp and dp).
-  const bool owns_loss = plan_.stage_of(world.rank()).has_head && me_.tp == 0;
+  // One reduction for the loss (owned by one rank) and the squared gradient norm (each logical
+  // element counted once over tp, pp and dp).
   const ShardRange shard = sync_->shard();
-  double reduced[2] = {owns_loss ? local_loss : 0.0,
+  double reduced[2] = {owns_loss_ ? local_loss : 0.0,
                        counted_sum_of_squares(*backend_, stage_->table(), sync_->shard_grads(), shard.begin, shard.end)};
   world.allreduce(reduced, 2, DType::kFloat64)->wait();
   StepResult r;
@@ -257,28 +257,23 @@ std::optional<double> TrainingRun::validate() {
     val_sampler_->fill(batch * global + (int64_t{me_.dp} * m + micro) * B, B, x, y);
   };
   double val = executor_->evaluate(tc.eval_batches * m, val_fill);
-  const bool owns_loss = plan_.stage_of(groups_.world->rank()).has_head && me_.tp == 0;
-  val = owns_loss ? val : 0.0;
+  val = owns_loss_ ? val : 0.0;
   groups_.world->allreduce(&val, 1, DType::kFloat64)->wait();
   return val / (double(tc.eval_batches) * layout.dp() * m);
 }
 
 std::vector<std::pair<std::string, double>> TrainingRun::gradient_norms_per_tensor() {
-  const ParamTable logical = decoder_param_table(config_.model);
-  std::vector<double> squares(logical.specs().size(), 0.0);
+  const LocalTable& table = stage_->table();
+  const std::vector<ParamSpec>& specs = table.logical().specs();
+  std::vector<double> squares(specs.size(), 0.0);
   const ShardRange shard = sync_->shard();
-  const std::vector<double> mine =
-      counted_squares_per_tensor(*backend_, stage_->table(), sync_->shard_grads(), shard.begin, shard.end);
-  const std::vector<LocalParam>& params = stage_->table().params();
-  for (size_t i = 0; i < params.size(); ++i) {
-    const auto& specs = logical.specs();
-    const auto it = std::find_if(specs.begin(), specs.end(), [&](const ParamSpec& s) { return s.name == params[i].logical->name; });
-    squares[size_t(it - specs.begin())] += mine[i];
-  }
+  const std::vector<double> mine = counted_squares_per_tensor(*backend_, table, sync_->shard_grads(), shard.begin,
+                                                              shard.end);
+  for (size_t i = 0; i < mine.size(); ++i) squares[size_t(table.params()[i].logical - specs.data())] += mine[i];
   groups_.world->allreduce(squares.data(), squares.size(), DType::kFloat64)->wait();
   std::vector<std::pair<std::string, double>> out;
   for (size_t i = 0; i < squares.size(); ++i)
-    if (logical.specs()[i].tied_to < 0) out.emplace_back(logical.specs()[i].name, std::sqrt(squares[i]));
+    if (specs[i].tied_to < 0) out.emplace_back(specs[i].name, std::sqrt(squares[i]));
   return out;
 }
 

@@ -70,6 +70,7 @@ class TrainingRun {
   const Config& config_;
   LayoutPlan plan_;
   RankCoord me_;
+  bool owns_loss_ = false;  // reports the loss: the last stage's tensor-parallel rank 0
   std::optional<Dataset> train_data_, val_data_;
   std::optional<TrainSampler> sampler_;
   std::optional<ValSampler> val_sampler_;
