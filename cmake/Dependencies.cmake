@@ -1,9 +1,29 @@
 # Every dependency comes from Debian's packages (scripts/setup.sh installs them).
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(Threads REQUIRED)
-find_package(MPI REQUIRED COMPONENTS CXX)
+find_package(MPI REQUIRED COMPONENTS C CXX)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(PkgConfig REQUIRED)
+find_package(ZLIB REQUIRED)  # CRC-32 checksums of checkpoint datasets
+
+# Parallel HDF5 (Debian's libhdf5-openmpi-dev), found through its compiler wrapper h5pcc so
+# that the serial build, which has no MPI-IO driver, is never picked up by mistake.
+set(HDF5_PREFER_PARALLEL TRUE)
+find_package(HDF5 REQUIRED COMPONENTS C)
+if(NOT HDF5_IS_PARALLEL)
+  message(FATAL_ERROR "HDF5 at ${HDF5_INCLUDE_DIRS} is not the parallel (MPI-IO) build: run scripts/setup.sh "
+                      "(Debian package libhdf5-openmpi-dev)")
+endif()
+add_library(feast_hdf5 INTERFACE)
+target_include_directories(feast_hdf5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
+# h5pcc lists what a static libhdf5 would need (curl, crypto, ...); the shared library needs
+# none of it, so only libhdf5 itself is linked when FindHDF5 names it.
+if(HDF5_C_LIBRARY_hdf5)
+  target_link_libraries(feast_hdf5 INTERFACE ${HDF5_C_LIBRARY_hdf5} MPI::MPI_C)
+else()
+  target_link_libraries(feast_hdf5 INTERFACE ${HDF5_C_LIBRARIES} MPI::MPI_C)
+endif()
+target_compile_definitions(feast_hdf5 INTERFACE ${HDF5_C_DEFINITIONS} ${HDF5_DEFINITIONS})
 pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
 
 # OpenBLAS built against OpenMP shares the OpenMP thread pool with our own loops, so BLAS calls

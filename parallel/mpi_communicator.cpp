@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_world.h"
+#include "parallel/watchdog.h"
 
 namespace feast {
 namespace {
@@ -69,8 +70,9 @@ class MpiWork final : public Work {
  public:
   // Requests are added as they are posted, so that if posting a later piece fails the pieces
   // already in flight are abandoned with the handle while the error unwinds.
-  MpiWork(Kind kind, std::string what, std::chrono::milliseconds timeout)
-      : kind_(kind), what_(std::move(what)), timeout_(timeout) {}
+  // group: the world ranks of the call's group, for the watchdog's report.
+  MpiWork(Kind kind, std::string what, std::chrono::milliseconds timeout, std::shared_ptr<const std::vector<int>> group)
+      : kind_(kind), what_(std::move(what)), timeout_(timeout), group_(std::move(group)) {}
 
   void add(MPI_Request request) {
     requests_.push_back(request);
@@ -108,10 +110,17 @@ class MpiWork final : public Work {
         abandon();
         std::ostringstream os;
         os << what_ << " did not complete within " << static_cast<double>(timeout_.count()) / 1000.0
-           << " s: another rank may have failed or is stuck";
+           << " s (parallel.timeout_s)";
+        // Ask the other ranks who is alive, for a short part of the timeout.
+        const auto grace = std::clamp(timeout_ / 4, std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
+        const std::string report = watchdog::survey(*group_, what_, grace);
+        os << (report.empty() ? ": another rank may have failed or is stuck" : ": " + report);
         throw CommTimeout(os.str());
       }
-      if (now - start > kSpinFor) std::this_thread::sleep_for(kPollSleep);
+      if (now - start > kSpinFor) {
+        watchdog::serve(what_);  // a rank whose wait timed out may be asking about us
+        std::this_thread::sleep_for(kPollSleep);
+      }
     }
   }
 
@@ -178,6 +187,7 @@ class MpiWork final : public Work {
   Kind kind_;
   std::string what_;
   std::chrono::milliseconds timeout_;
+  std::shared_ptr<const std::vector<int>> group_;
   std::vector<int> arrays_;
 };
 
@@ -205,6 +215,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, std::chrono::m
   FEAST_MPI_CHECK(MPI_Comm_set_name(comm_, name_.c_str()));
   FEAST_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   FEAST_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  world_ranks_ = std::make_shared<const std::vector<int>>(watchdog::world_ranks_of(comm_));
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -224,7 +235,7 @@ std::chrono::milliseconds MpiCommunicator::timeout_for(const CollectiveOptions& 
 WorkHandle MpiCommunicator::allreduce(void* data, size_t count, DType dtype, const CollectiveOptions& opts) {
   const std::string what = describe("allreduce of " + amount(count, dtype));
   check_reducible(dtype, what);
-  auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts));
+  auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts), world_ranks_);
   in_pieces(count, max_count_, [&](size_t offset, int n) {
     MPI_Request r;
     FEAST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, at(data, offset, dtype), n, to_mpi(dtype), to_mpi(opts.op), comm_, &r));
@@ -242,7 +253,7 @@ WorkHandle MpiCommunicator::reduce_scatter(const void* send, void* recv, std::sp
   FEAST_CHECK(recv_counts.size() == static_cast<size_t>(size_),
               what << ": got " << recv_counts.size() << " counts for " << size_ << " ranks");
   FEAST_CHECK(send != recv || total == 0, what << ": send and recv must be different buffers");
-  auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts));
+  auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts), world_ranks_);
   if (total <= max_count_) {
     std::vector<int> counts(recv_counts.size());
     for (size_t r = 0; r < counts.size(); ++r) counts[r] = static_cast<int>(recv_counts[r]);
@@ -279,7 +290,7 @@ WorkHandle MpiCommunicator::allgather(const void* send, void* recv, std::span<co
   size_t own_offset = 0;
   for (int r = 0; r < rank_; ++r) own_offset += counts[size_t(r)];
   const void* own_block = at(static_cast<const void*>(recv), own_offset, dtype);
-  auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts));
+  auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts), world_ranks_);
   if (total <= max_count_) {
     // One array holding counts then displacements: MPI reads both until the call completes.
     std::vector<int> arrays(2 * counts.size());
@@ -316,7 +327,7 @@ WorkHandle MpiCommunicator::allgather(const void* send, void* recv, std::span<co
 WorkHandle MpiCommunicator::broadcast(void* data, size_t count, DType dtype, int root, const CollectiveOptions& opts) {
   const std::string what = describe("broadcast of " + amount(count, dtype) + " from rank " + std::to_string(root));
   FEAST_CHECK(root >= 0 && root < size_, what << ": root is not a rank of the group");
-  auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts));
+  auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts), world_ranks_);
   in_pieces(count, max_count_, [&](size_t offset, int n) {
     MPI_Request r;
     FEAST_MPI_CHECK(MPI_Ibcast(at(data, offset, dtype), n, to_mpi(dtype), root, comm_, &r));
@@ -338,7 +349,7 @@ std::string MpiCommunicator::describe_p2p(const char* op, const char* direction,
 // communicator in the order they were sent, so the receiver's pieces match the sender's.
 WorkHandle MpiCommunicator::send(const void* data, size_t count, DType dtype, int peer, int tag) {
   const std::string what = describe_p2p("send", "to", count, dtype, peer, tag);
-  auto work = std::make_unique<MpiWork>(Kind::kSend, what, default_timeout_);
+  auto work = std::make_unique<MpiWork>(Kind::kSend, what, default_timeout_, world_ranks_);
   in_pieces(count, max_count_, [&](size_t offset, int n) {
     MPI_Request r;
     FEAST_MPI_CHECK(MPI_Isend(at(data, offset, dtype), n, to_mpi(dtype), peer, tag, comm_, &r));
@@ -349,7 +360,7 @@ WorkHandle MpiCommunicator::send(const void* data, size_t count, DType dtype, in
 
 WorkHandle MpiCommunicator::recv(void* data, size_t count, DType dtype, int peer, int tag) {
   const std::string what = describe_p2p("recv", "from", count, dtype, peer, tag);
-  auto work = std::make_unique<MpiWork>(Kind::kRecv, what, default_timeout_);
+  auto work = std::make_unique<MpiWork>(Kind::kRecv, what, default_timeout_, world_ranks_);
   in_pieces(count, max_count_, [&](size_t offset, int n) {
     MPI_Request r;
     FEAST_MPI_CHECK(MPI_Irecv(at(data, offset, dtype), n, to_mpi(dtype), peer, tag, comm_, &r));
@@ -360,7 +371,7 @@ WorkHandle MpiCommunicator::recv(void* data, size_t count, DType dtype, int peer
 
 void MpiCommunicator::barrier() {
   // Non-blocking underneath so that a barrier, too, ends in CommTimeout rather than a hang.
-  MpiWork work(Kind::kCollective, describe("barrier"), default_timeout_);
+  MpiWork work(Kind::kCollective, describe("barrier"), default_timeout_, world_ranks_);
   MPI_Request request;
   FEAST_MPI_CHECK(MPI_Ibarrier(comm_, &request));
   work.add(request);
@@ -375,9 +386,15 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const s
   return std::make_unique<MpiCommunicator>(child, name, default_timeout_, max_count_);
 }
 
+MPI_Comm mpi_comm_of(const Communicator& c) {
+  const auto* mpi = dynamic_cast<const MpiCommunicator*>(&c);
+  return mpi ? mpi->comm_ : MPI_COMM_NULL;
+}
+
 std::unique_ptr<Communicator> make_mpi_world(std::chrono::milliseconds default_timeout, size_t max_count) {
   MPI_Comm world = MPI_COMM_NULL;
   FEAST_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world));
+  watchdog::start();
   return std::make_unique<MpiCommunicator>(world, "world", default_timeout, max_count);
 }
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/communicator.h"
 #include "parallel/comm_error.h"
@@ -52,12 +53,18 @@ class MpiCommunicator final : public Communicator {
   // that the peer is a rank of the group and the tag is non-negative.
   std::string describe_p2p(const char* op, const char* direction, size_t count, DType dtype, int peer, int tag) const;
 
+  friend MPI_Comm mpi_comm_of(const Communicator& c);
   MPI_Comm comm_;
   std::string name_;
   std::chrono::milliseconds default_timeout_;
   size_t max_count_;
   int rank_ = 0;
   int size_ = 1;
+  std::shared_ptr<const std::vector<int>> world_ranks_;  // the members' ranks in MPI_COMM_WORLD
 };
+
+// The MPI communicator behind `c` (for libraries that take one: parallel HDF5), or
+// MPI_COMM_NULL when `c` is not an MpiCommunicator (a group of one that needs no MPI).
+MPI_Comm mpi_comm_of(const Communicator& c);
 
 }  // namespace feast

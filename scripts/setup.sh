@@ -7,6 +7,8 @@ packages=(
   build-essential cmake pkg-config git
   openmpi-bin libopenmpi-dev      # MPI: the launcher and the communication backend
   libhdf5-openmpi-dev             # parallel HDF5 for checkpoints
+  hdf5-tools                      # h5dump and h5diff: the tests read checkpoints with them
+  zlib1g-dev                      # CRC-32 checksums of checkpoint datasets
   libtomlplusplus-dev             # the config file
   nlohmann-json3-dev              # metrics and metadata
   libopenblas-openmp-dev          # sgemm for the CPU backend, sharing OpenMP's threads

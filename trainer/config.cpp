@@ -106,7 +106,8 @@ struct KeyDesc {
 
 // In the order to_toml prints them; a dotted section is a sub-table of the one before it.
 const std::vector<std::string> kSections = {"model",    "model.rope_scaling", "parallel", "training",
-                                            "data",     "checkpoint",         "logging"};
+                                            "data",     "checkpoint",         "logging",
+                                            "fault"};
 
 // Stringifying the member keeps every key name identical to its struct field.
 #define FEAST_KEY(section, name) \
@@ -168,16 +169,24 @@ const std::vector<KeyDesc>& keys() {
       {FEAST_KEY(training, eval_interval), at_least(0), "evaluate every N steps; 0 = never"},
       {FEAST_KEY(training, eval_batches), at_least(1), "validation batches (global batch size) per evaluation"},
       {FEAST_KEY(training, threads), at_least(0), "OpenMP threads per rank; 0 = OMP_NUM_THREADS or the CPUs"},
+      {FEAST_KEY(training, exit_at_step), at_least(0), "save and exit 0 after this step; 0 = never"},
+      {FEAST_KEY(training, exit_after_minutes), at_least(0), "save and exit 0 after this wall time; 0 = never"},
+      {FEAST_KEY(training, skip_nonfinite), at_least(0), "non-finite steps skipped before failing"},
 
       {FEAST_KEY(data, train), non_empty(), "training shards: file, directory or glob"},
       {FEAST_KEY(data, val), any(), "validation shards; empty = no validation"},
 
-      {FEAST_KEY(checkpoint, dir), non_empty(), "where checkpoints are written"},
-      {FEAST_KEY(checkpoint, interval), at_least(0), "save every N steps; 0 = never"},
-      {FEAST_KEY(checkpoint, keep), at_least(1), "checkpoints to keep"},
+      {FEAST_KEY(checkpoint, dir), non_empty(), "checkpoint directory; default <logging.dir>/checkpoints"},
+      {FEAST_KEY(checkpoint, interval), at_least(0), "save every N steps and at the end; 0 = only on stop"},
+      {FEAST_KEY(checkpoint, keep), at_least(1), "complete checkpoints to keep"},
+      {FEAST_KEY(checkpoint, resume), non_empty(), "\"auto\", \"never\" or a checkpoint file or directory"},
 
       {FEAST_KEY(logging, dir), non_empty(), "run directory (metrics.jsonl, logs)"},
       {FEAST_KEY(logging, interval), at_least(1), "progress line every N steps"},
+
+      {FEAST_KEY(fault, kill_rank), at_least(-1), "test: this rank SIGKILLs itself at fault.at_step; -1 = none"},
+      {FEAST_KEY(fault, stall_rank), at_least(-1), "test: this rank hangs at fault.at_step; -1 = none"},
+      {FEAST_KEY(fault, at_step), at_least(0), "test: the step a fault strikes (first attempt only)"},
   };
   return table;
 }
@@ -571,6 +580,11 @@ void validate_cross(const Config& c) {
                          c.where(b) + ")");
   };
   const ModelConfig& m = c.model;
+  if ((c.fault.kill_rank >= 0 || c.fault.stall_rank >= 0) && c.fault.at_step < 1) {
+    const std::string key = c.fault.kill_rank >= 0 ? "fault.kill_rank" : "fault.stall_rank";
+    fail(c.where(key), key + " is set but fault.at_step = " + std::to_string(c.fault.at_step) +
+                           "; give the step (>= 1) at which the fault strikes");
+  }
   if (m.n_embd % m.n_head != 0) {
     fail2("model.n_embd", std::to_string(m.n_embd), "divisible by", "model.n_head",
           std::to_string(m.n_head));
@@ -647,6 +661,10 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   apply_file(c, root, source_name);
   for (const std::string& o : overrides) apply_override(c, o);
   validate_cross(c);
+  if (c.checkpoint.dir.empty()) {
+    c.checkpoint.dir = c.logging.dir + "/checkpoints";
+    c.origin["checkpoint.dir"] = "inferred from logging.dir";
+  }
   return c;
 }
 
@@ -682,6 +700,13 @@ std::string to_toml(const Config& config) {
     }
   }
   return out;
+}
+
+std::string config_value(const Config& config, const std::string& key) {
+  Config c = config;
+  for (const KeyDesc& k : keys())
+    if (k.full() == key) return value_text(k, c);
+  throw ConfigError("unknown key '" + key + "'");
 }
 
 std::vector<std::string> config_keys() {

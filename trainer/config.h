@@ -49,6 +49,14 @@ struct TrainingConfig {
   int64_t eval_interval = 50;  // evaluate val_loss every N steps (and at the last); 0 = never
   int eval_batches = 8;        // validation batches of the global batch size per evaluation
   int threads = 0;             // OpenMP threads per rank; 0 = OMP_NUM_THREADS or this rank's share of its CPUs
+  // Save a checkpoint after step N and exit 0; the LR schedule still follows `steps` (a run
+  // continued later goes on as if never stopped). 0 = never.
+  int64_t exit_at_step = 0;
+  // Save and exit 0 after the first step that ends past this wall time (job time limits). 0 = never.
+  double exit_after_minutes = 0;
+  // Steps whose loss or gradient norm is not finite that may be skipped (no update) before the
+  // run fails; 0 = the first one fails the run.
+  int64_t skip_nonfinite = 0;
 };
 
 struct DataConfig {
@@ -57,9 +65,23 @@ struct DataConfig {
 };
 
 struct CheckpointConfig {
-  std::string dir = "checkpoints";
-  int64_t interval = 0;  // save every N steps; 0 = never (checkpointing comes with a later issue)
-  int keep = 3;          // how many checkpoints to keep
+  std::string dir;       // where checkpoints go; empty = <logging.dir>/checkpoints
+  int64_t interval = 0;  // save every N steps (and after the last); 0 = only when stopping early
+  int keep = 3;          // complete checkpoints to keep; older ones are deleted after a save
+  // "auto": continue from the newest complete checkpoint in `dir` (falling back to older ones
+  // when it is corrupt), or start fresh when there is none; "never": always start fresh; a
+  // path: that checkpoint file (or the newest in that directory), which must load.
+  std::string resume = "auto";
+};
+
+// Fault injection for tests of recovery: at step `at_step` (when it is about to run), rank
+// `kill_rank` kills itself with SIGKILL and rank `stall_rank` hangs. Only the first attempt of a
+// job acts (FEAST_ATTEMPT unset or 1; scripts/run-resilient.sh counts attempts), so a restarted
+// job runs through.
+struct FaultConfig {
+  int kill_rank = -1;  // -1 = none
+  int stall_rank = -1;
+  int64_t at_step = 0;
 };
 
 struct LoggingConfig {
@@ -74,6 +96,7 @@ struct Config {
   DataConfig data;
   CheckpointConfig checkpoint;
   LoggingConfig logging;
+  FaultConfig fault;
 
   // Where each key got its value: "file.toml:12", "--set" or "default". Later checks (world
   // size, data paths) use it to point the user at the line to change.
@@ -98,5 +121,9 @@ std::string to_toml(const Config& config);
 
 // Every valid key as "section.key", for --help and for suggestions.
 std::vector<std::string> config_keys();
+
+// The value of `key` ("section.key") in `config`, as TOML text; throws ConfigError for an
+// unknown key.
+std::string config_value(const Config& config, const std::string& key);
 
 }  // namespace feast

@@ -17,6 +17,7 @@
 #include "trainer/bench_command.h"
 #include "trainer/bench_parallel.h"
 #include "trainer/config.h"
+#include "trainer/inspect_command.h"
 #include "trainer/prepare_data_command.h"
 #include "trainer/train_loop.h"
 
@@ -27,6 +28,7 @@ constexpr const char* kHelp =
     "usage: trainer CONFIG.toml [--set section.key=value ...]   train as configured\n"
     "       trainer print-config [CONFIG.toml] [--set ...]      print the resolved config\n"
     "       trainer prepare-data ...                            text files -> token shards\n"
+    "       trainer inspect CHECKPOINT.h5                       what a checkpoint holds; verifies it\n"
     "       trainer bench ...                                   time GPT-2 training steps\n"
     "       mpirun -np N trainer bench --parallel ...           time every parallel layout\n"
     "       trainer --version                                   version and the devices it can use\n"
@@ -73,9 +75,10 @@ int run(const std::vector<std::string>& args, const Runtime& runtime) {
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (verb == "bench" && std::find(rest.begin(), rest.end(), "--parallel") != rest.end())
     return bench_parallel_command(rest, make_mpi_world(std::chrono::minutes(5)));
-  if (verb == "prepare-data" || verb == "bench") {
+  if (verb == "prepare-data" || verb == "bench" || verb == "inspect") {
     if (world_size != 1) throw ConfigError("`trainer " + verb + "` runs as a single process, not under mpirun -np " +
                                            std::to_string(world_size));
+    if (verb == "inspect") return inspect_command(rest);
     return verb == "bench" ? bench_command(rest) : prepare_data_command(rest);
   }
   if (verb == "print-config") {
@@ -88,6 +91,12 @@ int run(const std::vector<std::string>& args, const Runtime& runtime) {
   log::info("feast trainer: " + ca.path + " (" + describe_devices() + "; " + std::to_string(world_size) + " rank(s))");
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000));
   const TrainSummary s = train(config, make_mpi_world(timeout));
+  if (s.ended != "finished") {
+    log::info("stopped (" + s.ended + ") at step " + std::to_string(s.steps) + "; exit code " +
+              std::to_string(s.exit_code) + (s.last_checkpoint ? "; checkpoint " + *s.last_checkpoint : "") +
+              "; run again with the same config to continue");
+    return s.exit_code;
+  }
   char buf[160];
   std::snprintf(buf, sizeof buf, "done: %lld steps, final loss %.4f", static_cast<long long>(s.steps), s.final_loss);
   std::string line = buf;

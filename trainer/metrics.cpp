@@ -7,7 +7,28 @@
 
 namespace feast {
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
+namespace {
+
+// The lines of `path` that record steps up to `last_step`; lines that do not parse (a line cut
+// short by a crash) are dropped.
+std::string lines_up_to(const std::string& path, int64_t last_step) {
+  std::ifstream in(path);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= last_step)
+      kept += line + "\n";
+  }
+  return kept;
+}
+
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path, std::optional<int64_t> resume_step) : path_(path) {
+  const std::string kept = resume_step ? lines_up_to(path, *resume_step) : "";
+  out_.open(path, std::ios::trunc);
+  out_ << kept;
+  out_.flush();
   if (!out_) throw Error(path + ": cannot write the metrics file; check that logging.dir is writable");
 }
 

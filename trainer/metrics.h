@@ -21,8 +21,10 @@ struct StepMetrics {
 
 class MetricsWriter {
  public:
-  // Opens (truncating) path; throws feast::Error naming it when it cannot be written.
-  explicit MetricsWriter(const std::string& path);
+  // Opens path, truncating it; or, with `resume_step`, keeps its lines of steps up to that one
+  // and appends after them (a resumed run continues the file of the run it resumes). Throws
+  // feast::Error naming the path when it cannot be written.
+  explicit MetricsWriter(const std::string& path, std::optional<int64_t> resume_step = std::nullopt);
   void write(const StepMetrics& m);
 
  private:

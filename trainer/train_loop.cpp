@@ -5,25 +5,51 @@
 #include <optional>
 
 #include "core/log.h"
+#include "core/timer.h"
+#include "trainer/checkpointing.h"
+#include "trainer/fault_injection.h"
 #include "trainer/metrics.h"
+#include "trainer/stop_signals.h"
 
 namespace feast {
+namespace {
+
+StopVote my_vote(const StopSignals& signals, const TrainingConfig& tc, const Timer& wall) {
+  StopVote v;
+  v.interrupt = signals.interrupted();
+  v.terminate = signals.terminated();
+  v.time_limit = tc.exit_after_minutes > 0 && wall.seconds() >= tc.exit_after_minutes * 60.0;
+  return v;
+}
+
+}  // namespace
 
 TrainSummary train(const Config& config, std::unique_ptr<Communicator> world, const TrainHooks& hooks) {
   const TrainingConfig& tc = config.training;
+  const Timer wall;  // exit_after_minutes counts from the start, set-up included
+  const StopSignals signals;
   TrainingRun run(config, std::move(world));
+  const std::optional<CheckpointMeta> resumed = resume_from_checkpoint(run, config);
 
   std::optional<MetricsWriter> metrics;
   if (run.world().rank() == 0) {
     std::filesystem::create_directories(config.logging.dir);
     std::ofstream(config.logging.dir + "/config.toml") << to_toml(config);
-    metrics.emplace(config.logging.dir + "/metrics.jsonl");
+    // A resumed run continues the metrics of the run it resumes (the steps after the
+    // checkpoint, which it runs again, are replaced).
+    metrics.emplace(config.logging.dir + "/metrics.jsonl", resumed ? std::optional<int64_t>(resumed->step) : std::nullopt);
   }
 
   TrainSummary summary;
+  summary.first_step = run.state().step;
+  if (run.state().step >= tc.steps)
+    log::info("already at step " + std::to_string(run.state().step) + " of training.steps = " +
+              std::to_string(tc.steps) + "; nothing to train");
+  const bool checkpoints = config.checkpoint.interval > 0;
   double train_seconds = 0;
   while (run.state().step < tc.steps) {
-    const StepResult r = run.step();
+    maybe_inject_fault(config.fault, run.world().rank(), run.world().size(), run.state().step + 1);
+    const StepResult r = run.step(my_vote(signals, tc, wall));
     train_seconds += r.timing.total;
     summary.timings.push_back(r.timing);
     if (hooks.after_step) hooks.after_step(run, r);
@@ -38,16 +64,41 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world, co
     const bool last = mt.step == tc.steps;
     if (tc.eval_interval > 0 && (mt.step % tc.eval_interval == 0 || last)) mt.val_loss = run.validate();
     if (metrics) metrics->write(mt);
-    if (mt.step % config.logging.interval == 0 || last || mt.step == 1 || mt.val_loss)
+    if (mt.step % config.logging.interval == 0 || last || mt.step == summary.first_step + 1 || mt.val_loss)
       log::info(format_progress(mt, tc.steps));
     summary.losses.push_back(r.loss);
     summary.grad_norms.push_back(r.grad_norm);
     summary.val_losses.push_back(mt.val_loss);
     summary.final_loss = r.loss;
     if (mt.val_loss) summary.final_val_loss = mt.val_loss;
+
+    // Stopping early always saves first, whatever checkpoint.interval says.
+    const bool exit_here = tc.exit_at_step > 0 && mt.step == tc.exit_at_step;
+    if (r.stop.interrupt) {
+      summary.ended = "interrupted";
+      summary.exit_code = kExitInterrupted;
+    } else if (r.stop.terminate) {
+      summary.ended = "preempted";
+      summary.exit_code = kExitPreempted;
+    } else if (r.stop.time_limit) {
+      summary.ended = "time limit";
+    } else if (exit_here) {
+      summary.ended = "exit_at_step";
+    }
+    const bool stopping = summary.ended != "finished";
+    if (stopping || (checkpoints && (mt.step % config.checkpoint.interval == 0 || last)))
+      summary.last_checkpoint = save_checkpoint(run, config);
+    if (stopping) {
+      if (r.stop.interrupt) log::info("interrupted at step " + std::to_string(mt.step));
+      else if (r.stop.terminate) log::info("stopped by a signal (SIGTERM or SIGUSR1) at step " + std::to_string(mt.step));
+      else if (r.stop.time_limit) log::info("training.exit_after_minutes reached at step " + std::to_string(mt.step));
+      else log::info("training.exit_at_step reached at step " + std::to_string(mt.step));
+      break;
+    }
   }
-  summary.steps = tc.steps;
-  summary.tokens_per_s = double(run.tokens_per_step()) * double(tc.steps) / train_seconds;
+  summary.steps = run.state().step;
+  const int64_t ran = summary.steps - summary.first_step;
+  summary.tokens_per_s = ran > 0 ? double(run.tokens_per_step()) * double(ran) / train_seconds : 0;
   if (hooks.at_end) hooks.at_end(run);
   return summary;
 }

@@ -1,13 +1,16 @@
 // The training loop of one rank in a dp x pp x tp job: builds the TrainingRun (every check
-// before allocation), runs training.steps steps with periodic evaluation, and on rank 0 prints
-// progress and writes metrics.jsonl and the resolved config to logging.dir. Losses and norms
-// come from the ranks that own them, reduced to every rank.
+// before allocation), resumes from a checkpoint when checkpoint.resume finds one, runs to
+// training.steps with periodic evaluation and checkpoints, and stops early (saving first) at
+// training.exit_at_step, after training.exit_after_minutes, or on SIGTERM, SIGUSR1 or SIGINT.
+// Rank 0 prints progress and writes metrics.jsonl and the resolved config to logging.dir.
+// Losses and norms come from the ranks that own them, reduced to every rank.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/communicator.h"
@@ -17,14 +20,20 @@
 namespace feast {
 
 struct TrainSummary {
-  int64_t steps = 0;
-  std::vector<double> losses;      // mean training loss of every step (the same on every rank)
-  std::vector<double> grad_norms;  // global gradient norm of every step
-  std::vector<std::optional<double>> val_losses;  // of every step: its evaluation, if it had one
+  int64_t first_step = 0;          // the step the run began at (0, or a checkpoint's)
+  int64_t steps = 0;               // the step it ended at
+  std::vector<double> losses;      // mean training loss of every step run (the same on every rank)
+  std::vector<double> grad_norms;  // global gradient norm of every step run
+  std::vector<std::optional<double>> val_losses;  // of every step run: its evaluation, if it had one
   double final_loss = 0;
   std::optional<double> final_val_loss;
-  double tokens_per_s = 0;  // over the whole run, evaluation excluded
-  std::vector<StepTiming> timings;  // this rank's, every step
+  double tokens_per_s = 0;  // over the steps run, evaluation excluded
+  std::vector<StepTiming> timings;  // this rank's, every step run
+  // Why it ended: "finished", "exit_at_step", "time limit", "preempted" (SIGTERM/SIGUSR1) or
+  // "interrupted" (SIGINT); and the process exit code that goes with it.
+  std::string ended = "finished";
+  int exit_code = 0;
+  std::optional<std::string> last_checkpoint;  // the newest checkpoint this run saved
 };
 
 // Called on every rank (hooks may be collective): after each step, with its result, and once

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "model/decoder_stage.h"
+#include "parallel/agreement.h"
 #include "parallel/grid_report.h"
 #include "trainer/threads.h"
 
@@ -35,19 +36,6 @@ Dataset open_split(const Config& config, const std::string& key, const std::stri
   }
 }
 
-// Collective: throws AgreedError on every rank when `error` is non-empty on any rank; the
-// lowest such rank reports its message.
-void agree_on_error(Communicator& world, const std::string& error) {
-  int32_t first = error.empty() ? std::numeric_limits<int32_t>::max() : world.rank();
-  CollectiveOptions min;
-  min.op = ReduceOp::kMax;
-  int32_t negated = -first;  // the minimum as a maximum of negatives (the interface has max)
-  world.allreduce(&negated, 1, DType::kInt32, min)->wait();
-  first = -negated;
-  if (first == std::numeric_limits<int32_t>::max()) return;
-  throw AgreedError(first == world.rank() ? error : "rank " + std::to_string(first) + " failed", first == world.rank());
-}
-
 void check_runnable(const Config& config) {
   if (config.data.train.empty())
     throw ConfigError("data.train is not set: name the training shards in [data] train = \"...\" or with "
@@ -55,10 +43,6 @@ void check_runnable(const Config& config) {
   if (config.training.device != "cpu")
     throw ConfigError(config.where("training.device") + ": training.device = \"" + config.training.device +
                       "\" is not available in this build yet; use \"cpu\"");
-  if (config.checkpoint.interval > 0)
-    throw ConfigError(config.where("checkpoint.interval") +
-                      ": checkpoint.interval > 0, but checkpoints are not built yet and a run that "
-                      "believes it saves would lose its work; set checkpoint.interval = 0");
 }
 
 // training.threads, or the share of this host's CPUs that threads.h's policy gives this rank.
@@ -196,7 +180,20 @@ void TrainingRun::report_start(const std::vector<double>& memory) {
   report_memory(*groups_.world, memory);
 }
 
-StepResult TrainingRun::step() {
+RankState TrainingRun::rank_state() {
+  RankState st;
+  st.table = &stage_->table();
+  st.params = stage_->parameters();
+  FEAST_CHECK(st.params.device == kCpu && st.params.dtype == DType::kFloat32,
+              "checkpoints read and write host float32 parameters");
+  st.optimizer = optimizer_->tensor_states();
+  const ShardRange share = shard_range(st.params.numel, plan_.layout.dp(), me_.dp);
+  st.share_begin = share.begin;
+  st.share_end = share.end;
+  return st;
+}
+
+StepResult TrainingRun::step(const StopVote& vote) {
   const ParallelLayout& layout = plan_.layout;
   const int B = config_.parallel.micro_batch_size, m = plan_.micro_batches;
   const int64_t step = state_.step;
@@ -214,22 +211,25 @@ StepResult TrainingRun::step() {
   sync_->take_wait_seconds();  // finish_step's waits are in dp_timer
   double dp_seconds = dp_timer.seconds() + backward_waits;
   Timer opt_timer;
-  // One reduction for the loss (owned by one rank) and the squared gradient norm (each logical
-  // element counted once over tp, pp and dp).
+  // One reduction for the loss (owned by one rank), the squared gradient norm (each logical
+  // element counted once over tp, pp and dp) and the ranks' votes to stop after this step.
   const ShardRange shard = sync_->shard();
-  double reduced[2] = {owns_loss_ ? local_loss : 0.0,
-                       counted_sum_of_squares(*backend_, stage_->table(), sync_->shard_grads(), shard.begin, shard.end)};
-  world.allreduce(reduced, 2, DType::kFloat64)->wait();
+  const double my_loss = owns_loss_ ? local_loss : 0.0;
+  const double my_squares =
+      counted_sum_of_squares(*backend_, stage_->table(), sync_->shard_grads(), shard.begin, shard.end);
+  double reduced[5] = {my_loss, my_squares, vote.interrupt ? 1.0 : 0.0, vote.terminate ? 1.0 : 0.0,
+                       vote.time_limit ? 1.0 : 0.0};
+  world.allreduce(reduced, 5, DType::kFloat64)->wait();
   StepResult r;
   r.loss = reduced[0] / double(layout.dp() * m);
   r.grad_norm = std::sqrt(reduced[1]);
   r.lr = state_.learning_rate(config_.training);
-  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
-    throw Error("step " + std::to_string(step + 1) + ": loss " + std::to_string(r.loss) + ", grad norm " +
-                std::to_string(r.grad_norm) + " is not finite; lower training.lr or raise training.warmup_steps");
-  optimizer_->step(sync_->optimizer_grads(), step + 1, r.lr, r.grad_norm);
+  r.stop = {reduced[2] > 0, reduced[3] > 0, reduced[4] > 0};
+  r.skipped = !std::isfinite(r.loss) || !std::isfinite(r.grad_norm);
+  if (r.skipped) handle_nonfinite(r, std::isfinite(my_loss) && std::isfinite(my_squares));
+  if (!r.skipped) optimizer_->step(sync_->optimizer_grads(), step + 1, r.lr, r.grad_norm);
   const double opt_seconds = opt_timer.seconds();
-  if (sync_->zero_stage() > 0) {
+  if (sync_->zero_stage() > 0 && !r.skipped) {
     Timer gather;
     const TensorView params = stage_->parameters();
     const TensorView mine = params.slice(shard.begin, shard.size());
@@ -242,6 +242,28 @@ StepResult TrainingRun::step() {
   state_.step = step + 1;
   state_.tokens_seen += tokens_per_step();
   return r;
+}
+
+void TrainingRun::handle_nonfinite(const StepResult& r, bool mine_finite) {
+  // Which rank's own contribution went bad first: the lowest one (a rare path, so one more
+  // reduction costs nothing that matters).
+  int32_t first = mine_finite ? -std::numeric_limits<int32_t>::max() : -groups_.world->rank();
+  CollectiveOptions max;
+  max.op = ReduceOp::kMax;
+  groups_.world->allreduce(&first, 1, DType::kInt32, max)->wait();
+  first = -first;
+  char what[160];
+  std::snprintf(what, sizeof what, "step %lld: loss %g, gradient norm %g: not finite (first seen on rank %d)",
+                static_cast<long long>(state_.step + 1), r.loss, r.grad_norm, first);
+  if (state_.skipped_steps < config_.training.skip_nonfinite) {
+    ++state_.skipped_steps;
+    log::info(std::string(what) + "; update skipped (" + std::to_string(state_.skipped_steps) + " of " +
+              std::to_string(config_.training.skip_nonfinite) + " allowed by training.skip_nonfinite)");
+    return;
+  }
+  throw AgreedError(std::string(what) + "; no checkpoint is written from this state. Lower training.lr, raise " +
+                        "training.warmup_steps or allow skipped steps with training.skip_nonfinite",
+                    groups_.world->rank() == 0);
 }
 
 std::optional<double> TrainingRun::validate() {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_file.h"
 #include "core/communicator.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
@@ -35,10 +36,21 @@ struct StepTiming {
   double optimizer = 0;  // norm, clipping and the AdamW update of this rank's shard
 };
 
+// Why a rank wants the job to stop after the current step; the ranks agree on it in the step's
+// reduction, so all of them stop after the same step.
+struct StopVote {
+  bool interrupt = false;   // SIGINT (Ctrl-C)
+  bool terminate = false;   // SIGTERM or SIGUSR1 (preemption, a job's time limit)
+  bool time_limit = false;  // training.exit_after_minutes has passed
+  bool any() const { return interrupt || terminate || time_limit; }
+};
+
 struct StepResult {
   double loss = 0;       // mean token loss of the global batch (the same on every rank)
   double grad_norm = 0;  // global gradient norm before clipping
   double lr = 0;
+  bool skipped = false;  // the loss or norm was not finite and the update was skipped
+  StopVote stop;         // what any rank voted (the same on every rank)
   StepTiming timing;     // this rank's
 };
 
@@ -49,8 +61,10 @@ class TrainingRun {
   TrainingRun(const Config& config, std::unique_ptr<Communicator> world);
   ~TrainingRun();
 
-  // Runs step state().step and advances the state.
-  StepResult step();
+  // Runs step state().step and advances the state. `vote` is this rank's wish to stop after it.
+  // A non-finite loss or gradient norm skips the update while training.skip_nonfinite allows,
+  // else throws AgreedError on every rank naming the step and the first rank that saw it.
+  StepResult step(const StopVote& vote = {});
   // The mean validation loss over training.eval_batches batches (the same on every rank);
   // nothing without validation data.
   std::optional<double> validate();
@@ -58,6 +72,9 @@ class TrainingRun {
   TrainingState& state() { return state_; }
   PipelineStage& stage() { return *stage_; }
   Communicator& world() { return *groups_.world; }
+  const LayoutPlan& plan() const { return plan_; }
+  // This rank's parameters, optimizer state and data-parallel share, for checkpoints.
+  RankState rank_state();
   int64_t tokens_per_step() const;
   // Each logical tensor's gradient norm after the last step (before clipping), in table order
   // with the tensor names; collective over the world. Tied copies count once.
@@ -65,6 +82,8 @@ class TrainingRun {
 
  private:
   void open_data();
+  // A step's loss or norm was not finite: skip its update or fail (see step()).
+  void handle_nonfinite(const StepResult& r, bool mine_finite);
   void report_start(const std::vector<double>& memory);
 
   const Config& config_;

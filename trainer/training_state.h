@@ -1,4 +1,4 @@
-// Everything a resumed run needs, in one object (the checkpoint issue saves and restores it):
+// Everything a resumed run needs, in one object (trainer/checkpointing.h saves and restores it):
 // where training is, and references to this rank's parameters and optimizer state. The data
 // position and the learning rate are functions of the step (invariant 5: the sampler reads
 // step s's batch from positions drawn from (seed, s); the schedule is a function of s), and the
@@ -18,6 +18,7 @@ struct TrainingState {
   int64_t step = 0;         // optimizer steps taken; the next step to run (0-based)
   int64_t tokens_seen = 0;  // training tokens consumed by those steps, over all ranks
   uint64_t seed = 0;        // initialisation, data order
+  int64_t skipped_steps = 0;  // steps whose update was skipped for a non-finite loss or norm
   PipelineStage* model = nullptr;  // this rank's parameters
   AdamW* optimizer = nullptr;      // this rank's master weights and moments
 

@@ -26,21 +26,17 @@
 #include <vector>
 
 #include "core/log.h"
-#include "data/prepare.h"
 #include "model/decoder_stage.h"
 #include "parallel/layout.h"
 #include "parallel/mpi_world.h"
+#include "mpi_test_support.h"
 #include "parallel/self_communicator.h"
 #include "trainer/train_loop.h"
 
 namespace feast {
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using testing::world_rank;
 int world_size() {
   int n = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -51,20 +47,9 @@ bool full_grid() {
   return v && std::string(v) == "full";
 }
 
-// A directory every rank agrees on, with the synthetic corpus rank 0 prepared in it.
+// A directory every rank agrees on, with a synthetic corpus.
 const std::string& data_dir() {
-  static const std::string dir = [] {
-    char path[256] = {};
-    if (world_rank() == 0) {
-      std::snprintf(path, sizeof path, "%s", (std::filesystem::temp_directory_path() / "feast_equiv_XXXXXX").c_str());
-      if (!mkdtemp(path)) std::abort();
-      PrepareOptions o;
-      o.out_dir = path;
-      prepare_synthetic(60'000, 3, o);
-    }
-    MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
-    return std::string(path);
-  }();
+  static const std::string dir = testing::make_shared_corpus("feast_equiv");
   return dir;
 }
 

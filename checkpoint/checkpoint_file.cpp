@@ -1,0 +1,522 @@
+#include "checkpoint/checkpoint_file.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "checkpoint/checksum.h"
+#include "parallel/agreement.h"
+#include "parallel/mpi_communicator.h"
+
+namespace feast {
+namespace {
+
+// The four tensors saved per logical parameter, in dataset-index order.
+constexpr const char* kKinds[] = {"model", "optim/master", "optim/exp_avg", "optim/exp_avg_sq"};
+constexpr int kModel = 0;
+constexpr const char* kCrcAttribute = "crc32";
+
+// The datasets of a checkpoint for one logical table: every tensor that has values of its own
+// (a tied tensor is saved once, under its target's name), four kinds each.
+struct DatasetList {
+  std::vector<const ParamSpec*> specs;  // the saved logical tensors
+  std::map<const ParamSpec*, int64_t> index_of;
+
+  explicit DatasetList(const ParamTable& table) {
+    for (const ParamSpec& s : table.specs()) {
+      if (s.tied_to >= 0) continue;
+      index_of[&s] = int64_t(specs.size());
+      specs.push_back(&s);
+    }
+  }
+  int64_t size() const { return int64_t(specs.size()) * 4; }
+  int64_t id(int kind, const ParamSpec* s) const { return kind * int64_t(specs.size()) + index_of.at(s); }
+  const ParamSpec& spec(int64_t id) const { return *specs[size_t(id % int64_t(specs.size()))]; }
+  std::string path(int64_t id) const {
+    return std::string(kKinds[id / int64_t(specs.size())]) + "/" + spec(id).name;
+  }
+  int64_t bytes(int64_t id) const { return int64_t(spec(id).numel * sizeof(float)); }
+};
+
+// Row-major file order: calls fn(first element in the dataset, elements, first element within
+// the slice) for each contiguous run of `slice` in a tensor of `shape` (1-D or 2-D).
+template <typename Fn>
+void for_each_run(const std::vector<int64_t>& shape, const LogicalSlice& slice, Fn fn) {
+  if (shape.size() == 1) {
+    fn(slice.start[0], slice.count[0], int64_t{0});
+    return;
+  }
+  const int64_t cols = shape[1];
+  if (slice.start[1] == 0 && slice.count[1] == cols) {
+    fn(slice.start[0] * cols, slice.count[0] * cols, int64_t{0});
+    return;
+  }
+  for (int64_t r = 0; r < slice.count[0]; ++r)
+    fn((slice.start[0] + r) * cols + slice.start[1], slice.count[1], r * slice.count[1]);
+}
+
+// A rank's access to one dataset: the rectangles it touches and the contiguous host memory (in
+// the rectangles' order) they map to.
+struct Access {
+  int64_t dataset = 0;
+  std::vector<LogicalSlice> slices;
+  float* memory = nullptr;
+  size_t numel() const {
+    size_t n = 0;
+    for (const LogicalSlice& s : slices) n += s.numel();
+    return n;
+  }
+};
+
+// The optimizer state that covers local tensor p, if this rank keeps any of it.
+const AdamW::TensorState* state_for(const RankState& st, const LocalParam* p) {
+  for (const AdamW::TensorState& ts : st.optimizer)
+    if (ts.param == p) return &ts;
+  return nullptr;
+}
+
+float* view_at(const TensorView& v, size_t element) { return v.as<float>() + element; }
+
+// What this rank owns: for each tensor it counts in the norm, the part inside its
+// data-parallel share; four accesses (model and optimizer kinds) per such run. Owned parts of
+// all ranks tile every dataset exactly.
+std::vector<Access> owned_accesses(const RankState& st, const DatasetList& list) {
+  std::vector<Access> out;
+  for (const LocalParam& p : st.table->params()) {
+    if (!p.counts_in_norm) continue;
+    const size_t lo = std::max(p.offset, st.share_begin), hi = std::min(p.offset + p.numel, st.share_end);
+    if (lo >= hi) continue;
+    const size_t b = lo - p.offset, e = hi - p.offset;
+    std::vector<LogicalSlice> slices = p.logical_slices(b, e);
+    out.push_back({list.id(kModel, p.logical), slices, view_at(st.params, p.offset + b)});
+    const AdamW::TensorState* ts = state_for(st, &p);
+    FEAST_CHECK(ts && ts->local_begin <= b && e <= ts->local_end,
+                "the optimizer state of " << p.spec->name << " does not cover this rank's share of it");
+    const TensorView* views[] = {&ts->master, &ts->exp_avg, &ts->exp_avg_sq};
+    for (int k = 1; k < 4; ++k)
+      out.push_back({list.id(k, p.logical), slices, view_at(*views[k - 1], b - ts->local_begin)});
+  }
+  return out;
+}
+
+// Everything this rank must read to resume: each local tensor whole (model) and its optimizer
+// range (master weights and moments). A tied copy reads its target's datasets.
+std::vector<Access> needed_accesses(const RankState& st, const DatasetList& list) {
+  std::vector<Access> out;
+  for (const LocalParam& p : st.table->params())
+    out.push_back({list.id(kModel, p.logical), p.logical_slices(), view_at(st.params, p.offset)});
+  for (const AdamW::TensorState& ts : st.optimizer) {
+    const std::vector<LogicalSlice> slices = ts.param->logical_slices(ts.local_begin, ts.local_end);
+    const TensorView* views[] = {&ts.master, &ts.exp_avg, &ts.exp_avg_sq};
+    for (int k = 1; k < 4; ++k) out.push_back({list.id(k, ts.param->logical), slices, views[k - 1]->as<float>()});
+  }
+  return out;
+}
+
+std::vector<ChecksumPiece> checksum_pieces(const std::vector<Access>& accesses, const DatasetList& list) {
+  std::vector<ChecksumPiece> out;
+  for (const Access& a : accesses) {
+    const std::vector<int64_t>& shape = list.spec(a.dataset).shape;
+    size_t slice_start = 0;
+    for (const LogicalSlice& s : a.slices) {
+      for_each_run(shape, s, [&](int64_t file_elem, int64_t n, int64_t in_slice) {
+        const float* data = a.memory + slice_start + size_t(in_slice);
+        out.push_back({a.dataset, file_elem * int64_t(sizeof(float)), n * int64_t(sizeof(float)),
+                       crc32_of(data, size_t(n) * sizeof(float))});
+      });
+      slice_start += s.numel();
+    }
+  }
+  return out;
+}
+
+// Every rank's pieces, combined: each dataset's checksum over the whole job.
+std::vector<CombinedChecksum> job_checksums(Communicator& world, const std::vector<ChecksumPiece>& mine,
+                                            const DatasetList& list) {
+  // A piece travels as four int64 words (the CRC widened).
+  std::vector<int64_t> words;
+  words.reserve(mine.size() * 4);
+  for (const ChecksumPiece& p : mine) words.insert(words.end(), {p.dataset, p.offset, p.bytes, int64_t(p.crc)});
+  std::vector<int64_t> sizes(size_t(world.size()));
+  int64_t my_size = int64_t(words.size());
+  const std::vector<size_t> ones(size_t(world.size()), 1);
+  world.allgather(&my_size, sizes.data(), ones, DType::kInt64)->wait();
+  const std::vector<size_t> counts(sizes.begin(), sizes.end());
+  std::vector<int64_t> all(size_t(std::accumulate(sizes.begin(), sizes.end(), int64_t{0})));
+  world.allgather(words.data(), all.data(), counts, DType::kInt64)->wait();
+  std::vector<ChecksumPiece> pieces(all.size() / 4);
+  for (size_t i = 0; i < pieces.size(); ++i)
+    pieces[i] = {all[4 * i], all[4 * i + 1], all[4 * i + 2], uint32_t(all[4 * i + 3])};
+  std::vector<int64_t> bytes(size_t(list.size()));
+  for (int64_t d = 0; d < list.size(); ++d) bytes[size_t(d)] = list.bytes(d);
+  return combine_checksums(std::move(pieces), bytes);
+}
+
+// ---- HDF5 plumbing ----------------------------------------------------------------------------
+
+std::vector<hsize_t> dims_of(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
+
+// A file access list: MPI-IO over the group's communicator when it has one, else the default
+// POSIX driver; version-2 object headers (HDF5 1.8+), which checksum every piece of metadata.
+hdf5::Handle access_list(Communicator& world, const std::string& path) {
+  hdf5::Handle fapl = hdf5::plist(H5Pcreate(H5P_FILE_ACCESS), path);
+  const MPI_Comm comm = mpi_comm_of(world);
+  if (comm != MPI_COMM_NULL) {
+    hdf5::check(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL), path + ": MPI-IO driver");
+    // Metadata is written collectively at close; reads stay independent, since each rank opens
+    // only the datasets it needs.
+    hdf5::check(H5Pset_coll_metadata_write(fapl, true), path);
+  } else {
+    FEAST_CHECK(world.size() == 1, "a checkpoint of " << world.size() << " ranks needs an MPI communicator");
+  }
+  hdf5::check(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V110), path);
+  return fapl;
+}
+
+// Selects `slices` (a union of rectangles, in file order) in `space`.
+void select(hid_t space, const std::vector<LogicalSlice>& slices, const std::string& what) {
+  hdf5::check(H5Sselect_none(space), what);
+  for (const LogicalSlice& s : slices) {
+    const std::vector<hsize_t> start = dims_of(s.start), count = dims_of(s.count);
+    hdf5::check(H5Sselect_hyperslab(space, H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr), what);
+  }
+}
+
+// Reads or writes one access with independent I/O (collective I/O would need every rank to
+// call for every dataset).
+void transfer(hid_t ds, const Access& a, const DatasetList& list, bool write, const std::string& path) {
+  const std::string what = path + ": " + (write ? "writing " : "reading ") + list.path(a.dataset);
+  hdf5::Handle file_space = hdf5::space(H5Dget_space(ds), what);
+  select(file_space, a.slices, what);
+  const hsize_t n = a.numel();
+  hdf5::Handle mem_space = hdf5::space(H5Screate_simple(1, &n, nullptr), what);
+  if (write)
+    hdf5::check(H5Dwrite(ds, H5T_NATIVE_FLOAT, mem_space, file_space, H5P_DEFAULT, a.memory), what);
+  else
+    hdf5::check(H5Dread(ds, H5T_NATIVE_FLOAT, mem_space, file_space, H5P_DEFAULT, a.memory), what);
+}
+
+void write_scalar(hid_t loc, const char* name, hid_t type, const void* value, const std::string& path) {
+  const std::string what = path + ": attribute " + name;
+  hdf5::Handle space = hdf5::space(H5Screate(H5S_SCALAR), what);
+  hdf5::Handle attr = hdf5::attribute(H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT), what);
+  hdf5::check(H5Awrite(attr, type, value), what);
+}
+void write_int(hid_t loc, const char* name, int64_t v, const std::string& path) {
+  write_scalar(loc, name, H5T_STD_I64LE, &v, path);
+}
+// Fixed-length (not variable-length) strings: they live in the attribute's checksummed header
+// rather than in HDF5's unchecked global heap, and every reader handles them.
+void write_string(hid_t loc, const char* name, const std::string& v, const std::string& path) {
+  hdf5::Handle type = hdf5::type(H5Tcopy(H5T_C_S1), path);
+  hdf5::check(H5Tset_size(type, std::max<size_t>(v.size(), 1)), path);
+  hdf5::check(H5Tset_cset(type, H5T_CSET_UTF8), path);
+  hdf5::check(H5Tset_strpad(type, H5T_STR_NULLPAD), path);
+  write_scalar(loc, name, type, v.empty() ? "" : v.data(), path);
+}
+
+std::optional<hdf5::Handle> open_attribute(hid_t loc, const char* name, const std::string& what) {
+  const htri_t exists = H5Aexists(loc, name);
+  hdf5::check(exists, what);
+  if (!exists) return std::nullopt;
+  return hdf5::attribute(H5Aopen(loc, name, H5P_DEFAULT), what);
+}
+
+int64_t read_int(hid_t loc, const char* name, const std::string& path, std::optional<int64_t> fallback = {}) {
+  const std::string what = path + ": attribute " + name;
+  std::optional<hdf5::Handle> attr = open_attribute(loc, name, what);
+  if (!attr) {
+    if (fallback) return *fallback;
+    throw CheckpointError(what + " is missing; this is not a feast checkpoint (docs/checkpoint-format.md)");
+  }
+  int64_t v = 0;
+  hdf5::check(H5Aread(*attr, H5T_NATIVE_INT64, &v), what);
+  return v;
+}
+
+std::string read_string(hid_t loc, const char* name, const std::string& path) {
+  const std::string what = path + ": attribute " + name;
+  std::optional<hdf5::Handle> attr = open_attribute(loc, name, what);
+  if (!attr) return "";
+  hdf5::Handle type = hdf5::type(H5Aget_type(*attr), what);
+  if (H5Tget_class(type) != H5T_STRING) throw CheckpointError(what + " is not a string");
+  if (H5Tis_variable_str(type) > 0) {  // written by another tool (h5py's default)
+    char* value = nullptr;
+    hdf5::Handle mem = hdf5::type(H5Tcopy(H5T_C_S1), what);
+    hdf5::check(H5Tset_size(mem, H5T_VARIABLE), what);
+    hdf5::check(H5Aread(*attr, mem, &value), what);
+    std::string out = value ? value : "";
+    H5free_memory(value);
+    return out;
+  }
+  std::string out(H5Tget_size(type), '\0');
+  hdf5::check(H5Aread(*attr, type, out.data()), what);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+std::optional<uint32_t> read_crc(hid_t dataset, const std::string& what) {
+  std::optional<hdf5::Handle> attr = open_attribute(dataset, kCrcAttribute, what);
+  if (!attr) return std::nullopt;
+  uint32_t v = 0;
+  hdf5::check(H5Aread(*attr, H5T_NATIVE_UINT32, &v), what + ": attribute " + kCrcAttribute);
+  return v;
+}
+
+void write_meta(hid_t file, const CheckpointMeta& m, const std::string& path) {
+  write_int(file, "format_version", m.format_version, path);
+  write_int(file, "step", m.step, path);
+  write_int(file, "tokens_seen", m.tokens_seen, path);
+  write_scalar(file, "seed", H5T_STD_U64LE, &m.seed, path);
+  write_int(file, "data_step", m.data_step, path);
+  write_int(file, "lr_step", m.lr_step, path);
+  write_scalar(file, "rng_seed", H5T_STD_U64LE, &m.rng_seed, path);
+  write_int(file, "skipped_steps", m.skipped_steps, path);
+  write_string(file, "config", m.config, path);
+  write_string(file, "layout", m.layout, path);
+  write_int(file, "tp", m.tp, path);
+  write_int(file, "pp", m.pp, path);
+  write_int(file, "dp", m.dp, path);
+  write_int(file, "zero_stage", m.zero_stage, path);
+  write_int(file, "micro_batch_size", m.micro_batch_size, path);
+  write_int(file, "num_micro_batches", m.num_micro_batches, path);
+  write_int(file, "global_batch", m.global_batch, path);
+}
+
+uint64_t read_uint(hid_t loc, const char* name, const std::string& path) {
+  const std::string what = path + ": attribute " + name;
+  std::optional<hdf5::Handle> attr = open_attribute(loc, name, what);
+  if (!attr) throw CheckpointError(what + " is missing; this is not a feast checkpoint (docs/checkpoint-format.md)");
+  uint64_t v = 0;
+  hdf5::check(H5Aread(*attr, H5T_NATIVE_UINT64, &v), what);
+  return v;
+}
+
+CheckpointMeta read_meta(hid_t file, const std::string& path) {
+  CheckpointMeta m;
+  m.format_version = int(read_int(file, "format_version", path));
+  if (m.format_version != kCheckpointFormatVersion)
+    throw CheckpointMismatch(path + ": checkpoint format version " + std::to_string(m.format_version) +
+                             ", but this trainer reads version " + std::to_string(kCheckpointFormatVersion));
+  m.step = read_int(file, "step", path);
+  m.tokens_seen = read_int(file, "tokens_seen", path);
+  m.seed = read_uint(file, "seed", path);
+  m.data_step = read_int(file, "data_step", path, m.step);
+  m.lr_step = read_int(file, "lr_step", path, m.step);
+  m.rng_seed = open_attribute(file, "rng_seed", path) ? read_uint(file, "rng_seed", path) : m.seed;
+  m.skipped_steps = read_int(file, "skipped_steps", path, 0);
+  m.config = read_string(file, "config", path);
+  m.layout = read_string(file, "layout", path);
+  m.tp = int(read_int(file, "tp", path, 1));
+  m.pp = int(read_int(file, "pp", path, 1));
+  m.dp = int(read_int(file, "dp", path, 1));
+  m.zero_stage = int(read_int(file, "zero_stage", path, 0));
+  m.micro_batch_size = int(read_int(file, "micro_batch_size", path, 1));
+  m.num_micro_batches = int(read_int(file, "num_micro_batches", path, 1));
+  m.global_batch = read_int(file, "global_batch", path, 0);
+  return m;
+}
+
+std::string format_shape(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+// The names of the datasets directly under `group_path` ("" when the group is missing).
+std::set<std::string> dataset_names(hid_t file, const std::string& group_path, const std::string& path) {
+  std::set<std::string> names;
+  const htri_t exists = H5Lexists(file, group_path.c_str(), H5P_DEFAULT);
+  if (exists <= 0) return names;
+  hdf5::Handle g = hdf5::group(H5Gopen2(file, group_path.c_str(), H5P_DEFAULT), path + ": group " + group_path);
+  H5Literate(
+      g, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+      [](hid_t, const char* name, const H5L_info_t*, void* out) -> herr_t {
+        static_cast<std::set<std::string>*>(out)->insert(name);
+        return 0;
+      },
+      &names);
+  return names;
+}
+
+std::vector<int64_t> shape_of(hid_t file, const std::string& dataset, const std::string& path) {
+  const std::string what = path + ": " + dataset;
+  hdf5::Handle ds = hdf5::dataset(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), what);
+  hdf5::Handle space = hdf5::space(H5Dget_space(ds), what);
+  const int rank = H5Sget_simple_extent_ndims(space);
+  hdf5::check(rank, what);
+  std::vector<hsize_t> dims(size_t(std::max(rank, 0)));
+  hdf5::check(H5Sget_simple_extent_dims(space, dims.data(), nullptr), what);
+  hdf5::Handle type = hdf5::type(H5Dget_type(ds), what);
+  if (H5Tget_class(type) != H5T_FLOAT)
+    throw CheckpointMismatch(what + " is not a floating-point dataset (feast reads float32, float64 or float16)");
+  return {dims.begin(), dims.end()};
+}
+
+// The differences between the file's tensors and the table's, one line each; empty when they
+// match. Tensors are compared by name and shape (the model section of the config says why).
+std::vector<std::string> compare_tensors(hid_t file, const DatasetList& list, const std::string& path) {
+  std::vector<std::string> out;
+  for (int k = 0; k < 4; ++k) {
+    // Names may hold dots but not slashes, so every tensor of a kind is a direct child.
+    std::set<std::string> present = dataset_names(file, kKinds[k], path);
+    for (const ParamSpec* s : list.specs) {
+      const std::string name = std::string(kKinds[k]) + "/" + s->name;
+      if (!present.count(s->name)) {
+        out.push_back(name + ": missing from the checkpoint (the model has it, shape " + format_shape(s->shape) + ")");
+        continue;
+      }
+      present.erase(s->name);
+      const std::vector<int64_t> shape = shape_of(file, name, path);
+      if (shape != s->shape)
+        out.push_back(name + ": shape " + format_shape(shape) + " in the checkpoint, " + format_shape(s->shape) +
+                      " in the model");
+    }
+    for (const std::string& extra : present)
+      out.push_back(std::string(kKinds[k]) + "/" + extra + ": in the checkpoint, not in the model");
+  }
+  return out;
+}
+
+}  // namespace
+
+void write_checkpoint(const std::string& path, Communicator& world, const RankState& st, const CheckpointMeta& meta) {
+  hdf5::silence_errors();
+  const DatasetList list(st.table->logical());
+  const std::vector<Access> owned = owned_accesses(st, list);
+  const std::vector<CombinedChecksum> crcs = job_checksums(world, checksum_pieces(owned, list), list);
+  for (int64_t d = 0; d < list.size(); ++d)
+    FEAST_CHECK(crcs[size_t(d)].complete, path << ": the ranks' slices of " << list.path(d)
+                                                << " do not cover it exactly once (a bug in the parameter table)");
+
+  hdf5::Handle fapl = access_list(world, path);
+  hdf5::Handle file = hdf5::file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), path + ": cannot create");
+  hdf5::Handle lcpl = hdf5::plist(H5Pcreate(H5P_LINK_CREATE), path);
+  hdf5::check(H5Pset_create_intermediate_group(lcpl, 1), path);
+  // Early allocation and no fill: each rank's independent writes land in space that exists,
+  // and nothing is written twice.
+  hdf5::Handle dcpl = hdf5::plist(H5Pcreate(H5P_DATASET_CREATE), path);
+  hdf5::check(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), path);
+  hdf5::check(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), path);
+  // Creating datasets and attributes is collective: every rank makes every one, alike.
+  std::vector<hdf5::Handle> datasets;
+  for (int64_t d = 0; d < list.size(); ++d) {
+    const std::string what = path + ": creating " + list.path(d);
+    const std::vector<hsize_t> dims = dims_of(list.spec(d).shape);
+    hdf5::Handle space = hdf5::space(H5Screate_simple(int(dims.size()), dims.data(), nullptr), what);
+    hdf5::Handle ds = hdf5::dataset(
+        H5Dcreate2(file, list.path(d).c_str(), H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT), what);
+    write_scalar(ds, kCrcAttribute, H5T_STD_U32LE, &crcs[size_t(d)].crc, path);
+    datasets.push_back(std::move(ds));
+  }
+  write_meta(file, meta, path);
+  for (const Access& a : owned) transfer(datasets[size_t(a.dataset)], a, list, /*write=*/true, path);
+  datasets.clear();
+  hdf5::check(H5Fflush(file, H5F_SCOPE_GLOBAL), path + ": flushing");
+  if (file.reset() < 0) throw CheckpointError(path + ": closing after the write: " + hdf5::last_error());
+}
+
+CheckpointMeta read_checkpoint_meta(const std::string& path) {
+  hdf5::silence_errors();
+  hdf5::Handle file = hdf5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), path + ": cannot open");
+  return read_meta(file, path);
+}
+
+void read_checkpoint(const std::string& path, Communicator& world, const RankState& st) {
+  hdf5::silence_errors();
+  const DatasetList list(st.table->logical());
+  std::string error;
+  std::vector<std::string> differences;
+  std::vector<std::optional<uint32_t>> stored(size_t(list.size()));
+  std::vector<ChecksumPiece> pieces;  // of the owned parts, as read
+  {
+    std::optional<hdf5::Handle> file;
+    try {
+      hdf5::Handle fapl = access_list(world, path);
+      file = hdf5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), path + ": cannot open");
+      read_meta(*file, path);
+      differences = compare_tensors(*file, list, path);
+      if (differences.empty()) {
+        for (int64_t d = 0; d < list.size(); ++d) {
+          hdf5::Handle ds = hdf5::dataset(H5Dopen2(*file, list.path(d).c_str(), H5P_DEFAULT), path);
+          stored[size_t(d)] = read_crc(ds, path + ": " + list.path(d));
+        }
+        // The owned parts are checksummed as soon as they are read: on the CPU the master
+        // weights alias the parameters, so reading optim/master overwrites what model/ put there.
+        const std::vector<Access> owned = owned_accesses(st, list);
+        for (const Access& a : needed_accesses(st, list)) {
+          const std::string what = path + ": " + list.path(a.dataset);
+          hdf5::Handle ds = hdf5::dataset(H5Dopen2(*file, list.path(a.dataset).c_str(), H5P_DEFAULT), what);
+          transfer(ds, a, list, /*write=*/false, path);
+          for (const Access& o : owned) {
+            if (o.dataset != a.dataset || o.memory < a.memory || o.memory >= a.memory + a.numel()) continue;
+            const std::vector<ChecksumPiece> p = checksum_pieces({o}, list);
+            pieces.insert(pieces.end(), p.begin(), p.end());
+          }
+        }
+      }
+    } catch (const CheckpointMismatch& e) {
+      differences.push_back(e.what());
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    // Closing is collective with MPI-IO: every rank gets here, whatever it found.
+  }
+  if (const std::optional<std::string> first = first_error(world, error)) throw CheckpointError(*first);
+  if (!differences.empty()) {
+    std::string msg = path + " holds a different model than the one configured:";
+    for (const std::string& d : differences) msg += "\n  " + d;
+    throw CheckpointMismatch(msg);
+  }
+  const std::vector<CombinedChecksum> actual = job_checksums(world, pieces, list);
+  std::vector<std::string> bad;
+  for (int64_t d = 0; d < list.size(); ++d) {
+    const std::optional<uint32_t>& want = stored[size_t(d)];
+    if (want && (!actual[size_t(d)].complete || actual[size_t(d)].crc != *want)) bad.push_back(list.path(d));
+  }
+  if (!bad.empty()) {
+    std::string msg = path + ": checksum mismatch in dataset " + bad.front();
+    if (bad.size() > 1) msg += " and " + std::to_string(bad.size() - 1) + " other(s)";
+    throw CheckpointError(msg + "; the file is corrupt");
+  }
+}
+
+std::vector<DatasetReport> verify_checkpoint(const std::string& path) {
+  hdf5::silence_errors();
+  hdf5::Handle file = hdf5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), path + ": cannot open");
+  std::vector<DatasetReport> out;
+  std::vector<std::string> names;
+  for (const char* kind : kKinds)
+    for (const std::string& n : dataset_names(file, kind, path)) names.push_back(std::string(kind) + "/" + n);
+  for (const std::string& name : names) {
+    DatasetReport r;
+    r.name = name;
+    try {
+      const std::string what = path + ": " + name;
+      hdf5::Handle ds = hdf5::dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), what);
+      hdf5::Handle space = hdf5::space(H5Dget_space(ds), what);
+      const int rank = H5Sget_simple_extent_ndims(space);
+      std::vector<hsize_t> dims(size_t(std::max(rank, 0)));
+      H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+      r.shape.assign(dims.begin(), dims.end());
+      hdf5::Handle type = hdf5::type(H5Dget_type(ds), what);
+      const size_t size = H5Tget_size(type);
+      r.dtype = H5Tget_class(type) == H5T_FLOAT ? "float" + std::to_string(size * 8) : "non-float";
+      r.stored_crc = read_crc(ds, what);
+      const hssize_t n = H5Sget_simple_extent_npoints(space);
+      std::vector<unsigned char> bytes(size_t(n) * size);
+      hdf5::check(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()), what);
+      r.actual_crc = crc32_of(bytes.data(), bytes.size());
+    } catch (const Error& e) {
+      r.error = e.what();
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace feast

@@ -1,0 +1,40 @@
+// A directory of checkpoints, one file per save, named for its step (step_00000020.h5), and
+// the discipline that keeps it trustworthy when a job dies at any moment:
+//  - a checkpoint is written under a temporary name (.step_00000020.h5.tmp) by every rank;
+//  - only after every rank has closed it does rank 0 fsync it, rename it to its final name and
+//    fsync the directory, so a file with a final name is complete;
+//  - then `latest` (for people and other tools; the trainer itself trusts only final names) is
+//    replaced atomically, and checkpoints beyond `keep` are deleted, oldest first, never the new one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/communicator.h"
+
+namespace feast {
+
+class CheckpointStore {
+ public:
+  explicit CheckpointStore(std::string dir) : dir_(std::move(dir)) {}
+  const std::string& dir() const { return dir_; }
+
+  static std::string file_name(int64_t step);  // "step_00000020.h5"
+
+  // Complete checkpoints in the directory (final names only), newest step first; empty when the
+  // directory does not exist.
+  std::vector<std::string> complete() const;
+
+  // Collective over `world`: makes the directory, calls write(temporary path) on every rank
+  // (itself collective), then commits as described above and keeps the newest `keep`. Returns
+  // the final path. Throws feast::Error naming the path; the ranks agree on failures of the
+  // steps rank 0 does alone.
+  std::string save(Communicator& world, int64_t step, int keep, const std::function<void(const std::string&)>& write);
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace feast
