@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,6 +66,27 @@ struct RankState {
 // CheckpointError naming the path on any failure.
 void write_checkpoint(const std::string& path, Communicator& world, const RankState& state,
                       const CheckpointMeta& meta);
+
+// What one rank writes of a checkpoint, copied out of the training state, so that training can
+// go on changing the state while another thread writes the copy (checkpoint.async).
+class CheckpointSnapshot {
+ public:
+  CheckpointSnapshot(const RankState& state, const CheckpointMeta& meta);
+  ~CheckpointSnapshot();
+  CheckpointSnapshot(CheckpointSnapshot&&) noexcept;
+  CheckpointSnapshot& operator=(CheckpointSnapshot&&) noexcept;
+
+  // Copies `state` again into the same memory (a later save of the same run).
+  void capture(const RankState& state, const CheckpointMeta& meta);
+  size_t bytes() const;  // host memory the copy holds
+  int64_t step() const;
+  // Collective over `world`, like write_checkpoint; checksums on the calling thread only.
+  void write(const std::string& path, Communicator& world) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Reads the root attributes only (one process; any rank may call it).
 CheckpointMeta read_checkpoint_meta(const std::string& path);

@@ -10,6 +10,7 @@ namespace feast {
 namespace {
 
 constexpr int kNeededThreadLevel = MPI_THREAD_FUNNELED;
+constexpr int kWantedThreadLevel = MPI_THREAD_MULTIPLE;
 
 const char* level_name(int level) {
   switch (level) {
@@ -24,7 +25,7 @@ const char* level_name(int level) {
 }  // namespace
 
 Runtime::Runtime(int* argc, char*** argv) {
-  MPI_Init_thread(argc, argv, kNeededThreadLevel, &thread_level_);
+  MPI_Init_thread(argc, argv, kWantedThreadLevel, &thread_level_);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
   if (thread_level_ < kNeededThreadLevel) {
@@ -39,6 +40,16 @@ Runtime::~Runtime() { MPI_Finalize(); }
 
 std::string Runtime::thread_support() const {
   return std::string(level_name(thread_level_)) + " (needed: " + level_name(kNeededThreadLevel) + ")";
+}
+
+bool mpi_thread_multiple() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return true;
+  int level = 0;
+  MPI_Query_thread(&level);
+  return level >= MPI_THREAD_MULTIPLE;
 }
 
 void Runtime::abort_job(int code) {

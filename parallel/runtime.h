@@ -2,9 +2,11 @@
 // every rank when one fails (design invariant 6: a rank that fails alone must not leave the
 // others waiting). Nothing outside parallel/ calls MPI.
 //
-// MPI is initialised with MPI_THREAD_FUNNELED: the process has threads (OpenMP's, and a GPU
-// runtime's helpers) but only the main thread calls MPI. The level the library grants is checked
-// at start, since an MPI built without thread support may grant less and then misbehave.
+// MPI is initialised asking for MPI_THREAD_MULTIPLE and needing MPI_THREAD_FUNNELED: the process
+// has threads (OpenMP's, a GPU runtime's helpers) and training calls MPI from the main thread
+// only; the asynchronous checkpoint writer (checkpoint.async) also calls it from its own thread,
+// which needs MULTIPLE and checks that it was granted. A level below FUNNELED is refused at
+// start, since an MPI built without thread support may then misbehave.
 #pragma once
 
 #include <string>
@@ -33,5 +35,9 @@ class Runtime {
   int world_size_ = 1;
   int thread_level_ = 0;
 };
+
+// Whether MPI may be called from several threads at once (MPI_THREAD_MULTIPLE was granted);
+// true when MPI is not initialised (a process of its own needs no MPI).
+bool mpi_thread_multiple();
 
 }  // namespace feast

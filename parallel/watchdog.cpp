@@ -13,6 +13,9 @@ constexpr int kAnswer = 2;  // "waiting in ...": the answerer's description, cha
 constexpr size_t kMaxAnswer = 400;
 
 MPI_Comm g_comm = MPI_COMM_NULL;
+// Only the thread that started the channel uses it (the checkpoint writer's thread also waits
+// on MPI, but two threads probing one communicator could steal each other's messages).
+std::thread::id g_owner;
 int g_rank = 0, g_size = 1;
 // Messages sent with MPI_Isend must outlive the call; the channel is used only on the way to
 // ending the job, so they are simply kept.
@@ -67,19 +70,20 @@ std::string list(const std::vector<int>& ranks) {
 void start() {
   if (g_comm != MPI_COMM_NULL) return;
   MPI_Comm_dup(MPI_COMM_WORLD, &g_comm);
+  g_owner = std::this_thread::get_id();
   MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(g_comm, &g_rank);
   MPI_Comm_size(g_comm, &g_size);
 }
 
 void serve(const std::string& waiting_on) {
-  if (g_comm == MPI_COMM_NULL || g_size == 1) return;
+  if (g_comm == MPI_COMM_NULL || g_size == 1 || std::this_thread::get_id() != g_owner) return;
   answer(waiting_on);
 }
 
 std::string survey(const std::vector<int>& group_world_ranks, const std::string& waiting_on,
                    std::chrono::milliseconds grace) {
-  if (g_comm == MPI_COMM_NULL || g_size == 1) return "";
+  if (g_comm == MPI_COMM_NULL || g_size == 1 || std::this_thread::get_id() != g_owner) return "";
   for (int r = 0; r < g_size; ++r)
     if (r != g_rank) send_text(std::to_string(g_rank), r, kQuery);
   std::map<int, std::string> alive;

@@ -13,8 +13,8 @@
 
 namespace feast::watchdog {
 
-// Collective over MPI_COMM_WORLD (make_mpi_world calls it once); until then the functions below
-// do nothing.
+// Collective over MPI_COMM_WORLD (make_mpi_world calls it once); until then, and on threads
+// other than the one that called it, the functions below do nothing.
 void start();
 
 // Answers the ranks that asked since the last call; `waiting_on` says what this rank waits for.

@@ -115,6 +115,37 @@ std::string save_checkpoint(TrainingRun& run, const Config& config) {
   return path;
 }
 
+CheckpointSaver::CheckpointSaver(TrainingRun& run, const Config& config) : run_(run), config_(config) {
+  if (config.checkpoint.async)
+    writer_ = std::make_unique<AsyncCheckpointWriter>(run.world().split(0, run.world().rank(), "checkpoint-writer"),
+                                                      checkpoint_dir(config), config.checkpoint.keep);
+}
+
+CheckpointSaver::~CheckpointSaver() = default;
+
+void CheckpointSaver::save(bool finish) {
+  if (!writer_) {
+    last_ = save_checkpoint(run_, config_);
+    return;
+  }
+  Timer stall;
+  writer_->begin(run_.rank_state(), meta_of(run_, config_), run_.world());
+  if (finish) {
+    last_ = writer_->wait(run_.world());
+    return;
+  }
+  char took[64];
+  std::snprintf(took, sizeof took, "%.3f s", stall.seconds());
+  log::info("checkpoint: step " + std::to_string(run_.state().step) + " copied in " + took + "; writing it beside training");
+}
+
+std::optional<std::string> CheckpointSaver::finish() {
+  if (writer_) {
+    if (std::optional<std::string> p = writer_->wait(run_.world())) last_ = p;
+  }
+  return last_;
+}
+
 std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Config& config) {
   Communicator& world = run.world();
   // Rank 0 decides which files to try, so every rank tries the same ones in the same order.

@@ -180,6 +180,7 @@ const std::vector<KeyDesc>& keys() {
       {FEAST_KEY(checkpoint, interval), at_least(0), "save every N steps and at the end; 0 = only on stop"},
       {FEAST_KEY(checkpoint, keep), at_least(1), "complete checkpoints to keep"},
       {FEAST_KEY(checkpoint, resume), non_empty(), "\"auto\", \"never\" or a checkpoint file or directory"},
+      {FEAST_KEY(checkpoint, async), any(), "write checkpoints beside training (copy, then a writer thread)"},
 
       {FEAST_KEY(logging, dir), non_empty(), "run directory (metrics.jsonl, logs)"},
       {FEAST_KEY(logging, interval), at_least(1), "progress line every N steps"},

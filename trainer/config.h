@@ -72,6 +72,9 @@ struct CheckpointConfig {
   // when it is corrupt), or start fresh when there is none; "never": always start fresh; a
   // path: that checkpoint file (or the newest in that directory), which must load.
   std::string resume = "auto";
+  // Write checkpoints on a thread of their own: a step waits only while its state is copied to
+  // host memory (which needs that much memory, and MPI_THREAD_MULTIPLE).
+  bool async = false;
 };
 
 // Fault injection for tests of recovery: at step `at_step` (when it is about to run), rank

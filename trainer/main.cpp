@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "parallel/mpi_world.h"
 #include "parallel/runtime.h"
+#include "trainer/bench_checkpoint.h"
 #include "trainer/bench_command.h"
 #include "trainer/bench_parallel.h"
 #include "trainer/config.h"
@@ -31,6 +32,7 @@ constexpr const char* kHelp =
     "       trainer inspect CHECKPOINT.h5                       what a checkpoint holds; verifies it\n"
     "       trainer bench ...                                   time GPT-2 training steps\n"
     "       mpirun -np N trainer bench --parallel ...           time every parallel layout\n"
+    "       [mpirun -np N] trainer bench --checkpoint ...       checkpoint save/load throughput\n"
     "       trainer --version                                   version and the devices it can use\n"
     "       trainer --help | VERB --help\n"
     "Launch one process per CPU slot (or GPU) with mpirun. Every config key is documented in\n"
@@ -73,6 +75,8 @@ int run(const std::vector<std::string>& args, const Runtime& runtime) {
     return 0;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (verb == "bench" && std::find(rest.begin(), rest.end(), "--checkpoint") != rest.end())
+    return bench_checkpoint_command(rest, make_mpi_world(std::chrono::minutes(5)));
   if (verb == "bench" && std::find(rest.begin(), rest.end(), "--parallel") != rest.end())
     return bench_parallel_command(rest, make_mpi_world(std::chrono::minutes(5)));
   if (verb == "prepare-data" || verb == "bench" || verb == "inspect") {

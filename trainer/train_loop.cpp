@@ -46,6 +46,7 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world, co
     log::info("already at step " + std::to_string(run.state().step) + " of training.steps = " +
               std::to_string(tc.steps) + "; nothing to train");
   const bool checkpoints = config.checkpoint.interval > 0;
+  CheckpointSaver saver(run, config);
   double train_seconds = 0;
   while (run.state().step < tc.steps) {
     maybe_inject_fault(config.fault, run.world().rank(), run.world().size(), run.state().step + 1);
@@ -87,7 +88,7 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world, co
     }
     const bool stopping = summary.ended != "finished";
     if (stopping || (checkpoints && (mt.step % config.checkpoint.interval == 0 || last)))
-      summary.last_checkpoint = save_checkpoint(run, config);
+      saver.save(/*finish=*/stopping || last);
     if (stopping) {
       if (r.stop.interrupt) log::info("interrupted at step " + std::to_string(mt.step));
       else if (r.stop.terminate) log::info("stopped by a signal (SIGTERM or SIGUSR1) at step " + std::to_string(mt.step));
@@ -96,6 +97,7 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world, co
       break;
     }
   }
+  summary.last_checkpoint = saver.finish();
   summary.steps = run.state().step;
   const int64_t ran = summary.steps - summary.first_step;
   summary.tokens_per_s = ran > 0 ? double(run.tokens_per_step()) * double(ran) / train_seconds : 0;

@@ -223,6 +223,34 @@ TEST_P(Reshard, SavedAtOneLayoutResumesAtEveryOther) {
 
 INSTANTIATE_TEST_SUITE_P(Families, Reshard, ::testing::Values("gpt2", "llama"));
 
+TEST(Checkpoint, AsyncSavesWriteWhatSynchronousSavesWrite) {
+  const Layout l{2, 2, 2, 2};
+  std::vector<std::string> dirs;
+  std::vector<TrainSummary> runs;
+  for (bool async : {false, true}) {
+    dirs.push_back(fresh_dir(async ? "async" : "sync"));
+    Config c = make_config("gpt2", l, dirs.back());
+    c.training.steps = 12;
+    c.checkpoint.interval = 4;
+    c.checkpoint.keep = 5;
+    c.checkpoint.async = async;
+    runs.push_back(train_run(c).summary);
+  }
+  EXPECT_EQ(runs[0].losses, runs[1].losses) << "saving in the background changed training";
+  ASSERT_TRUE(runs[1].last_checkpoint.has_value());
+  EXPECT_EQ(*runs[1].last_checkpoint, step_file(dirs[1], 12));
+  if (world_rank() != 0) return;
+  for (int step : {4, 8, 12}) {
+    const std::vector<DatasetReport> a = verify_checkpoint(step_file(dirs[0], step));
+    const std::vector<DatasetReport> b = verify_checkpoint(step_file(dirs[1], step));
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_TRUE(b[i].ok()) << "step " << step << " " << b[i].name << ": " << b[i].error;
+      EXPECT_EQ(a[i].actual_crc, b[i].actual_crc) << "step " << step << " " << a[i].name << " differs";
+    }
+  }
+}
+
 // The message every rank gets when training throws (ConfigError and CheckpointError are
 // thrown alike on every rank).
 template <typename E>

@@ -5,7 +5,10 @@
 #include <mpi.h>
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  // As the trainer: MPI_THREAD_MULTIPLE when granted (the asynchronous checkpoint writer's thread
+  // communicates beside the main thread).
+  int granted = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &granted);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
