@@ -48,6 +48,18 @@ struct ModelConfig {
   }
   // GPT-2 ties its head to the token embedding by default, Llama does not.
   bool tied() const { return tie_embeddings.value_or(!is_llama()); }
+
+  // GPT-2 124M (12 layers, 12 heads, 768 channels, vocabulary 50257, context 1024): the model
+  // the benchmarks measure.
+  static ModelConfig gpt2_124m() {
+    ModelConfig c;
+    c.n_layer = 12;
+    c.n_head = 12;
+    c.n_embd = 768;
+    c.vocab_size = 50257;
+    c.max_seq_len = 1024;
+    return c;
+  }
 };
 
 }  // namespace feast

@@ -75,12 +75,7 @@ double plain_read(const std::string& path) {
 }  // namespace
 
 int bench_checkpoint_command(const std::vector<std::string>& args, std::unique_ptr<Communicator> world) {
-  ModelConfig mc;
-  mc.n_layer = 12;
-  mc.n_head = 12;
-  mc.n_embd = 768;
-  mc.vocab_size = 50257;
-  mc.max_seq_len = 1024;
+  ModelConfig mc = ModelConfig::gpt2_124m();
   std::string dir;
   int repeat = 3;
   for (size_t i = 0; i < args.size(); ++i) {

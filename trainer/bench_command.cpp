@@ -86,12 +86,7 @@ double median(std::vector<double> v) {
 int bench_command(const std::vector<std::string>& args) {
   std::vector<Shape> shapes = {{4, 64}, {8, 256}};
   int warmup = 2, steps = 7;
-  ModelConfig mc;
-  mc.n_layer = 12;
-  mc.n_head = 12;
-  mc.n_embd = 768;
-  mc.vocab_size = 50257;
-  mc.max_seq_len = 1024;
+  ModelConfig mc = ModelConfig::gpt2_124m();
   // --arch first: it sets the defaults the other flags override.
   for (size_t i = 0; i + 1 < args.size(); ++i) {
     if (args[i] != "--arch") continue;
