@@ -16,6 +16,9 @@ start=$(date +%s)
 scripts/run-resilient.sh --delay 0 --retries 2 -- "${mpi8[@]}" "$trainer" "${base[@]}" --set logging.dir="$work/killed" \
   --set fault.kill_rank=5 --set fault.at_step=8 > "$work/killed.log" 2>&1 || fail "the resilient run failed: $(tail -5 "$work/killed.log")"
 grep -q "run-resilient: attempt 1 exited with code" "$work/killed.log" || fail "no restart line"
+# The killed rank took the job down at once: the first attempt lasted seconds, not a timeout.
+first=$(sed -n 's/.*run-resilient: attempt 1 exited with code [0-9]* after \([0-9]*\) s.*/\1/p' "$work/killed.log")
+(( first < 30 )) || fail "the attempt with the killed rank took $first s to end"
 grep -q "resumed from .*step_00000005.h5 at step 5" "$work/killed.log" || fail "the restart did not resume from step 5"
 same_tensors "$reference" "$work/killed/checkpoints/step_00000020.h5"
 echo "killed rank: restarted and finished identical in $(( $(date +%s) - start )) s"
