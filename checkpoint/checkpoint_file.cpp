@@ -530,7 +530,9 @@ void read_checkpoint(const std::string& path, Communicator& world, const RankSta
   if (const std::optional<std::string> first = first_error(world, error)) throw CheckpointError(*first);
   if (!differences.empty()) {
     std::string msg = path + " holds a different model than the one configured:";
-    for (const std::string& d : differences) msg += "\n  " + d;
+    constexpr size_t kShown = 20;
+    for (size_t i = 0; i < std::min(differences.size(), kShown); ++i) msg += "\n  " + differences[i];
+    if (differences.size() > kShown) msg += "\n  ... and " + std::to_string(differences.size() - kShown) + " more";
     throw CheckpointMismatch(msg);
   }
   const std::vector<CombinedChecksum> actual = job_checksums(world, pieces, list);

@@ -161,6 +161,7 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
   if (const auto e = first_error(world, error)) throw ConfigError(*e);
   int32_t explicit_flag = explicit_file ? 1 : 0;
   world.broadcast(&explicit_flag, 1, DType::kInt32, 0)->wait();
+  explicit_file = explicit_flag != 0;
   const std::vector<std::string> files = split_lines(broadcast_string(world, listing, 0));
   if (files.empty()) {
     if (config.checkpoint.resume == "auto")
@@ -206,7 +207,8 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
       }
     }
     if (problem) {
-      if (explicit_file) throw CheckpointError(*problem);
+      // Every rank has the same message: report it once and let every rank exit.
+      if (explicit_file) throw AgreedError(*problem, world.rank() == 0);
       log::info("checkpoint: " + *problem + "; trying an older one");
       failures.push_back(*problem);
       continue;
@@ -228,8 +230,9 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
     meta.tokens_seen = position[1];
     return meta;
   }
-  throw CheckpointError("no checkpoint in " + checkpoint_dir(config) + " could be loaded:\n  " +
-                        join_lines(failures, "\n  ") + "\nmove the broken files away or set checkpoint.resume = \"never\"");
+  throw AgreedError("no checkpoint in " + checkpoint_dir(config) + " could be loaded:\n  " +
+                        join_lines(failures, "\n  ") + "\nmove the broken files away or set checkpoint.resume = \"never\"",
+                    world.rank() == 0);
 }
 
 }  // namespace feast

@@ -24,6 +24,10 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+namespace {
+int inspect(const std::string& path, bool show_config);
+}  // namespace
+
 int inspect_command(const std::vector<std::string>& args) {
   std::string path;
   bool show_config = true;
@@ -44,7 +48,16 @@ int inspect_command(const std::vector<std::string>& args) {
   }
   if (path.empty()) throw ConfigError(std::string("inspect: name a checkpoint file\n") + kUsage);
   if (!std::filesystem::is_regular_file(path)) throw ConfigError("inspect: " + path + ": no such checkpoint file");
+  try {
+    return inspect(path, show_config);
+  } catch (const CheckpointError& e) {
+    throw ConfigError(std::string("inspect: ") + e.what());  // one line, no MPI abort: nothing else runs
+  }
+}
 
+namespace {
+
+int inspect(const std::string& path, bool show_config) {
   const CheckpointMeta m = read_checkpoint_meta(path);
   char line[512];
   std::snprintf(line, sizeof line, "checkpoint %s (%.1f MiB)", path.c_str(),
@@ -75,4 +88,5 @@ int inspect_command(const std::vector<std::string>& args) {
   return bad == 0 ? 0 : 1;
 }
 
+}  // namespace
 }  // namespace feast

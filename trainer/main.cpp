@@ -101,6 +101,10 @@ int run(const std::vector<std::string>& args, const Runtime& runtime) {
               "; run again with the same config to continue");
     return s.exit_code;
   }
+  if (s.losses.empty()) {
+    log::info("done: nothing to train (already at step " + std::to_string(s.steps) + ")");
+    return 0;
+  }
   char buf[160];
   std::snprintf(buf, sizeof buf, "done: %lld steps, final loss %.4f", static_cast<long long>(s.steps), s.final_loss);
   std::string line = buf;
