@@ -62,7 +62,14 @@ std::vector<std::string> model_differences(const Config& config, const Checkpoin
 std::vector<std::string> candidates(const Config& config, bool& explicit_file) {
   const std::string& resume = config.checkpoint.resume;
   explicit_file = false;
-  if (resume == "never") return {};
+  if (resume == "never") {
+    const std::vector<std::string> old = CheckpointStore(checkpoint_dir(config)).complete();
+    if (!old.empty())
+      log::info("checkpoint: warning: checkpoint.resume = \"never\", but " + checkpoint_dir(config) + " holds " +
+                std::to_string(old.size()) + " checkpoint(s) of an earlier run (newest " + old.front() +
+                "); this run's saves go beside them, and a later \"auto\" resumes from the highest step");
+    return {};
+  }
   if (resume == "auto") return CheckpointStore(checkpoint_dir(config)).complete();
   if (fs::is_directory(resume)) return CheckpointStore(resume).complete();
   if (!fs::exists(resume))
