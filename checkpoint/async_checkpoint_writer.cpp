@@ -1,5 +1,7 @@
 #include "checkpoint/async_checkpoint_writer.h"
 
+#include <mpi.h>
+
 #include <exception>
 
 #include "checkpoint/checkpoint_store.h"
@@ -7,13 +9,15 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/agreement.h"
+#include "parallel/mpi_communicator.h"
 #include "parallel/runtime.h"
 
 namespace feast {
 
 AsyncCheckpointWriter::AsyncCheckpointWriter(std::unique_ptr<Communicator> comm, std::string dir, int keep)
     : comm_(std::move(comm)), dir_(std::move(dir)), keep_(keep) {
-  if (comm_->size() > 1 && !mpi_thread_multiple())
+  // Even a group of one goes through MPI-IO when it is an MPI communicator.
+  if (mpi_comm_of(*comm_) != MPI_COMM_NULL && !mpi_thread_multiple())
     throw ConfigError("checkpoint.async = true needs an MPI library that grants MPI_THREAD_MULTIPLE (the writer "
                       "thread communicates while training does); this one does not: set checkpoint.async = false");
 }
@@ -26,10 +30,10 @@ AsyncCheckpointWriter::~AsyncCheckpointWriter() {
     // aborted anyway. Nothing half-written is ever committed.
     std::unique_lock<std::mutex> lock(mutex_);
     if (!finished_.wait_for(lock, std::chrono::minutes(1), [this] { return done_; })) {
-      lock.unlock();
-      log::error("checkpoint: a save was still being written when the run failed; abandoning it");
-      thread_.detach();
-      return;
+      // The thread still uses this object and the model's table, and MPI must not be shut down
+      // under it: end the job here. The temporary file is never committed.
+      log::error("checkpoint: a save was still being written a minute after the run failed; ending the job");
+      MPI_Abort(MPI_COMM_WORLD, 1);
     }
   }
   thread_.join();

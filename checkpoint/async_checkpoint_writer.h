@@ -24,10 +24,10 @@ namespace feast {
 class AsyncCheckpointWriter {
  public:
   // `comm`: a duplicate of the world that only the writer thread uses. Throws ConfigError when
-  // it spans several ranks and MPI did not grant MPI_THREAD_MULTIPLE.
+  // it is an MPI communicator and MPI did not grant MPI_THREAD_MULTIPLE.
   AsyncCheckpointWriter(std::unique_ptr<Communicator> comm, std::string dir, int keep);
   // Waits for a save in flight. During an exception's unwinding it waits at most a minute (the
-  // other ranks may be gone, and the save with them) and then leaves the thread to the job's end.
+  // other ranks may be gone, and the save with them) and then ends the job with MPI_Abort.
   ~AsyncCheckpointWriter();
   AsyncCheckpointWriter(const AsyncCheckpointWriter&) = delete;
   AsyncCheckpointWriter& operator=(const AsyncCheckpointWriter&) = delete;

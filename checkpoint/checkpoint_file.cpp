@@ -397,7 +397,13 @@ std::vector<std::string> compare_tensors(hid_t file, const DatasetList& list, co
 
 namespace {
 
-// Writes the owned accesses of every rank as one checkpoint file (collective).
+bool g_fail_writes = false;  // fail_checkpoint_writes_for_testing
+
+// Writes the owned accesses of every rank as one checkpoint file (collective). Every HDF5 call
+// that is collective (create, dataset and attribute creation, flush, close) is made by every
+// rank whatever happened before it on that rank; errors are collected and agreed on at the
+// points where ranks could otherwise part ways, so a failure on one rank (a full disk under
+// its slices) ends the save on every rank with that rank's message instead of a hang.
 void write_owned(const std::string& path, Communicator& world, const DatasetList& list,
                  const std::vector<Access>& owned, const CheckpointMeta& meta, bool parallel_checksums) {
   hdf5::silence_errors();
@@ -407,31 +413,47 @@ void write_owned(const std::string& path, Communicator& world, const DatasetList
     FEAST_CHECK(crcs[size_t(d)].complete, path << ": the ranks' slices of " << list.path(d)
                                                 << " do not cover it exactly once (a bug in the parameter table)");
 
-  hdf5::Handle fapl = access_list(world, path);
-  hdf5::Handle file = hdf5::file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), path + ": cannot create");
-  hdf5::Handle lcpl = hdf5::plist(H5Pcreate(H5P_LINK_CREATE), path);
-  hdf5::check(H5Pset_create_intermediate_group(lcpl, 1), path);
-  // Early allocation and no fill: each rank's independent writes land in space that exists,
-  // and nothing is written twice.
-  hdf5::Handle dcpl = hdf5::plist(H5Pcreate(H5P_DATASET_CREATE), path);
-  hdf5::check(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), path);
-  hdf5::check(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), path);
-  // Creating datasets and attributes is collective: every rank makes every one, alike.
-  std::vector<hdf5::Handle> datasets;
-  for (int64_t d = 0; d < list.size(); ++d) {
-    const std::string what = path + ": creating " + list.path(d);
-    const std::vector<hsize_t> dims = dims_of(list.spec(d).shape);
-    hdf5::Handle space = hdf5::space(H5Screate_simple(int(dims.size()), dims.data(), nullptr), what);
-    hdf5::Handle ds = hdf5::dataset(
-        H5Dcreate2(file, list.path(d).c_str(), H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT), what);
-    write_scalar(ds, kCrcAttribute, H5T_STD_U32LE, &crcs[size_t(d)].crc, path);
-    datasets.push_back(std::move(ds));
+  std::string error;
+  std::optional<hdf5::Handle> file;
+  try {
+    hdf5::Handle fapl = access_list(world, path);
+    file = hdf5::file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), path + ": cannot create");
+  } catch (const std::exception& e) {
+    error = e.what();
   }
-  write_meta(file, meta, path);
-  for (const Access& a : owned) transfer(datasets[size_t(a.dataset)], a, list, /*write=*/true, path);
+  if (const std::optional<std::string> first = first_error(world, error)) throw CheckpointError(*first);
+
+  std::vector<hdf5::Handle> datasets;
+  try {
+    hdf5::Handle lcpl = hdf5::plist(H5Pcreate(H5P_LINK_CREATE), path);
+    hdf5::check(H5Pset_create_intermediate_group(lcpl, 1), path);
+    // Early allocation and no fill: each rank's independent writes land in space that exists,
+    // and nothing is written twice.
+    hdf5::Handle dcpl = hdf5::plist(H5Pcreate(H5P_DATASET_CREATE), path);
+    hdf5::check(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), path);
+    hdf5::check(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), path);
+    // Creating datasets and attributes is collective: every rank makes every one, alike (their
+    // failures, such as a full disk for the metadata, come alike too).
+    for (int64_t d = 0; d < list.size(); ++d) {
+      const std::string what = path + ": creating " + list.path(d);
+      const std::vector<hsize_t> dims = dims_of(list.spec(d).shape);
+      hdf5::Handle space = hdf5::space(H5Screate_simple(int(dims.size()), dims.data(), nullptr), what);
+      hdf5::Handle ds = hdf5::dataset(
+          H5Dcreate2(*file, list.path(d).c_str(), H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT), what);
+      write_scalar(ds, kCrcAttribute, H5T_STD_U32LE, &crcs[size_t(d)].crc, path);
+      datasets.push_back(std::move(ds));
+    }
+    write_meta(*file, meta, path);
+    // Independent writes: one rank's failure here must not keep it from the collective close.
+    if (g_fail_writes) throw CheckpointError(path + ": writing this rank's slices failed (injected by a test)");
+    for (const Access& a : owned) transfer(datasets[size_t(a.dataset)], a, list, /*write=*/true, path);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
   datasets.clear();
-  hdf5::check(H5Fflush(file, H5F_SCOPE_GLOBAL), path + ": flushing");
-  if (file.reset() < 0) throw CheckpointError(path + ": closing after the write: " + hdf5::last_error());
+  if (H5Fflush(*file, H5F_SCOPE_GLOBAL) < 0 && error.empty()) error = path + ": flushing: " + hdf5::last_error();
+  if (file->reset() < 0 && error.empty()) error = path + ": closing after the write: " + hdf5::last_error();
+  if (const std::optional<std::string> first = first_error(world, error)) throw CheckpointError(*first);
 }
 
 }  // namespace
@@ -505,6 +527,9 @@ void read_checkpoint(const std::string& path, Communicator& world, const RankSta
         for (int64_t d = 0; d < list.size(); ++d) {
           hdf5::Handle ds = hdf5::dataset(H5Dopen2(*file, list.path(d).c_str(), H5P_DEFAULT), path);
           stored[size_t(d)] = read_crc(ds, path + ": " + list.path(d));
+          if (!stored[size_t(d)])
+            throw CheckpointError(path + ": " + list.path(d) + " has no " + kCrcAttribute +
+                                  " attribute; every dataset of a checkpoint carries one (docs/checkpoint-format.md)");
         }
         // The owned parts are checksummed as soon as they are read: on the CPU the master
         // weights alias the parameters, so reading optim/master overwrites what model/ put there.
@@ -522,7 +547,7 @@ void read_checkpoint(const std::string& path, Communicator& world, const RankSta
       }
     } catch (const CheckpointMismatch& e) {
       differences.push_back(e.what());
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // an HDF5 error, or a std::bad_alloc from a corrupt size
       error = e.what();
     }
     // Closing is collective with MPI-IO: every rank gets here, whatever it found.
@@ -539,7 +564,7 @@ void read_checkpoint(const std::string& path, Communicator& world, const RankSta
   std::vector<std::string> bad;
   for (int64_t d = 0; d < list.size(); ++d) {
     const std::optional<uint32_t>& want = stored[size_t(d)];
-    if (want && (!actual[size_t(d)].complete || actual[size_t(d)].crc != *want)) bad.push_back(list.path(d));
+    if (!actual[size_t(d)].complete || actual[size_t(d)].crc != *want) bad.push_back(list.path(d));
   }
   if (!bad.empty()) {
     std::string msg = path + ": checksum mismatch in dataset " + bad.front();
@@ -547,6 +572,8 @@ void read_checkpoint(const std::string& path, Communicator& world, const RankSta
     throw CheckpointError(msg + "; the file is corrupt");
   }
 }
+
+void fail_checkpoint_writes_for_testing(bool fail) { g_fail_writes = fail; }
 
 std::vector<DatasetReport> verify_checkpoint(const std::string& path) {
   hdf5::silence_errors();

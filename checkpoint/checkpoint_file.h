@@ -63,7 +63,8 @@ struct RankState {
 
 // Collective over `world` (an MPI group, or a group of one): writes `path` (created or
 // truncated) and closes it, so that every byte is in the file system when it returns. Throws
-// CheckpointError naming the path on any failure.
+// CheckpointError naming the path on any failure, on every rank alike (the message of the
+// lowest rank that failed), even when only some ranks failed.
 void write_checkpoint(const std::string& path, Communicator& world, const RankState& state,
                       const CheckpointMeta& meta);
 
@@ -96,6 +97,10 @@ CheckpointMeta read_checkpoint_meta(const std::string& path);
 // them), CheckpointError when the file is unreadable or a dataset's checksum does not match
 // (naming the file and the dataset).
 void read_checkpoint(const std::string& path, Communicator& world, const RankState& state);
+
+// For tests of failure handling: this rank's writes of checkpoint data fail (as under a full
+// disk) until called again with false.
+void fail_checkpoint_writes_for_testing(bool fail);
 
 // What `trainer inspect` shows of one dataset; verification reads it whole (one process).
 struct DatasetReport {

@@ -4,13 +4,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 
+#include "checkpoint/hdf5_handle.h"
 #include "core/error.h"
 #include "parallel/agreement.h"
 
@@ -50,11 +53,14 @@ std::string CheckpointStore::file_name(int64_t step) {
 std::vector<std::string> CheckpointStore::complete() const {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
     std::smatch m;
-    const std::string name = e.path().filename().string();
-    if (e.is_regular_file(ec) && std::regex_match(name, m, kFinalName))
-      found.emplace_back(std::stoll(m[1].str()), e.path().string());
+    const std::string name = it->path().filename().string();
+    if (!std::regex_match(name, m, kFinalName) || !it->is_regular_file(ec)) continue;
+    int64_t step = 0;
+    const std::string digits = m[1].str();
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), step).ec != std::errc()) continue;
+    found.emplace_back(step, it->path().string());
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::string> out;
@@ -62,30 +68,71 @@ std::vector<std::string> CheckpointStore::complete() const {
   return out;
 }
 
+int64_t CheckpointStore::step_of(const std::string& path) {
+  std::smatch m;
+  const std::string name = fs::path(path).filename().string();
+  int64_t step = -1;
+  if (std::regex_match(name, m, kFinalName)) {
+    const std::string digits = m[1].str();
+    std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  }
+  return step;
+}
+
+void CheckpointStore::set_aside(const std::string& path, const std::string& reason) {
+  std::error_code ec;
+  fs::rename(path, path + "." + reason, ec);
+}
+
 std::string CheckpointStore::save(Communicator& world, int64_t step, int keep,
                                   const std::function<void(const std::string&)>& write) {
   const fs::path dir(dir_);
   const fs::path final_path = dir / file_name(step);
   const fs::path temporary = dir / ("." + file_name(step) + ".tmp");
+  const fs::path probe = dir / ".shared_probe";
   std::string error;
   if (world.rank() == 0) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) {
-      error = "checkpoint.dir: cannot create " + dir_ + ": " + ec.message();
-    } else {
+    try {
+      std::error_code ec;
+      fs::create_directories(dir, ec);
+      if (ec) throw Error("checkpoint.dir: cannot create " + dir_ + ": " + ec.message());
       // Leftovers of a save that a crash interrupted: never complete, never read.
-      for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
-        if (std::regex_match(e.path().filename().string(), kTemporaryName)) fs::remove(e.path(), ec);
+      for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+        if (std::regex_match(it->path().filename().string(), kTemporaryName)) fs::remove(it->path(), ec);
+      std::ofstream(probe) << step << "\n";
+    } catch (const std::exception& e) {
+      error = e.what();
     }
   }
   agree_on_error(world, error);
+  // Every rank must see the directory rank 0 commits in: a node-local directory would give each
+  // node a file with only its own slices, and rank 0 would commit its holes.
+  if (world.size() > 1) {
+    std::error_code ec;
+    if (!fs::exists(probe, ec))
+      error = "checkpoint.dir " + dir_ + " is not shared with rank 0 (its probe file is not visible here); put "
+              "checkpoints on a file system every node mounts";
+    agree_on_error(world, error);
+  }
 
-  write(temporary.string());
+  try {
+    write(temporary.string());
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (const std::optional<std::string> first = first_error(world, error)) {
+    if (world.rank() == 0) {
+      std::error_code ec;
+      fs::remove(temporary, ec);
+    }
+    throw CheckpointError(*first + " (nothing was committed; the previous checkpoints are intact)");
+  }
 
   // Every rank has closed the file (the write's close is collective); only now is it committed.
   if (world.rank() == 0) {
     try {
+      std::error_code ec;
+      fs::remove(probe, ec);
       sync_path(temporary, /*directory=*/false);
       rename_durably(temporary, final_path);
       const fs::path latest_tmp = dir / ".latest.tmp";
@@ -97,18 +144,22 @@ std::string CheckpointStore::save(Communicator& world, int64_t step, int keep,
       }
       sync_path(latest_tmp, /*directory=*/false);
       rename_durably(latest_tmp, dir / "latest");
+      // Checkpoints of later steps belong to a timeline this run abandoned (it resumed from an
+      // earlier one, or started afresh): set them aside so that no resume jumps to them and
+      // retention does not count them.
       const std::vector<std::string> all = complete();
+      for (const std::string& p : all)
+        if (step_of(p) > step) set_aside(p, "superseded");
       int kept = 1;  // the new one
-      for (const std::string& p : all) {
+      for (const std::string& p : complete()) {
         if (p == final_path.string()) continue;
         if (kept < keep) {
           ++kept;
           continue;
         }
-        std::error_code ec;
         fs::remove(p, ec);
       }
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       error = e.what();
     }
   }

@@ -4,7 +4,10 @@
 //  - only after every rank has closed it does rank 0 fsync it, rename it to its final name and
 //    fsync the directory, so a file with a final name is complete;
 //  - then `latest` (for people and other tools; the trainer itself trusts only final names) is
-//    replaced atomically, and checkpoints beyond `keep` are deleted, oldest first, never the new one.
+//    replaced atomically; checkpoints of later steps than the new one (an abandoned timeline) are
+//    renamed `*.superseded`; and checkpoints beyond `keep` are deleted, oldest first, never the
+//    new one.
+// Before writing, it checks that every rank sees the directory rank 0 commits in.
 #pragma once
 
 #include <cstdint>
@@ -26,11 +29,16 @@ class CheckpointStore {
   // Complete checkpoints in the directory (final names only), newest step first; empty when the
   // directory does not exist.
   std::vector<std::string> complete() const;
+  // The step in a checkpoint's file name, or -1.
+  static int64_t step_of(const std::string& path);
+  // Renames a checkpoint to `<path>.<reason>` ("corrupt", "superseded"), so that it no longer
+  // counts as complete but stays for a person to look at.
+  static void set_aside(const std::string& path, const std::string& reason);
 
   // Collective over `world`: makes the directory, calls write(temporary path) on every rank
   // (itself collective), then commits as described above and keeps the newest `keep`. Returns
-  // the final path. Throws feast::Error naming the path; the ranks agree on failures of the
-  // steps rank 0 does alone.
+  // the final path. Throws on every rank alike (CheckpointError for the write, feast::Error for
+  // the directory and the commit) naming the path; nothing is committed after a failed write.
   std::string save(Communicator& world, int64_t step, int keep, const std::function<void(const std::string&)>& write);
 
  private:

@@ -100,7 +100,9 @@ int bench_checkpoint_command(const std::vector<std::string>& args, std::unique_p
   const bool temporary = dir.empty();
   if (temporary) {
     std::string tmpl = (fs::temp_directory_path() / "feast_bench_ckpt_XXXXXX").string();
-    if (world->rank() == 0 && !::mkdtemp(tmpl.data())) throw Error(tmpl + ": cannot create");
+    std::string error;
+    if (world->rank() == 0 && !::mkdtemp(tmpl.data())) error = tmpl + ": cannot create: " + std::strerror(errno);
+    agree_on_error(*world, error);
     dir = broadcast_string(*world, tmpl, 0);
   }
   struct Cleanup {

@@ -71,7 +71,16 @@ std::vector<std::string> candidates(const Config& config, bool& explicit_file) {
     return {};
   }
   if (resume == "auto") return CheckpointStore(checkpoint_dir(config)).complete();
-  if (fs::is_directory(resume)) return CheckpointStore(resume).complete();
+  if (fs::is_directory(resume)) {
+    // A directory named on purpose must hold something to resume: starting afresh there would
+    // go unnoticed, and its saves would push the real checkpoints out.
+    std::vector<std::string> found = CheckpointStore(resume).complete();
+    if (found.empty())
+      throw ConfigError(config.where("checkpoint.resume") + ": checkpoint.resume = \"" + resume +
+                        "\" holds no complete checkpoint (step_*.h5); name the checkpoint directory itself, a "
+                        "checkpoint file, \"auto\" or \"never\"");
+    return found;
+  }
   if (!fs::exists(resume))
     throw ConfigError(config.where("checkpoint.resume") + ": checkpoint.resume = \"" + resume +
                       "\": no such file or directory; name a checkpoint file, a checkpoint directory, \"auto\" or "
@@ -108,10 +117,18 @@ std::string save_checkpoint(TrainingRun& run, const Config& config) {
   Timer timer;
   const CheckpointMeta meta = meta_of(run, config);
   const RankState st = run.rank_state();
-  const std::string path = CheckpointStore(checkpoint_dir(config))
-                               .save(run.world(), meta.step, config.checkpoint.keep, [&](const std::string& tmp) {
-                                 write_checkpoint(tmp, run.world(), st, meta);
-                               });
+  std::string path;
+  try {
+    path = CheckpointStore(checkpoint_dir(config))
+               .save(run.world(), meta.step, config.checkpoint.keep,
+                     [&](const std::string& tmp) { write_checkpoint(tmp, run.world(), st, meta); });
+  } catch (const AgreedError&) {
+    throw;
+  } catch (const Error& e) {
+    // The store's failures come alike on every rank: report once, every rank exits.
+    throw AgreedError(std::string("saving the checkpoint of step ") + std::to_string(meta.step) + " failed: " + e.what(),
+                      run.world().rank() == 0);
+  }
   if (run.world().rank() == 0) {
     std::error_code ec;
     const double mib = double(fs::file_size(path, ec)) / (1024.0 * 1024.0);
@@ -161,8 +178,10 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
   if (world.rank() == 0) {
     try {
       listing = join_lines(candidates(config, explicit_file));
-    } catch (const Error& e) {
+    } catch (const ConfigError& e) {
       error = e.what();
+    } catch (const std::exception& e) {
+      error = config.where("checkpoint.resume") + ": listing the checkpoints failed: " + e.what();
     }
   }
   if (const auto e = first_error(world, error)) throw ConfigError(*e);
@@ -193,7 +212,7 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
                                 config.where("training.seed") + "); a resumed run keeps the data order it began with");
       } catch (const CheckpointMismatch& e) {
         differences.push_back(e.what());
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {  // also a std::bad_alloc from a corrupt string's size
         meta_error = e.what();
       }
     }
@@ -216,7 +235,8 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
     if (problem) {
       // Every rank has the same message: report it once and let every rank exit.
       if (explicit_file) throw AgreedError(*problem, world.rank() == 0);
-      log::info("checkpoint: " + *problem + "; trying an older one");
+      log::info("checkpoint: " + *problem + "; set aside as " + path + ".corrupt; trying an older one");
+      if (world.rank() == 0) CheckpointStore::set_aside(path, "corrupt");
       failures.push_back(*problem);
       continue;
     }
@@ -237,7 +257,8 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
     meta.tokens_seen = position[1];
     return meta;
   }
-  throw AgreedError("no checkpoint in " + checkpoint_dir(config) + " could be loaded:\n  " +
+  const std::string searched = config.checkpoint.resume == "auto" ? checkpoint_dir(config) : config.checkpoint.resume;
+  throw AgreedError("no checkpoint in " + searched + " could be loaded:\n  " +
                         join_lines(failures, "\n  ") + "\nmove the broken files away or set checkpoint.resume = \"never\"",
                     world.rank() == 0);
 }

@@ -88,6 +88,7 @@ Config make_config(const std::string& arch, const Layout& l, const std::string& 
 struct Outcome {
   TrainSummary summary;
   std::vector<float> state;
+  int64_t tokens_seen = 0, skipped_steps = 0;  // the training state at the end
 };
 
 // Trains on all eight ranks, or on rank 0 alone (the others wait at a barrier).
@@ -95,6 +96,8 @@ Outcome train_run(const Config& c, bool alone = false) {
   Outcome out;
   TrainHooks hooks;
   hooks.at_end = [&](TrainingRun& run) {
+    out.tokens_seen = run.state().tokens_seen;
+    out.skipped_steps = run.state().skipped_steps;
     const RankState st = run.rank_state();
     const float* p = st.params.as<float>();
     out.state.assign(p, p + st.params.numel);
@@ -167,6 +170,8 @@ TEST_P(ExactResume, StopAtTenAndResumeIsBitIdenticalToTwentySteps) {
     EXPECT_EQ(b.summary.losses[i], straight.summary.losses[10 + i]) << l.name() << " step " << 11 + i;
     EXPECT_EQ(b.summary.grad_norms[i], straight.summary.grad_norms[10 + i]) << l.name() << " step " << 11 + i;
   }
+  EXPECT_EQ(b.tokens_seen, straight.tokens_seen) << l.name() << ": tokens seen not restored";
+  EXPECT_EQ(b.tokens_seen, 20 * 8 * 16);
   ASSERT_EQ(b.state.size(), straight.state.size());
   EXPECT_EQ(std::memcmp(b.state.data(), straight.state.data(), b.state.size() * sizeof(float)), 0)
       << l.name() << ": weights or optimizer state differ from the uninterrupted run";
@@ -265,6 +270,29 @@ std::string error_of(const Config& c) {
   return message;
 }
 
+TEST(Checkpoint, AWriteFailingOnOneRankFailsTheSaveEverywhereAndCommitsNothing) {
+  for (bool async : {false, true}) {
+    const std::string dir = fresh_dir(async ? "write_fails_async" : "write_fails");
+    Config c = make_config("gpt2", Layout{2, 2, 2, 1}, dir);
+    c.training.steps = 3;
+    c.checkpoint.interval = 2;
+    c.checkpoint.async = async;
+    fail_checkpoint_writes_for_testing(world_rank() == 3);
+    const std::string msg = error_of<AgreedError>(c);
+    fail_checkpoint_writes_for_testing(false);
+    if (world_rank() == 0) {
+      EXPECT_NE(msg.find("injected by a test"), std::string::npos) << (async ? "async: " : "") << msg;
+      EXPECT_NE(msg.find("nothing was committed"), std::string::npos) << msg;
+    } else {
+      EXPECT_NE(msg, "no error") << "rank " << world_rank() << " did not fail";
+    }
+    size_t committed = 0;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir))
+      committed += e.path().filename().string().starts_with("step_");
+    EXPECT_EQ(committed, 0u) << (async ? "async: " : "") << "a checkpoint was committed after a failed write";
+  }
+}
+
 TEST(Checkpoint, AnotherModelIsRefusedWithTheDifferences) {
   const std::string dir = fresh_dir("mismatch");
   Config c = make_config("gpt2", Layout{2, 2, 2, 1}, dir);
@@ -316,6 +344,15 @@ TEST(Checkpoint, CorruptFilesAreDetectedAndAutoResumeFallsBack) {
   resume.training.steps = 12;
   const Outcome r = train_run(resume);
   EXPECT_EQ(r.summary.first_step, 5) << "auto-resume did not fall back past the truncated checkpoint";
+  EXPECT_TRUE(fs::exists(newest + ".corrupt")) << "the truncated checkpoint was not set aside";
+
+  // That run saved steps 10 and 12; one bit of a tensor of step 12 flips: the next run resumes at 10.
+  const std::string twelve = step_file(dir, 12);
+  if (world_rank() == 0) flip_bit(twelve, data_offset(twelve, "/optim/exp_avg_sq/ln_f.weight") + 8, 5);
+  MPI_Barrier(MPI_COMM_WORLD);
+  resume.training.steps = 13;
+  EXPECT_EQ(train_run(resume).summary.first_step, 10) << "auto-resume did not fall back past the bit flip";
+  EXPECT_TRUE(fs::exists(twelve + ".corrupt"));
 
   // Named explicitly, a corrupt file is an error naming it (and, for data, the dataset).
   const std::string bad = work_dir() + "/bad.h5";

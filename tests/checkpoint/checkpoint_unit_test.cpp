@@ -103,6 +103,22 @@ TEST(CheckpointStore, SaveCommitsUpdatesLatestKeepsTheNewestAndClearsLeftovers) 
   EXPECT_EQ(left[1], d + "/step_00000015.h5");
 }
 
+TEST(CheckpointStore, ASaveSetsAsideCheckpointsOfLaterStepsFromAnAbandonedTimeline) {
+  testing::TempDir dir;
+  CheckpointStore store(dir.path());
+  const auto world = make_self_communicator();
+  for (int step : {10, 20, 30}) store.save(*world, step, 5, [](const std::string& tmp) { touch(tmp); });
+  store.save(*world, 15, 5, [](const std::string& tmp) { touch(tmp); });  // resumed from 10, saved at 15
+  const std::vector<std::string> left = store.complete();
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0], dir.file("step_00000015.h5"));
+  EXPECT_EQ(left[1], dir.file("step_00000010.h5"));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("step_00000020.h5.superseded")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("step_00000030.h5.superseded")));
+  EXPECT_EQ(CheckpointStore::step_of(dir.file("step_00000015.h5")), 15);
+  EXPECT_EQ(CheckpointStore::step_of(dir.file("notes.txt")), -1);
+}
+
 TEST(CheckpointStore, AFailedWriteCommitsNothing) {
   testing::TempDir dir;
   CheckpointStore store(dir.path());

@@ -16,4 +16,6 @@ blow_up=("$mpiexec" --oversubscribe --bind-to none -np 2 "$trainer" "${base[@]}"
 grep -q "step 2: .*update skipped (1 of 2 allowed by training.skip_nonfinite)" "$work/skip.log" || fail "step 2 not skipped"
 grep -q "step 3: .*update skipped (2 of 2 allowed" "$work/skip.log" || fail "step 3 not skipped"
 grep -q "step 4: loss .*not finite .*no checkpoint is written" "$work/skip.log" || fail "step 4 did not fail the run"
+# A skipped step changes nothing: its checkpoint holds step 1's weights and optimizer state.
+same_tensors "$work/skip/checkpoints/step_00000001.h5" "$work/skip/checkpoints/step_00000003.h5"
 echo "non-finite steps: failed once with the rank named; skipped within the allowance"
