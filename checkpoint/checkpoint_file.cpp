@@ -145,26 +145,27 @@ std::vector<ChecksumPiece> checksum_pieces(const std::vector<Access>& accesses, 
   return out;
 }
 
-// Every rank's pieces, combined: each dataset's checksum over the whole job.
+// A dataset's checksum over the whole job, and whether the ranks' pieces tiled it exactly.
+struct CombinedChecksum {
+  bool complete = false;
+  uint32_t crc = 0;
+};
+
+// Collective: every dataset's checksum from every rank's pieces (checksum.h): two reductions of
+// one word per dataset (the XOR of the shares, the sum of the bytes held).
 std::vector<CombinedChecksum> job_checksums(Communicator& world, const std::vector<ChecksumPiece>& mine,
                                             const DatasetList& list) {
-  // A piece travels as four int64 words (the CRC widened).
-  std::vector<int64_t> words;
-  words.reserve(mine.size() * 4);
-  for (const ChecksumPiece& p : mine) words.insert(words.end(), {p.dataset, p.offset, p.bytes, int64_t(p.crc)});
-  std::vector<int64_t> sizes(size_t(world.size()));
-  int64_t my_size = int64_t(words.size());
-  const std::vector<size_t> ones(size_t(world.size()), 1);
-  world.allgather(&my_size, sizes.data(), ones, DType::kInt64)->wait();
-  const std::vector<size_t> counts(sizes.begin(), sizes.end());
-  std::vector<int64_t> all(size_t(std::accumulate(sizes.begin(), sizes.end(), int64_t{0})));
-  world.allgather(words.data(), all.data(), counts, DType::kInt64)->wait();
-  std::vector<ChecksumPiece> pieces(all.size() / 4);
-  for (size_t i = 0; i < pieces.size(); ++i)
-    pieces[i] = {all[4 * i], all[4 * i + 1], all[4 * i + 2], uint32_t(all[4 * i + 3])};
   std::vector<int64_t> bytes(size_t(list.size()));
   for (int64_t d = 0; d < list.size(); ++d) bytes[size_t(d)] = list.bytes(d);
-  return combine_checksums(std::move(pieces), bytes);
+  ChecksumShares shares = checksum_shares(mine, bytes);
+  CollectiveOptions xor_op;
+  xor_op.op = ReduceOp::kBitXor;
+  world.allreduce(shares.share.data(), shares.share.size(), DType::kInt64, xor_op)->wait();
+  world.allreduce(shares.bytes.data(), shares.bytes.size(), DType::kInt64)->wait();
+  std::vector<CombinedChecksum> out(bytes.size());
+  for (size_t d = 0; d < out.size(); ++d)
+    out[d] = {shares.bytes[d] == bytes[d], dataset_checksum(shares.share[d], bytes[d])};
+  return out;
 }
 
 // ---- HDF5 plumbing ----------------------------------------------------------------------------

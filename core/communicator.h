@@ -15,7 +15,8 @@
 
 namespace feast {
 
-enum class ReduceOp { kSum, kMax };
+// kBitXor: bitwise exclusive or, integer types only (checksums combine with it).
+enum class ReduceOp { kSum, kMax, kBitXor };
 
 struct CollectiveOptions {
   ReduceOp op = ReduceOp::kSum;

@@ -47,14 +47,18 @@ MPI_Op to_mpi(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum: return MPI_SUM;
     case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kBitXor: return MPI_BXOR;
   }
   throw Error("unknown ReduceOp");
 }
 
 // MPI would add 16-bit words as integers: reducing bfloat16 needs a backend that knows it.
-void check_reducible(DType dtype, const std::string& what) {
+// Bitwise operations are defined on integers only.
+void check_reducible(DType dtype, ReduceOp op, const std::string& what) {
   if (dtype == DType::kBFloat16)
     throw Error(what + ": MPI cannot reduce bfloat16; reduce float32 (or use NCCL)");
+  if (op == ReduceOp::kBitXor && dtype != DType::kInt32 && dtype != DType::kInt64)
+    throw Error(what + ": a bitwise reduction needs an integer type");
 }
 
 std::string amount(size_t count, DType dtype) { return std::to_string(count) + " " + dtype_name(dtype); }
@@ -234,7 +238,7 @@ std::chrono::milliseconds MpiCommunicator::timeout_for(const CollectiveOptions& 
 
 WorkHandle MpiCommunicator::allreduce(void* data, size_t count, DType dtype, const CollectiveOptions& opts) {
   const std::string what = describe("allreduce of " + amount(count, dtype));
-  check_reducible(dtype, what);
+  check_reducible(dtype, opts.op, what);
   auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts), world_ranks_);
   in_pieces(count, max_count_, [&](size_t offset, int n) {
     MPI_Request r;
@@ -249,7 +253,7 @@ WorkHandle MpiCommunicator::reduce_scatter(const void* send, void* recv, std::sp
   size_t total = 0;
   for (size_t c : recv_counts) total += c;
   const std::string what = describe("reduce_scatter of " + amount(total, dtype));
-  check_reducible(dtype, what);
+  check_reducible(dtype, opts.op, what);
   FEAST_CHECK(recv_counts.size() == static_cast<size_t>(size_),
               what << ": got " << recv_counts.size() << " counts for " << size_ << " ranks");
   FEAST_CHECK(send != recv || total == 0, what << ": send and recv must be different buffers");

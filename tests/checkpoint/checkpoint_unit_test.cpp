@@ -33,30 +33,53 @@ TEST(Checksum, MatchesZlibsKnownValue) {
   EXPECT_EQ(crc32_of(nullptr, 0), 0u);
 }
 
-TEST(Checksum, PiecesInAnyOrderCombineToTheWholeDatasetsChecksum) {
-  const std::vector<unsigned char> a = random_bytes(1000, 1), b = random_bytes(37, 2);
-  std::vector<ChecksumPiece> pieces;
-  // Dataset 0 cut at irregular places; dataset 1 whole.
-  const std::vector<size_t> cuts = {0, 1, 100, 101, 512, 999, 1000};
-  for (size_t i = 0; i + 1 < cuts.size(); ++i)
-    pieces.push_back({0, int64_t(cuts[i]), int64_t(cuts[i + 1] - cuts[i]), crc32_of(a.data() + cuts[i], cuts[i + 1] - cuts[i])});
-  pieces.push_back({1, 0, 37, crc32_of(b.data(), b.size())});
-  std::shuffle(pieces.begin(), pieces.end(), std::mt19937(3));
-  const std::vector<CombinedChecksum> c = combine_checksums(pieces, {1000, 37});
-  ASSERT_EQ(c.size(), 2u);
-  EXPECT_TRUE(c[0].complete);
-  EXPECT_EQ(c[0].crc, crc32_of(a.data(), a.size()));
-  EXPECT_TRUE(c[1].complete);
-  EXPECT_EQ(c[1].crc, crc32_of(b.data(), b.size()));
+TEST(Checksum, OfZerosWithoutTouchingZeros) {
+  for (int64_t n : {0, 1, 5, 1000, (1 << 20) + 3}) {
+    const std::vector<unsigned char> zeros(size_t(n), 0);
+    EXPECT_EQ(crc32_of_zeros(n), crc32_of(zeros.data(), zeros.size())) << n;
+  }
 }
 
-TEST(Checksum, AGapOrAnOverlapIsNotAChecksum) {
+// The pieces of `data` (dataset `id`) that fall in [begin, end), cut at `cuts`.
+std::vector<ChecksumPiece> pieces_of(const std::vector<unsigned char>& data, int64_t id,
+                                     const std::vector<std::pair<size_t, size_t>>& runs) {
+  std::vector<ChecksumPiece> out;
+  for (auto [b, e] : runs) out.push_back({id, int64_t(b), int64_t(e - b), crc32_of(data.data() + b, e - b)});
+  return out;
+}
+
+TEST(Checksum, SharesOfRanksHoldingDisjointPiecesCombineToTheWholeChecksum) {
+  const std::vector<unsigned char> a = random_bytes(1000, 1), b = random_bytes(37, 2);
+  // Three "ranks": dataset 0 dealt out in interleaved runs (as column slices are), dataset 1
+  // held whole by rank 2, dataset 2 (empty) by nobody.
+  std::vector<std::vector<ChecksumPiece>> ranks = {
+      pieces_of(a, 0, {{0, 1}, {100, 101}, {512, 999}}),
+      pieces_of(a, 0, {{1, 100}, {999, 1000}}),
+      pieces_of(a, 0, {{101, 512}}),
+  };
+  const std::vector<ChecksumPiece> whole_b = pieces_of(b, 1, {{0, 37}});
+  ranks[2].insert(ranks[2].end(), whole_b.begin(), whole_b.end());
+  std::shuffle(ranks[0].begin(), ranks[0].end(), std::mt19937(3));  // any order
+  const std::vector<int64_t> sizes = {1000, 37, 0};
+  std::vector<int64_t> xors(3, 0), held(3, 0);
+  for (const auto& mine : ranks) {
+    const ChecksumShares s = checksum_shares(mine, sizes);
+    for (size_t d = 0; d < 3; ++d) {
+      xors[d] ^= s.share[d];
+      held[d] += s.bytes[d];
+    }
+  }
+  EXPECT_EQ(held, sizes);
+  EXPECT_EQ(dataset_checksum(xors[0], 1000), crc32_of(a.data(), a.size()));
+  EXPECT_EQ(dataset_checksum(xors[1], 37), crc32_of(b.data(), b.size()));
+  EXPECT_EQ(dataset_checksum(xors[2], 0), 0u);
+}
+
+TEST(Checksum, OverlapsAndRunsPastTheEndAreBroken) {
   const std::vector<unsigned char> a = random_bytes(100, 4);
-  auto piece = [&](int64_t at, int64_t n) { return ChecksumPiece{0, at, n, crc32_of(a.data() + at, size_t(n))}; };
-  EXPECT_FALSE(combine_checksums({piece(0, 50), piece(60, 40)}, {100})[0].complete);  // gap
-  EXPECT_FALSE(combine_checksums({piece(0, 60), piece(50, 50)}, {100})[0].complete);  // overlap
-  EXPECT_FALSE(combine_checksums({piece(0, 50)}, {100})[0].complete);                  // short
-  EXPECT_TRUE(combine_checksums({piece(50, 50), piece(0, 50)}, {100})[0].complete);
+  EXPECT_EQ(checksum_shares(pieces_of(a, 0, {{0, 60}, {50, 100}}), {100}).bytes[0], kBroken);
+  EXPECT_EQ(checksum_shares(pieces_of(a, 0, {{0, 100}}), {90}).bytes[0], kBroken);
+  EXPECT_EQ(checksum_shares(pieces_of(a, 0, {{0, 50}, {60, 100}}), {100}).bytes[0], 90);  // a gap: short
 }
 
 void touch(const std::string& path) { std::ofstream(path) << "x"; }

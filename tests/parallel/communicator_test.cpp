@@ -83,6 +83,16 @@ TEST_P(Mpi, AllreduceSumAndMax) {
   for (size_t i = 0; i < mx.size(); ++i) ASSERT_EQ(mx[i], n - 1) << i;
 }
 
+TEST_P(Mpi, AllreduceBitXor) {
+  // Rank r contributes bit r of word i (shifted by i): the XOR sets exactly the n low bits.
+  std::vector<int64_t> words(13);
+  for (size_t i = 0; i < words.size(); ++i) words[i] = int64_t{1} << (me + int(i));
+  world->allreduce(words.data(), words.size(), DType::kInt64, {.op = ReduceOp::kBitXor})->wait();
+  for (size_t i = 0; i < words.size(); ++i) ASSERT_EQ(words[i], ((int64_t{1} << n) - 1) << i) << i;
+  std::vector<float> f(3, 1.0f);
+  EXPECT_THROW(world->allreduce(f.data(), f.size(), DType::kFloat32, {.op = ReduceOp::kBitXor}), Error);
+}
+
 TEST_P(Mpi, BFloat16MovesButDoesNotReduce) {
   // bfloat16 travels as 16-bit words: a broadcast keeps every bit; a sum is refused.
   std::vector<uint16_t> data(9, 0);
