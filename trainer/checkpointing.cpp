@@ -43,6 +43,7 @@ CheckpointMeta meta_of(TrainingRun& run, const Config& config) {
 // each; empty when the stored config cannot be read (the tensor shapes are compared anyway).
 std::vector<std::string> model_differences(const Config& config, const CheckpointMeta& meta, const std::string& path) {
   std::vector<std::string> out;
+  if (meta.config.empty()) return out;  // written by another tool: the tensors' shapes decide
   Config saved;
   try {
     saved = parse_config(meta.config, path + " (stored config)", {});

@@ -52,7 +52,8 @@ struct TrainingConfig {
   // Save a checkpoint after step N and exit 0; the LR schedule still follows `steps` (a run
   // continued later goes on as if never stopped). 0 = never.
   int64_t exit_at_step = 0;
-  // Save and exit 0 after the first step that ends past this wall time (job time limits). 0 = never.
+  // Save and exit 0 at the end of the first step that starts past this wall time (job time
+  // limits). 0 = never.
   double exit_after_minutes = 0;
   // Steps whose loss or gradient norm is not finite that may be skipped (no update) before the
   // run fails; 0 = the first one fails the run.
