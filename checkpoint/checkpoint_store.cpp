@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -90,6 +91,9 @@ std::string CheckpointStore::save(Communicator& world, int64_t step, int keep,
   const fs::path final_path = dir / file_name(step);
   const fs::path temporary = dir / ("." + file_name(step) + ".tmp");
   const fs::path probe = dir / ".shared_probe";
+  // A token unique to this save, so that a probe left by an earlier one proves nothing.
+  const std::string token = std::to_string(step) + "-" +
+                            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   std::string error;
   if (world.rank() == 0) {
     try {
@@ -99,7 +103,10 @@ std::string CheckpointStore::save(Communicator& world, int64_t step, int keep,
       // Leftovers of a save that a crash interrupted: never complete, never read.
       for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
         if (std::regex_match(it->path().filename().string(), kTemporaryName)) fs::remove(it->path(), ec);
-      std::ofstream(probe) << step << "\n";
+      std::ofstream out(probe, std::ios::trunc);
+      out << token;
+      out.flush();
+      if (!out) throw Error("checkpoint.dir: cannot write in " + dir_);
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -108,11 +115,22 @@ std::string CheckpointStore::save(Communicator& world, int64_t step, int keep,
   // Every rank must see the directory rank 0 commits in: a node-local directory would give each
   // node a file with only its own slices, and rank 0 would commit its holes.
   if (world.size() > 1) {
-    std::error_code ec;
-    if (!fs::exists(probe, ec))
+    const std::string expected = broadcast_string(world, token, 0);
+    std::ifstream in(probe);
+    std::string seen;
+    std::getline(in, seen);
+    if (seen != expected)
       error = "checkpoint.dir " + dir_ + " is not shared with rank 0 (its probe file is not visible here); put "
               "checkpoints on a file system every node mounts";
-    agree_on_error(world, error);
+    const std::optional<std::string> first = first_error(world, error);
+    if (world.rank() == 0) {
+      std::error_code ec;
+      fs::remove(probe, ec);
+    }
+    if (first) throw Error(*first);
+  } else {
+    std::error_code ec;
+    fs::remove(probe, ec);
   }
 
   try {
@@ -132,7 +150,6 @@ std::string CheckpointStore::save(Communicator& world, int64_t step, int keep,
   if (world.rank() == 0) {
     try {
       std::error_code ec;
-      fs::remove(probe, ec);
       sync_path(temporary, /*directory=*/false);
       rename_durably(temporary, final_path);
       const fs::path latest_tmp = dir / ".latest.tmp";

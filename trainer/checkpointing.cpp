@@ -68,7 +68,7 @@ std::vector<std::string> candidates(const Config& config, bool& explicit_file) {
     if (!old.empty())
       log::info("checkpoint: warning: checkpoint.resume = \"never\", but " + checkpoint_dir(config) + " holds " +
                 std::to_string(old.size()) + " checkpoint(s) of an earlier run (newest " + old.front() +
-                "); this run's saves go beside them, and a later \"auto\" resumes from the highest step");
+                "); this run's saves replace those of the same steps and set later ones aside (*.superseded)");
     return {};
   }
   if (resume == "auto") return CheckpointStore(checkpoint_dir(config)).complete();
@@ -195,8 +195,20 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
       log::info("checkpoint: none in " + checkpoint_dir(config) + "; starting fresh");
     return std::nullopt;
   }
+  // Every rank must see the files rank 0 listed: otherwise each would fail to open them, and
+  // they would look corrupt.
+  std::string unseen;
+  for (const std::string& path : files) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {
+      unseen = path + " is listed by rank 0 but not visible on rank " + std::to_string(world.rank()) +
+               "; put checkpoint.dir on a file system every node mounts (and use an absolute path)";
+      break;
+    }
+  }
+  agree_on_error(world, unseen);
 
-  std::vector<std::string> failures;
+  std::vector<std::string> failures, failed_paths;
   for (const std::string& path : files) {
     // The metadata, read by rank 0 and agreed on: a file whose attributes cannot be read is
     // corrupt like one whose data fails its checksum.
@@ -236,11 +248,18 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
     if (problem) {
       // Every rank has the same message: report it once and let every rank exit.
       if (explicit_file) throw AgreedError(*problem, world.rank() == 0);
-      log::info("checkpoint: " + *problem + "; set aside as " + path + ".corrupt; trying an older one");
-      if (world.rank() == 0) CheckpointStore::set_aside(path, "corrupt");
+      log::info("checkpoint: " + *problem + "; trying an older one");
       failures.push_back(*problem);
+      failed_paths.push_back(path);
       continue;
     }
+    // Only now that an older checkpoint has loaded are the newer ones that failed set aside (so
+    // a run that can load none, say a file system that fails every read, hides nothing).
+    if (world.rank() == 0)
+      for (const std::string& bad : failed_paths) {
+        CheckpointStore::set_aside(bad, "corrupt");
+        log::info("checkpoint: set " + bad + " aside as " + bad + ".corrupt");
+      }
     // Every rank needs the position; rank 0 read it.
     int64_t position[4] = {meta.step, meta.tokens_seen, meta.skipped_steps, meta.global_batch};
     world.broadcast(position, 4, DType::kInt64, 0)->wait();

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <optional>
 
+#include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "trainer/checkpointing.h"
@@ -48,54 +49,64 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world, co
   const bool checkpoints = config.checkpoint.interval > 0;
   CheckpointSaver saver(run, config);
   double train_seconds = 0;
-  while (run.state().step < tc.steps) {
-    maybe_inject_fault(config.fault, run.world().rank(), run.world().size(), run.state().step + 1);
-    const StepResult r = run.step(my_vote(signals, tc, wall));
-    train_seconds += r.timing.total;
-    summary.timings.push_back(r.timing);
-    if (hooks.after_step) hooks.after_step(run, r);
+  try {
+    while (run.state().step < tc.steps) {
+      maybe_inject_fault(config.fault, run.world().rank(), run.world().size(), run.state().step + 1);
+      const StepResult r = run.step(my_vote(signals, tc, wall));
+      train_seconds += r.timing.total;
+      summary.timings.push_back(r.timing);
+      if (hooks.after_step) hooks.after_step(run, r);
 
-    StepMetrics mt;
-    mt.step = run.state().step;
-    mt.loss = r.loss;
-    mt.lr = r.lr;
-    mt.grad_norm = r.grad_norm;
-    mt.ms_per_step = r.timing.total * 1e3;
-    mt.tokens_per_s = double(run.tokens_per_step()) / r.timing.total;
-    const bool last = mt.step == tc.steps;
-    if (tc.eval_interval > 0 && (mt.step % tc.eval_interval == 0 || last)) mt.val_loss = run.validate();
-    if (metrics) metrics->write(mt);
-    if (mt.step % config.logging.interval == 0 || last || mt.step == summary.first_step + 1 || mt.val_loss)
-      log::info(format_progress(mt, tc.steps));
-    summary.losses.push_back(r.loss);
-    summary.grad_norms.push_back(r.grad_norm);
-    summary.val_losses.push_back(mt.val_loss);
-    summary.final_loss = r.loss;
-    if (mt.val_loss) summary.final_val_loss = mt.val_loss;
+      StepMetrics mt;
+      mt.step = run.state().step;
+      mt.loss = r.loss;
+      mt.lr = r.lr;
+      mt.grad_norm = r.grad_norm;
+      mt.ms_per_step = r.timing.total * 1e3;
+      mt.tokens_per_s = double(run.tokens_per_step()) / r.timing.total;
+      const bool last = mt.step == tc.steps;
+      if (tc.eval_interval > 0 && (mt.step % tc.eval_interval == 0 || last)) mt.val_loss = run.validate();
+      if (metrics) metrics->write(mt);
+      if (mt.step % config.logging.interval == 0 || last || mt.step == summary.first_step + 1 || mt.val_loss)
+        log::info(format_progress(mt, tc.steps));
+      summary.losses.push_back(r.loss);
+      summary.grad_norms.push_back(r.grad_norm);
+      summary.val_losses.push_back(mt.val_loss);
+      summary.final_loss = r.loss;
+      if (mt.val_loss) summary.final_val_loss = mt.val_loss;
 
-    // Stopping early always saves first, whatever checkpoint.interval says.
-    const bool exit_here = tc.exit_at_step > 0 && mt.step == tc.exit_at_step;
-    if (r.stop.interrupt) {
-      summary.ended = "interrupted";
-      summary.exit_code = kExitInterrupted;
-    } else if (r.stop.terminate) {
-      summary.ended = "preempted";
-      summary.exit_code = kExitPreempted;
-    } else if (r.stop.time_limit) {
-      summary.ended = "time limit";
-    } else if (exit_here) {
-      summary.ended = "exit_at_step";
+      // Stopping early always saves first, whatever checkpoint.interval says.
+      const bool exit_here = tc.exit_at_step > 0 && mt.step == tc.exit_at_step;
+      if (r.stop.interrupt) {
+        summary.ended = "interrupted";
+        summary.exit_code = kExitInterrupted;
+      } else if (r.stop.terminate) {
+        summary.ended = "preempted";
+        summary.exit_code = kExitPreempted;
+      } else if (r.stop.time_limit) {
+        summary.ended = "time limit";
+      } else if (exit_here) {
+        summary.ended = "exit_at_step";
+      }
+      const bool stopping = summary.ended != "finished";
+      if (stopping || (checkpoints && (mt.step % config.checkpoint.interval == 0 || last)))
+        saver.save(/*finish=*/stopping || last);
+      if (stopping) {
+        if (r.stop.interrupt) log::info("interrupted at step " + std::to_string(mt.step));
+        else if (r.stop.terminate) log::info("stopped by a signal (SIGTERM or SIGUSR1) at step " + std::to_string(mt.step));
+        else if (r.stop.time_limit) log::info("training.exit_after_minutes reached at step " + std::to_string(mt.step));
+        else log::info("training.exit_at_step reached at step " + std::to_string(mt.step));
+        break;
+      }
     }
-    const bool stopping = summary.ended != "finished";
-    if (stopping || (checkpoints && (mt.step % config.checkpoint.interval == 0 || last)))
-      saver.save(/*finish=*/stopping || last);
-    if (stopping) {
-      if (r.stop.interrupt) log::info("interrupted at step " + std::to_string(mt.step));
-      else if (r.stop.terminate) log::info("stopped by a signal (SIGTERM or SIGUSR1) at step " + std::to_string(mt.step));
-      else if (r.stop.time_limit) log::info("training.exit_after_minutes reached at step " + std::to_string(mt.step));
-      else log::info("training.exit_at_step reached at step " + std::to_string(mt.step));
-      break;
+  } catch (const AgreedError&) {
+    // Every rank failed alike (a non-finite step, say) and is alive: a checkpoint of an earlier
+    // step still being written in the background is worth finishing before the run ends.
+    try {
+      saver.finish();
+    } catch (const std::exception&) {
     }
+    throw;
   }
   summary.last_checkpoint = saver.finish();
   summary.steps = run.state().step;

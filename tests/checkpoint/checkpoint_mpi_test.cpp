@@ -376,6 +376,25 @@ TEST(Checkpoint, CorruptFilesAreDetectedAndAutoResumeFallsBack) {
   EXPECT_EQ(train_run(resume).summary.first_step, 10) << "auto-resume did not fall back past the bit flip";
   EXPECT_TRUE(fs::exists(twelve + ".corrupt"));
 
+  // When no checkpoint loads, the run fails naming each, and nothing is set aside (a retry must
+  // not find an empty directory and start afresh).
+  {
+    const std::string lone = fresh_dir("corrupt_lone");
+    const std::string file = step_file(lone, 10);
+    if (world_rank() == 0) {
+      fs::copy_file(good, file);
+      fs::resize_file(file, fs::file_size(file) / 3);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    Config c2 = c;
+    c2.checkpoint.dir = lone;
+    const std::string msg = error_of<AgreedError>(c2);
+    if (world_rank() == 0) {
+      EXPECT_NE(msg.find("could be loaded"), std::string::npos) << msg;
+    }
+    EXPECT_TRUE(fs::exists(file)) << "a checkpoint was set aside although none loaded";
+  }
+
   // Named explicitly, a corrupt file is an error naming it (and, for data, the dataset).
   const std::string bad = work_dir() + "/bad.h5";
   auto corrupt = [&](auto damage) {
