@@ -126,7 +126,9 @@ PreparedData write_prepared(std::span<const int32_t> tokens, const PrepareOption
   meta["params"] = params;
   meta["tokenizer"] = ByteTokenizer::kName;
   meta["vocab_size"] = ByteTokenizer::kVocabSize;
-  meta["shard_version"] = static_cast<int>(width_for_vocab(ByteTokenizer::kVocabSize));
+  const ShardFormat& format = format_for(width_for_vocab(ByteTokenizer::kVocabSize));
+  meta["shard_magic"] = format.magic;
+  meta["shard_version"] = format.version;
   meta["train"] = write_split(dir, "train", tokens.first(static_cast<size_t>(n - n_val)),
                               o.max_shard_tokens);
   meta["val"] = write_split(dir, "val", tokens.last(static_cast<size_t>(n_val)),

@@ -47,7 +47,7 @@ void write_tokens(std::ofstream& f, const std::string& path, std::span<const int
       if (t < 0 || t > max_id) {
         std::ostringstream os;
         os << "token " << k << " has id " << t << ", which does not fit the shard's "
-           << (sizeof(T) == 2 ? "uint16 (version 1)" : "uint32 (version 2)")
+           << (sizeof(T) == 2 ? "uint16" : "uint32")
            << " tokens (valid ids 0.." << max_id << ")";
         fail(path, os.str());
       }
@@ -74,8 +74,9 @@ void write_shard(const std::string& path, std::span<const int32_t> tokens, Token
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) fail(tmp, std::string("cannot open for writing: ") + std::strerror(errno));
     std::array<int32_t, kShardHeaderInts> header{};
-    header[0] = kShardMagic;
-    header[1] = static_cast<int32_t>(width);
+    const ShardFormat& format = format_for(width);
+    header[0] = format.magic;
+    header[1] = format.version;
     header[2] = static_cast<int32_t>(tokens.size());
     f.write(reinterpret_cast<const char*>(header.data()), kShardHeaderBytes);
     try {
@@ -131,16 +132,18 @@ Shard::Shard(const std::string& path) : path_(path) {
   // From here a throw must unmap: the destructor does not run for a half-built object.
   const auto* header = static_cast<const int32_t*>(map_);
   std::ostringstream problem;
-  if (header[0] != kShardMagic) {
-    problem << "bad magic " << header[0] << " (expected " << kShardMagic
-            << "): not a feast/llm.c token shard";
-  } else if (header[1] != 1 && header[1] != 2) {
-    problem << "unsupported version " << header[1]
-            << " (expected 1 = uint16 tokens or 2 = uint32 tokens)";
+  format_ = nullptr;
+  for (const ShardFormat& f : kShardFormats)
+    if (f.magic == header[0] && f.version == header[1]) format_ = &f;
+  if (!format_) {
+    problem << "header has magic " << header[0] << " and version " << header[1]
+            << ", which is no token shard format feast reads; it reads";
+    for (size_t i = 0; i < std::size(kShardFormats); ++i) problem << (i ? ";" : "") << " " << kShardFormats[i].name;
+    format_ = &kShardFormats[0];
   } else if (header[2] < 0) {
     problem << "negative token count " << header[2] << " in the header";
   } else {
-    width_ = static_cast<TokenWidth>(header[1]);
+    width_ = format_->bytes_per_token == 2 ? TokenWidth::u16 : TokenWidth::u32;
     count_ = header[2];
     const int64_t expected = kShardHeaderBytes + count_ * bytes_per_token(width_);
     if (file_bytes < expected) {
@@ -165,6 +168,7 @@ Shard::Shard(Shard&& other) noexcept
     : path_(std::move(other.path_)),
       map_(std::exchange(other.map_, nullptr)),
       map_bytes_(std::exchange(other.map_bytes_, 0)),
+      format_(other.format_),
       width_(other.width_),
       count_(std::exchange(other.count_, 0)) {}
 
@@ -174,6 +178,7 @@ Shard& Shard::operator=(Shard&& other) noexcept {
     path_ = std::move(other.path_);
     map_ = std::exchange(other.map_, nullptr);
     map_bytes_ = std::exchange(other.map_bytes_, 0);
+    format_ = other.format_;
     width_ = other.width_;
     count_ = std::exchange(other.count_, 0);
   }

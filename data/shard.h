@@ -1,5 +1,5 @@
 // Token shards in llm.c's layout: a 256 x int32 header (magic, version, token count) followed
-// by the tokens. Owns the byte format, the atomic writer and the memory-mapped reader; every
+// by the tokens. Owns the byte formats, the atomic writer and the memory-mapped reader; every
 // other piece of feast reads tokens only through Shard.
 #pragma once
 
@@ -9,13 +9,28 @@
 
 namespace feast {
 
-inline constexpr int32_t kShardMagic = 20240520;  // llm.c's magic
 inline constexpr int64_t kShardHeaderInts = 256;
 inline constexpr int64_t kShardHeaderBytes = kShardHeaderInts * 4;
 
-// The header's version field doubles as the token width. Version 1 (uint16) is llm.c's format,
-// byte for byte; version 2 (uint32) is feast's own, for vocabularies over 65,536.
-enum class TokenWidth : int32_t { u16 = 1, u32 = 2 };
+// The header formats read, by (magic, version), each fixing the token width. feast writes
+// llm.c's two (dev/data/data_common.py): GPT-2's uint16 shards and, for vocabularies over
+// 65,536, Llama-3's uint32 shards. It still reads its own earlier uint32 format.
+struct ShardFormat {
+  int32_t magic;
+  int32_t version;
+  int bytes_per_token;
+  const char* name;
+};
+inline constexpr ShardFormat kShardFormats[] = {
+    {20240520, 1, 2, "llm.c GPT-2 (magic 20240520, version 1, uint16 tokens)"},
+    {20240801, 7, 4, "llm.c Llama-3 (magic 20240801, version 7, uint32 tokens)"},
+    {20240520, 2, 4, "feast's earlier uint32 shards (magic 20240520, version 2), read only"},
+};
+
+enum class TokenWidth { u16, u32 };
+
+// The format feast writes for a token width: llm.c's GPT-2 (uint16) or Llama-3 (uint32) layout.
+inline const ShardFormat& format_for(TokenWidth w) { return w == TokenWidth::u16 ? kShardFormats[0] : kShardFormats[1]; }
 
 // The narrowest width that holds every id of a vocabulary of vocab_size tokens.
 TokenWidth width_for_vocab(int64_t vocab_size);
@@ -36,7 +51,8 @@ class Shard {
   Shard& operator=(const Shard&) = delete;
 
   const std::string& path() const { return path_; }
-  int32_t version() const { return static_cast<int32_t>(width_); }
+  const ShardFormat& format() const { return *format_; }
+  TokenWidth width() const { return width_; }
   int64_t size() const { return count_; }  // tokens
 
   // Copies tokens [offset, offset + count) into out; throws DataError if that runs past the end.
@@ -50,6 +66,7 @@ class Shard {
   std::string path_;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
+  const ShardFormat* format_ = &kShardFormats[0];
   TokenWidth width_ = TokenWidth::u16;
   int64_t count_ = 0;
 };

@@ -53,7 +53,8 @@ TEST(Shard, Version1RoundTripsAndIsLlmcLayout) {
   write_shard(path, tokens, TokenWidth::u16);
 
   Shard s(path);
-  EXPECT_EQ(s.version(), 1);
+  EXPECT_EQ(s.width(), TokenWidth::u16);
+  EXPECT_EQ(s.format().version, 1);
   EXPECT_EQ(s.size(), 7);
   EXPECT_EQ(read_all(s), tokens);
 
@@ -71,17 +72,58 @@ TEST(Shard, Version1RoundTripsAndIsLlmcLayout) {
   EXPECT_EQ(fifth, 50256);
 }
 
-TEST(Shard, Version2RoundTripsWideIds) {
+TEST(Shard, WideIdsAreWrittenInLlmcsLlama3Layout) {
   TempDir dir;
-  const std::string path = dir.file("v2.bin");
-  const std::vector<int32_t> tokens = {0, 65536, 100000, 151935, 3};
+  const std::string path = dir.file("v7.bin");
+  const std::vector<int32_t> tokens = {0, 65536, 100000, 128255, 3};
   write_shard(path, tokens, TokenWidth::u32);
   Shard s(path);
-  EXPECT_EQ(s.version(), 2);
+  EXPECT_EQ(s.width(), TokenWidth::u32);
   EXPECT_EQ(s.size(), 5);
   EXPECT_EQ(read_all(s), tokens);
-  EXPECT_EQ(s.max_token(), 151935);
-  EXPECT_EQ(std::filesystem::file_size(path), 1024u + 5 * 4);
+  EXPECT_EQ(s.max_token(), 128255);
+  // Byte for byte what llm.c's write_datafile(..., "llama-3") writes: magic 20240801, version 7.
+  std::ifstream f(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(bytes.size(), 1024u + 5 * 4);
+  int32_t header[4];
+  std::memcpy(header, bytes.data(), sizeof header);
+  EXPECT_EQ(header[0], 20240801);
+  EXPECT_EQ(header[1], 7);
+  EXPECT_EQ(header[2], 5);
+  EXPECT_EQ(header[3], 0);
+  uint32_t third;
+  std::memcpy(&third, bytes.data() + 1024 + 2 * 4, 4);
+  EXPECT_EQ(third, 100000u);
+}
+
+TEST(Shard, ReadsAShardLaidOutAsLlmcWritesIt) {
+  // Built here byte by byte as llm.c's dev/data/data_common.py lays it out: 256 int32 header
+  // (magic 20240801, version 7, count, zeros), then uint32 tokens.
+  TempDir dir;
+  const std::string path = dir.file("llmc_llama3.bin");
+  const std::vector<uint32_t> tokens = {128000, 9906, 1917, 0, 128001};
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240801;
+  header[1] = 7;
+  header[2] = int32_t(tokens.size());
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(header.data()), 1024);
+    f.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 4));
+  }
+  Shard s(path);
+  EXPECT_EQ(s.width(), TokenWidth::u32);
+  EXPECT_EQ(read_all(s), (std::vector<int32_t>{128000, 9906, 1917, 0, 128001}));
+}
+
+TEST(Shard, ReadsFeastsEarlierUint32Shards) {
+  TempDir dir;
+  const std::string path = dir.file("v2.bin");
+  write_raw(path, 20240520, 2, 2, 8);
+  Shard s(path);
+  EXPECT_EQ(s.width(), TokenWidth::u32);
+  EXPECT_EQ(s.size(), 2);
 }
 
 TEST(Shard, ReadsARangeAndRejectsOneOutside) {
@@ -140,32 +182,29 @@ TEST(Shard, WriteReplacesAnExistingShardAtomically) {
   write_shard(path, std::vector<int32_t>{1, 2, 3}, TokenWidth::u16);
   write_shard(path, std::vector<int32_t>{9}, TokenWidth::u32);
   Shard s(path);
-  EXPECT_EQ(s.version(), 2);
+  EXPECT_EQ(s.width(), TokenWidth::u32);
   EXPECT_EQ(read_all(s), std::vector<int32_t>{9});
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
 }
 
-TEST(Shard, RejectsBadMagic) {
+TEST(Shard, AnUnknownHeaderNamesWhatWasFoundAndEveryAcceptedFormat) {
   TempDir dir;
-  const std::string path = dir.file("magic.bin");
-  write_raw(path, 12345, 1, 0, 0);
-  const std::string msg = open_error(path);
-  EXPECT_NE(msg.find(path + ": bad magic 12345 (expected 20240520)"), std::string::npos) << msg;
-}
-
-TEST(Shard, RejectsUnknownVersion) {
-  TempDir dir;
-  const std::string path = dir.file("version.bin");
-  write_raw(path, kShardMagic, 3, 0, 0);
-  const std::string msg = open_error(path);
-  EXPECT_NE(msg.find(path), std::string::npos) << msg;
-  EXPECT_NE(msg.find("unsupported version 3"), std::string::npos) << msg;
+  for (auto [magic, version] : {std::pair{12345, 1}, std::pair{20240520, 3}, std::pair{20240801, 1}}) {
+    const std::string path = dir.file("unknown.bin");
+    write_raw(path, magic, version, 0, 0);
+    const std::string msg = open_error(path);
+    EXPECT_NE(msg.find(path + ": header has magic " + std::to_string(magic) + " and version " +
+                       std::to_string(version)),
+              std::string::npos)
+        << msg;
+    for (const ShardFormat& f : kShardFormats) EXPECT_NE(msg.find(f.name), std::string::npos) << msg;
+  }
 }
 
 TEST(Shard, RejectsTruncatedFile) {
   TempDir dir;
   const std::string path = dir.file("trunc.bin");
-  write_raw(path, kShardMagic, 1, 10, 19);  // 10 uint16 tokens need 20 bytes
+  write_raw(path, 20240520, 1, 10, 19);  // 10 uint16 tokens need 20 bytes
   const std::string msg = open_error(path);
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
   EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
@@ -176,7 +215,7 @@ TEST(Shard, RejectsTruncatedFile) {
 TEST(Shard, RejectsTrailingBytes) {
   TempDir dir;
   const std::string path = dir.file("trail.bin");
-  write_raw(path, kShardMagic, 2, 2, 8 + 3);  // 2 uint32 tokens plus 3 stray bytes
+  write_raw(path, 20240801, 7, 2, 8 + 3);  // 2 uint32 tokens plus 3 stray bytes
   const std::string msg = open_error(path);
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
   EXPECT_NE(msg.find("3 trailing bytes"), std::string::npos) << msg;
