@@ -703,6 +703,45 @@ std::string to_toml(const Config& config) {
   return out;
 }
 
+Config with_inferred_values(const Config& config, const InferredValues& v) {
+  Config c = config;
+  ParallelConfig& p = c.parallel;
+  TrainingConfig& t = c.training;
+  const auto n = [](int64_t x) { return std::to_string(x); };
+  if (p.dp == 0) {
+    if (v.dp > 0) {
+      p.dp = v.dp;
+      c.origin["parallel.dp"] = "inferred: world size " + n(v.world_size) + " / (tp " + n(p.tp) + " * pp " + n(p.pp) + ")";
+    } else {
+      c.origin["parallel.dp"] = "inferred at launch: world size / (tp * pp)";
+    }
+  }
+  if (t.batch_size > 0) {
+    if (v.micro_batches > 0) {
+      p.num_micro_batches = v.micro_batches;
+      c.origin["parallel.num_micro_batches"] = "inferred: training.batch_size " + n(t.batch_size) + " / (dp " +
+                                               n(p.dp) + " * micro_batch_size " + n(p.micro_batch_size) + ")";
+    } else {
+      c.origin["parallel.num_micro_batches"] = "inferred at launch from training.batch_size";
+    }
+  } else if (p.dp > 0) {
+    t.batch_size = int64_t{p.dp} * p.num_micro_batches * p.micro_batch_size;
+    c.origin["training.batch_size"] = "inferred: dp " + n(p.dp) + " * num_micro_batches " + n(p.num_micro_batches) +
+                                      " * micro_batch_size " + n(p.micro_batch_size);
+  } else {
+    c.origin["training.batch_size"] = "inferred at launch: dp * num_micro_batches * micro_batch_size";
+  }
+  if (t.threads == 0) {
+    if (v.threads > 0) {
+      t.threads = v.threads;
+      c.origin["training.threads"] = "inferred: " + v.threads_from;
+    } else {
+      c.origin["training.threads"] = "inferred at launch: OMP_NUM_THREADS or the rank's share of its CPUs";
+    }
+  }
+  return c;
+}
+
 std::string config_value(const Config& config, const std::string& key) {
   Config c = config;
   for (const KeyDesc& k : keys())

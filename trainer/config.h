@@ -123,6 +123,21 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
 // The resolved config as TOML, printed at start and saved in the run directory.
 std::string to_toml(const Config& config);
 
+// What a run resolved where the config leaves values to inference (0 = not known here).
+struct InferredValues {
+  int world_size = 0;
+  int dp = 0;             // data-parallel degree in use
+  int micro_batches = 0;  // per step on each data-parallel rank
+  int threads = 0;        // OpenMP threads per rank in use
+  std::string threads_from;  // how threads were chosen ("OMP_NUM_THREADS", ...)
+};
+
+// `config` with parallel.dp, parallel.num_micro_batches, training.batch_size and training.threads
+// set to the values in use where the config left them to inference, each marked in `origin`
+// ("inferred: world size 8 / (tp 2 * pp 2)"), so that to_toml prints what runs. Values not
+// known (0 in `v`) stay as configured, marked as inferred at launch.
+Config with_inferred_values(const Config& config, const InferredValues& v);
+
 // Every valid key as "section.key", for --help and for suggestions.
 std::vector<std::string> config_keys();
 

@@ -18,7 +18,9 @@
 #include "trainer/bench_command.h"
 #include "trainer/bench_parallel.h"
 #include "trainer/config.h"
+#include "trainer/cli_args.h"
 #include "trainer/inspect_command.h"
+#include "trainer/threads.h"
 #include "trainer/prepare_data_command.h"
 #include "trainer/train_loop.h"
 
@@ -63,6 +65,48 @@ ConfigArgs parse_config_args(const std::vector<std::string>& args) {
   return out;
 }
 
+constexpr const char* kPrintConfigHelp =
+    "usage: [mpirun -np N] trainer print-config [CONFIG.toml] [--set section.key=value ...] [--world N]\n"
+    "Prints the resolved config as TOML: every key with its value and where it came from. Values\n"
+    "the config leaves to inference (parallel.dp, training.batch_size or parallel.num_micro_batches,\n"
+    "training.threads) are filled in as a job of N ranks on this machine would use them (N: --world,\n"
+    "else mpirun's world size) and marked [inferred: ...].\n";
+
+// print-config: the config as `trainer CONFIG` would run it with `world` ranks on this machine.
+int print_config_command(const std::vector<std::string>& rest, int world_size) {
+  std::vector<std::string> args;
+  int world = world_size;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    if (rest[i] == "--help" || rest[i] == "-h") {
+      log::info(kPrintConfigHelp);
+      return 0;
+    }
+    if (rest[i] == "--world") {
+      if (i + 1 >= rest.size()) throw ConfigError("print-config: --world needs a number of ranks");
+      world = parse_positive_int("--world", rest[++i], kPrintConfigHelp);
+      continue;
+    }
+    args.push_back(rest[i]);
+  }
+  const ConfigArgs ca = parse_config_args(args);
+  const Config config = load_config(ca.path, ca.overrides);
+  InferredValues v;
+  v.world_size = world;
+  const ParallelConfig& p = config.parallel;
+  if (p.dp == 0 && world % (p.tp * p.pp) == 0) v.dp = world / (p.tp * p.pp);
+  const int dp = p.dp ? p.dp : v.dp;
+  if (dp > 0 && config.training.batch_size > 0 &&
+      config.training.batch_size % (int64_t{dp} * p.micro_batch_size) == 0)
+    v.micro_batches = config.micro_batches_per_rank(dp);
+  // The ranks of a job of `world` on this machine share its CPUs (as training's policy decides).
+  int available = process_cpus().count();
+  if (const std::optional<int> quota = cgroup_cpu_limit()) available = std::min(available, *quota);
+  v.threads = choose_threads(omp_num_threads_from_env(), available, world);
+  v.threads_from = describe_thread_choice(omp_num_threads_from_env(), available, world) + ", on this machine";
+  log::info(to_toml(with_inferred_values(config, v)));
+  return 0;
+}
+
 int run(const std::vector<std::string>& args, const Runtime& runtime) {
   const int world_size = runtime.world_size();
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
@@ -85,11 +129,7 @@ int run(const std::vector<std::string>& args, const Runtime& runtime) {
     if (verb == "inspect") return inspect_command(rest);
     return verb == "bench" ? bench_command(rest) : prepare_data_command(rest);
   }
-  if (verb == "print-config") {
-    const ConfigArgs ca = parse_config_args(rest);
-    log::info(to_toml(load_config(ca.path, ca.overrides)));
-    return 0;
-  }
+  if (verb == "print-config") return print_config_command(rest, world_size);
   const ConfigArgs ca = parse_config_args(args);
   const Config config = load_config(ca.path, ca.overrides);
   log::info("feast trainer: " + ca.path + " (" + describe_devices() + "; " + std::to_string(world_size) + " rank(s))");

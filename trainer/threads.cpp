@@ -82,4 +82,10 @@ int choose_threads(std::optional<int> omp_num_threads, int available_cpus, int s
   return std::max(1, available_cpus / std::max(1, sharing_ranks));
 }
 
+std::string describe_thread_choice(std::optional<int> omp_num_threads, int available_cpus, int sharing_ranks) {
+  if (omp_num_threads) return "OMP_NUM_THREADS = " + std::to_string(*omp_num_threads);
+  return std::to_string(available_cpus) + " CPU(s) available / " + std::to_string(std::max(1, sharing_ranks)) +
+         " rank(s) sharing them";
+}
+
 }  // namespace feast

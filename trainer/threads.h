@@ -35,4 +35,8 @@ int ranks_sharing_cpus(const std::vector<std::string>& hosts, const std::vector<
 // The policy: the user's OMP_NUM_THREADS if set, else available / sharing, at least 1.
 int choose_threads(std::optional<int> omp_num_threads, int available_cpus, int sharing_ranks);
 
+// How choose_threads chose, in words: "OMP_NUM_THREADS = 4", or "2 CPUs available / 1 rank(s)
+// sharing them".
+std::string describe_thread_choice(std::optional<int> omp_num_threads, int available_cpus, int sharing_ranks);
+
 }  // namespace feast

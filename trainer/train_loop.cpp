@@ -35,7 +35,7 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world, co
   std::optional<MetricsWriter> metrics;
   if (run.world().rank() == 0) {
     std::filesystem::create_directories(config.logging.dir);
-    std::ofstream(config.logging.dir + "/config.toml") << to_toml(config);
+    std::ofstream(config.logging.dir + "/config.toml") << to_toml(with_inferred_values(config, run.inferred()));
     // A resumed run continues the metrics of the run it resumes (the steps after the
     // checkpoint, which it runs again, are replaced).
     metrics.emplace(config.logging.dir + "/metrics.jsonl", resumed ? std::optional<int64_t>(resumed->step) : std::nullopt);

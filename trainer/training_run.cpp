@@ -45,9 +45,11 @@ void check_runnable(const Config& config) {
                       "\" is not available in this build yet; use \"cpu\"");
 }
 
-// training.threads, or the share of this host's CPUs that threads.h's policy gives this rank.
-int thread_count(const Config& config, Communicator& world, const std::vector<std::string>& hosts) {
-  if (config.training.threads > 0) return config.training.threads;
+// training.threads, or the share of this host's CPUs that threads.h's policy gives this rank
+// (and, in words, how it was chosen).
+std::pair<int, std::string> thread_count(const Config& config, Communicator& world,
+                                         const std::vector<std::string>& hosts) {
+  if (config.training.threads > 0) return {config.training.threads, ""};
   const CpuSet mine = process_cpus();
   int available = mine.count();
   if (const std::optional<int> quota = cgroup_cpu_limit()) available = std::min(available, *quota);
@@ -63,7 +65,8 @@ int thread_count(const Config& config, Communicator& world, const std::vector<st
       masks[r].words.assign(all.begin() + long(r * words), all.begin() + long((r + 1) * words));
     sharing = ranks_sharing_cpus(hosts, masks, world.rank());
   }
-  return choose_threads(omp_num_threads_from_env(), available, sharing);
+  return {choose_threads(omp_num_threads_from_env(), available, sharing),
+          describe_thread_choice(omp_num_threads_from_env(), available, sharing)};
 }
 
 // Every rank's memory, gathered and printed by rank 0 as one table.
@@ -99,7 +102,6 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
     data_error = e.what();
   }
   agree_on_error(*world, data_error);
-  log::info("resolved config:\n" + to_toml(config));
 
   groups_ = make_process_groups(std::move(world), layout, config.model.tied());
   Communicator& w = *groups_.world;
@@ -108,7 +110,10 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
     hosts = gather_host_names(w);
     log::info(describe_grid(layout, hosts, config.model.tied()));
   }
-  omp_set_num_threads(thread_count(config, w, hosts));
+  const auto [threads, threads_from] = thread_count(config, w, hosts);
+  omp_set_num_threads(threads);
+  inferred_ = {w.size(), layout.dp(), plan_.micro_batches, threads, threads_from};
+  log::info("resolved config (inferred values marked):\n" + to_toml(with_inferred_values(config, inferred_)));
 
   const int B = config.parallel.micro_batch_size, T = tc.seq_len, m = plan_.micro_batches;
   const StageSpec spec = plan_.stage_of(world_rank);

@@ -73,6 +73,8 @@ class TrainingRun {
   PipelineStage& stage() { return *stage_; }
   Communicator& world() { return *groups_.world; }
   const LayoutPlan& plan() const { return plan_; }
+  // The values in use where the config leaves them to inference (dp, micro-batches, threads).
+  const InferredValues& inferred() const { return inferred_; }
   // This rank's parameters, optimizer state and data-parallel share, for checkpoints.
   RankState rank_state();
   int64_t tokens_per_step() const;
@@ -100,6 +102,7 @@ class TrainingRun {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<PipelineExecutor> executor_;
   std::vector<size_t> shard_sizes_;  // every dp rank's shard, for the parameter all-gather
+  InferredValues inferred_;
   TrainingState state_;
 };
 
