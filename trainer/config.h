@@ -141,6 +141,13 @@ Config with_inferred_values(const Config& config, const InferredValues& v);
 // Every valid key as "section.key", for --help and for suggestions.
 std::vector<std::string> config_keys();
 
+// docs/config.md's table of one section (markdown: key, type, default, allowed, meaning), made
+// from the key table the parser uses.
+std::string config_docs_table(const std::string& section);
+// `markdown` with every block marked as generated (see docs/config.md) replaced by the current
+// table of its section: what `trainer print-config --docs FILE` prints.
+std::string regenerate_config_docs(const std::string& markdown);
+
 // The value of `key` ("section.key") in `config`, as TOML text; throws ConfigError for an
 // unknown key.
 std::string config_value(const Config& config, const std::string& key);

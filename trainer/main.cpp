@@ -6,6 +6,8 @@
 #include <chrono>
 #include <optional>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -70,7 +72,9 @@ constexpr const char* kPrintConfigHelp =
     "Prints the resolved config as TOML: every key with its value and where it came from. Values\n"
     "the config leaves to inference (parallel.dp, training.batch_size or parallel.num_micro_batches,\n"
     "training.threads) are filled in as a job of N ranks on this machine would use them (N: --world,\n"
-    "else mpirun's world size) and marked [inferred: ...].\n";
+    "else mpirun's world size) and marked [inferred: ...].\n"
+    "       trainer print-config --docs docs/config.md\n"
+    "prints docs/config.md with its tables regenerated from the key table (redirect to update it).\n";
 
 // print-config: the config as `trainer CONFIG` would run it with `world` ranks on this machine.
 int print_config_command(const std::vector<std::string>& rest, int world_size) {
@@ -79,6 +83,16 @@ int print_config_command(const std::vector<std::string>& rest, int world_size) {
   for (size_t i = 0; i < rest.size(); ++i) {
     if (rest[i] == "--help" || rest[i] == "-h") {
       log::info(kPrintConfigHelp);
+      return 0;
+    }
+    if (rest[i] == "--docs") {
+      // The config reference with its tables made from the key table: the committed file must
+      // equal this (a test checks), so a new or changed key is documented by regenerating.
+      if (i + 1 >= rest.size()) throw ConfigError("print-config: --docs needs the markdown file (docs/config.md)");
+      std::ifstream in(rest[i + 1]);
+      if (!in) throw ConfigError("print-config --docs: cannot read " + rest[i + 1]);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::fputs(regenerate_config_docs(text).c_str(), stdout);
       return 0;
     }
     if (rest[i] == "--world") {

@@ -509,6 +509,21 @@ TEST(ConfigFiles, EmptyPathMeansDefaultsPlusOverrides) {
   EXPECT_EQ(c.model.n_layer, 4);
 }
 
+TEST(ConfigDocs, TablesAreWhatTheKeyTableGenerates) {
+  const std::string doc = read_file(FEAST_SOURCE_DIR "/docs/config.md");
+  ASSERT_FALSE(doc.empty());
+  EXPECT_TRUE(regenerate_config_docs(doc) == doc)
+      << "docs/config.md differs from the key table in trainer/config.cpp; regenerate it with "
+         "`./build/trainer print-config --docs docs/config.md > /tmp/config.md && mv /tmp/config.md docs/config.md`";
+  // A changed detail shows up: the generator really reads the key table.
+  std::string stale = doc;
+  const size_t at = stale.find("| `training.steps` |");
+  ASSERT_NE(at, std::string::npos);
+  stale.insert(stale.find(" |\n", at + 20), " (stale)");
+  EXPECT_NE(regenerate_config_docs(stale), stale);
+  EXPECT_EQ(regenerate_config_docs(stale), doc);
+}
+
 TEST(ConfigDocs, DocsMentionEveryKey) {
   const std::string doc = read_file(FEAST_SOURCE_DIR "/docs/config.md");
   ASSERT_FALSE(doc.empty());
