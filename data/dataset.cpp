@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
@@ -33,19 +36,58 @@ std::vector<std::string> glob_files(const std::string& pattern) {
   return out;
 }
 
+const char* split_word(Split split) { return split == Split::kVal ? "val" : "train"; }
+
+// The shards of a directory for one split (see resolve_shard_paths).
+std::vector<std::string> directory_shards(const std::string& dir, Split split) {
+  std::vector<std::string> all;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.is_regular_file(ec) && entry.path().extension() == ".bin") all.push_back(entry.path().string());
+  if (split == Split::kAny) return all;
+  const std::string word = split_word(split), other = split == Split::kTrain ? "val" : "train";
+  // prepare-data's meta.json names each split's shards.
+  const fs::path meta = fs::path(dir) / "meta.json";
+  if (fs::is_regular_file(meta, ec)) {
+    std::ifstream in(meta);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains(word) && j[word].is_object() && j[word].contains("shards") &&
+        j[word]["shards"].is_array()) {
+      std::vector<std::string> listed;
+      for (const auto& name : j[word]["shards"]) {
+        if (!name.is_string()) continue;
+        const fs::path p = fs::path(dir) / name.get<std::string>();
+        if (!fs::is_regular_file(p, ec))
+          throw DataError(meta.string() + " lists " + word + " shard '" + name.get<std::string>() +
+                          "', which is missing; rerun `trainer prepare-data`");
+        listed.push_back(p.string());
+      }
+      return listed;
+    }
+  }
+  const auto named = [&](const std::string& path, const std::string& w) {
+    return fs::path(path).filename().string().find(w) != std::string::npos;
+  };
+  std::vector<std::string> mine, not_other;
+  for (const std::string& p : all) {
+    if (named(p, word)) mine.push_back(p);
+    if (!named(p, other)) not_other.push_back(p);
+  }
+  return mine.empty() ? not_other : mine;
+}
+
 }  // namespace
 
-std::vector<std::string> resolve_shard_paths(const std::string& pattern) {
+std::vector<std::string> resolve_shard_paths(const std::string& pattern, Split split) {
   std::vector<std::string> paths;
   std::error_code ec;
   std::string where;
   if (fs::is_directory(pattern, ec)) {
-    for (const auto& entry : fs::directory_iterator(pattern, ec)) {
-      if (entry.is_regular_file(ec) && entry.path().extension() == ".bin") {
-        paths.push_back(entry.path().string());
-      }
-    }
-    where = "directory '" + pattern + "' contains no *.bin token shards";
+    paths = directory_shards(pattern, split);
+    where = "directory '" + pattern + "' contains no " +
+            (split == Split::kAny ? std::string("*.bin token shards")
+                                  : std::string(split_word(split)) + " shards (*.bin named for the split, or listed "
+                                                                     "in its meta.json)");
   } else if (fs::is_regular_file(pattern, ec)) {
     paths.push_back(pattern);
   } else {
@@ -60,8 +102,8 @@ std::vector<std::string> resolve_shard_paths(const std::string& pattern) {
   return paths;
 }
 
-Dataset::Dataset(const std::string& pattern) : pattern_(pattern) {
-  for (const std::string& path : resolve_shard_paths(pattern)) {
+Dataset::Dataset(const std::string& pattern, Split split) : pattern_(pattern) {
+  for (const std::string& path : resolve_shard_paths(pattern, split)) {
     shards_.emplace_back(path);
     total_tokens_ += shards_.back().size();
   }

@@ -11,15 +11,21 @@
 
 namespace feast {
 
-// The shard files `pattern` names, sorted by name: the file itself, every `*.bin` in a
-// directory, or the matches of a POSIX glob. Throws DataError naming the pattern (and
-// suggesting `trainer prepare-data`) when nothing matches.
-std::vector<std::string> resolve_shard_paths(const std::string& pattern);
+// Which split a name is for. A directory holds both splits when `prepare-data` (or llm.c's
+// scripts) wrote it, so a directory named for one split takes only that split's shards.
+enum class Split { kAny, kTrain, kVal };
+
+// The shard files `pattern` names, sorted by name: the file itself, the matches of a POSIX glob,
+// or the `*.bin` files of a directory. For a directory and a split: the shards its meta.json
+// lists for that split (what `prepare-data` writes); else those whose names contain "train"
+// (or "val"); else all but those named for the other split. Throws DataError naming the
+// pattern (and suggesting `trainer prepare-data`) when nothing matches.
+std::vector<std::string> resolve_shard_paths(const std::string& pattern, Split split = Split::kAny);
 
 class Dataset {
  public:
-  // Opens (maps and validates) every shard `pattern` resolves to.
-  explicit Dataset(const std::string& pattern);
+  // Opens (maps and validates) every shard `pattern` resolves to for `split`.
+  explicit Dataset(const std::string& pattern, Split split = Split::kAny);
 
   const std::string& pattern() const { return pattern_; }
   size_t num_shards() const { return shards_.size(); }

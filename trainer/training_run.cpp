@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <string>
 
@@ -26,9 +27,9 @@ std::string mib(double bytes) {
 }
 
 // Opens a split, naming the config key that chose it when anything is wrong.
-Dataset open_split(const Config& config, const std::string& key, const std::string& pattern) {
+Dataset open_split(const Config& config, const std::string& key, const std::string& pattern, Split split) {
   try {
-    Dataset d(pattern);
+    Dataset d(pattern, split);
     d.check_vocab(config.model.vocab_size);
     return d;
   } catch (const DataError& e) {
@@ -156,10 +157,20 @@ TrainingRun::~TrainingRun() = default;
 
 void TrainingRun::open_data() {
   const TrainingConfig& tc = config_.training;
-  train_data_.emplace(open_split(config_, "data.train", config_.data.train));
+  train_data_.emplace(open_split(config_, "data.train", config_.data.train, Split::kTrain));
   sampler_.emplace(*train_data_, tc.seed, tc.seq_len);
   if (!config_.data.val.empty()) {
-    val_data_.emplace(open_split(config_, "data.val", config_.data.val));
+    val_data_.emplace(open_split(config_, "data.val", config_.data.val, Split::kVal));
+    // A shard in both splits would be trained on and then flatter the validation loss.
+    for (size_t i = 0; i < train_data_->num_shards(); ++i)
+      for (size_t j = 0; j < val_data_->num_shards(); ++j) {
+        std::error_code ec;
+        if (std::filesystem::equivalent(train_data_->shard(i).path(), val_data_->shard(j).path(), ec))
+          throw DataError("data.train and data.val share the shard " + val_data_->shard(j).path() +
+                          ": the model would be validated on tokens it trained on; give data.train the "
+                          "training shards only (data.train at " + config_.where("data.train") +
+                          ", data.val at " + config_.where("data.val") + ")");
+      }
     val_sampler_.emplace(*val_data_, tc.seq_len);
   }
 }

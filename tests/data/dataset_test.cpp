@@ -49,6 +49,42 @@ TEST(Dataset, DirectoryTakesEveryBinFile) {
   EXPECT_EQ(d.total_tokens(), 35);
 }
 
+TEST(Dataset, ADirectoryNamedForASplitTakesOnlyThatSplitsShards) {
+  TempDir dir;
+  make_split(dir);
+  const Dataset train(dir.path(), Split::kTrain), val(dir.path(), Split::kVal);
+  ASSERT_EQ(train.num_shards(), 2u);
+  EXPECT_EQ(train.total_tokens(), 30);  // not the 35 of every shard
+  ASSERT_EQ(val.num_shards(), 1u);
+  EXPECT_EQ(val.shard(0).path(), dir.file("val_000.bin"));
+}
+
+TEST(Dataset, LlmcsShardNamesAreSplitToo) {
+  TempDir dir;
+  write_shard(dir.file("fineweb_val_000000.bin"), iota(5, 0), TokenWidth::u16);
+  write_shard(dir.file("fineweb_train_000001.bin"), iota(7, 0), TokenWidth::u16);
+  write_shard(dir.file("fineweb_train_000002.bin"), iota(9, 0), TokenWidth::u16);
+  EXPECT_EQ(Dataset(dir.path(), Split::kTrain).total_tokens(), 16);
+  EXPECT_EQ(Dataset(dir.path(), Split::kVal).total_tokens(), 5);
+}
+
+TEST(Dataset, MetaJsonDecidesWhichShardsBelongToASplit) {
+  TempDir dir;
+  write_shard(dir.file("a.bin"), iota(4, 0), TokenWidth::u16);
+  write_shard(dir.file("b.bin"), iota(6, 0), TokenWidth::u16);
+  std::ofstream(dir.file("meta.json")) << R"({"train": {"shards": ["b.bin"]}, "val": {"shards": ["a.bin"]}})";
+  EXPECT_EQ(Dataset(dir.path(), Split::kTrain).total_tokens(), 6);
+  EXPECT_EQ(Dataset(dir.path(), Split::kVal).total_tokens(), 4);
+  EXPECT_EQ(Dataset(dir.path()).total_tokens(), 10);  // no split named: every shard
+  std::ofstream(dir.file("meta.json")) << R"({"train": {"shards": ["gone.bin"]}})";
+  try {
+    Dataset d(dir.path(), Split::kTrain);
+    ADD_FAILURE() << "a missing listed shard was accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("gone.bin"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Dataset, SingleFile) {
   TempDir dir;
   make_split(dir);
