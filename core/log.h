@@ -6,9 +6,10 @@
 
 namespace feast::log {
 
-void set_rank(int rank);
+// This process's rank and the job's size; errors name the rank only in a job of several.
+void set_rank(int rank, int world_size = 1);
 void info(const std::string& line);   // rank 0 only, stdout
-void error(const std::string& line);  // every rank, stderr, prefixed "[rank r]"
+void error(const std::string& line);  // every rank, stderr, prefixed "[rank r]" when there are several
 
 // While one exists, info() prints nothing (a benchmark that runs training quietly).
 class Quiet {

@@ -12,6 +12,8 @@
 #include <regex>
 #include <span>
 
+#include <zlib.h>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -155,7 +157,29 @@ std::string read_file(const std::string& path) {
 }
 
 json common_params(const PrepareOptions& o) {
-  return {{"val_fraction", o.val_fraction}, {"max_shard_tokens", o.max_shard_tokens}};
+  return {{"val_fraction", o.val_fraction}, {"max_shard_tokens", o.max_shard_tokens}, {"keep_binary", o.keep_binary}};
+}
+
+}  // namespace
+
+namespace {
+
+// Bytes that are not part of a well-formed UTF-8 sequence.
+int64_t invalid_utf8_bytes(const std::string& s) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len > 0 && i + size_t(len) <= s.size();
+    for (int k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + size_t(k)]) & 0xC0) == 0x80;
+    if (ok) {
+      i += size_t(len);
+    } else {
+      ++bad;
+      ++i;
+    }
+  }
+  return bad;
 }
 
 }  // namespace
@@ -166,19 +190,55 @@ PreparedData prepare_text(const std::vector<std::string>& files, const PrepareOp
   json params = common_params(options);
   params["kind"] = "text";
   json inputs = json::array();
+  std::vector<std::string> contents;
   for (const auto& path : files) {
     std::error_code ec;
-    const auto bytes = fs::file_size(path, ec);
-    if (ec) throw DataError(path + ": cannot read input text file: " + ec.message());
-    inputs.push_back({{"path", fs::absolute(path).string()}, {"bytes", bytes}});
+    if (!fs::is_regular_file(path, ec))
+      throw DataError(path + ": cannot read input text file: " + (ec ? ec.message() : "not a regular file"));
+    contents.push_back(read_file(path));
+    const std::string& c = contents.back();
+    // The content's checksum, so that a file edited in place (same size, even the same
+    // modification time) is prepared again.
+    inputs.push_back({{"path", fs::absolute(path).string()},
+                      {"bytes", c.size()},
+                      {"crc32", crc32_z(0, reinterpret_cast<const Bytef*>(c.data()), c.size())}});
   }
   params["files"] = inputs;
-  if (auto reused = find_reusable(options, params)) return *reused;
+  if (auto reused = find_reusable(options, params)) {
+    reused->files_kept = int(files.size());
+    return *reused;
+  }
 
   std::string text;
-  for (const auto& path : files) text += read_file(path);
+  int kept = 0, skipped = 0;
+  std::vector<std::string> notes;
+  for (size_t f = 0; f < files.size(); ++f) {
+    const std::string& c = contents[f];
+    const int64_t nuls = std::count(c.begin(), c.end(), '\0');
+    if (nuls > 0 && !options.keep_binary) {
+      notes.push_back(files[f] + ": skipped, not text: " + std::to_string(nuls) +
+                      " NUL byte(s) (--keep-binary tokenizes it anyway)");
+      ++skipped;
+      continue;
+    }
+    const int64_t bad = invalid_utf8_bytes(c);
+    if (nuls > 0)
+      notes.push_back(files[f] + ": kept (--keep-binary), though it has " + std::to_string(nuls) + " NUL byte(s)");
+    else if (bad > 0 && bad * 100 > int64_t(c.size()))
+      notes.push_back(files[f] + ": kept, but " + std::to_string(bad) + " of its " + std::to_string(c.size()) +
+                      " bytes are not valid UTF-8; is it text?");
+    text += c;
+    ++kept;
+  }
+  if (kept == 0)
+    throw DataError("prepare-data: none of the " + std::to_string(files.size()) + " input file(s) is text (" +
+                    notes.front() + (notes.size() > 1 ? ", ..." : "") + ")");
   const std::vector<int32_t> tokens = ByteTokenizer().encode(text);
-  return write_prepared(tokens, options, params, nullptr);
+  PreparedData d = write_prepared(tokens, options, params, nullptr);
+  d.files_kept = kept;
+  d.files_skipped = skipped;
+  d.input_notes = notes;
+  return d;
 }
 
 PreparedData prepare_synthetic(int64_t num_tokens, uint64_t seed, const PrepareOptions& options) {

@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
-  feast::log::set_rank(runtime->rank());
+  feast::log::set_rank(runtime->rank(), runtime->world_size());
   const std::vector<std::string> args(argv + 1, argv + argc);
   int code = 1;
   try {

@@ -16,10 +16,12 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: trainer prepare-data --out DIR [--val-fraction F] [--max-shard-tokens N] [--force] "
-    "FILE...\n"
+    "[--keep-binary] FILE...\n"
     "       trainer prepare-data --synthetic --out DIR [--tokens N] [--seed S] [--val-fraction F]"
     " [--force]\n"
-    "  FILE...             text files, concatenated and tokenised byte by byte\n"
+    "  FILE...             text files, concatenated and tokenised byte by byte; files with NUL\n"
+    "                      bytes (not text) are skipped and counted, much invalid UTF-8 is warned of\n"
+    "  --keep-binary       tokenize files with NUL bytes too\n"
     "  --synthetic         generate text from the built-in order-2 Markov chain instead\n"
     "  --out DIR           writes DIR/train_NNN.bin, DIR/val_NNN.bin and DIR/meta.json\n"
     "  --val-fraction F    share of the tokens, from the end, kept for validation (default 0.05)\n"
@@ -79,6 +81,8 @@ int prepare_data_command(const std::vector<std::string>& args) {
       synthetic = true;
     } else if (a == "--force") {
       options.force = true;
+    } else if (a == "--keep-binary") {
+      options.keep_binary = true;
     } else if (a.size() > 1 && a[0] == '-') {
       usage_error("unknown flag '" + a + "'");
     } else {
@@ -91,9 +95,13 @@ int prepare_data_command(const std::vector<std::string>& args) {
 
   const PreparedData d = synthetic ? prepare_synthetic(tokens, seed, options)
                                    : prepare_text(files, options);
+  for (const std::string& note : d.input_notes) log::info("prepare-data: warning: " + note);
+  if (!synthetic)
+    log::info("prepare-data: " + std::to_string(d.files_kept) + " input file(s) tokenized" +
+              (d.files_skipped ? ", " + std::to_string(d.files_skipped) + " skipped (not text)" : ""));
   if (d.reused) {
-    log::info("prepare-data: " + options.out_dir +
-              " already prepared with these parameters (--force rewrites it)");
+    log::info("prepare-data: " + options.out_dir + " already prepared from these inputs (the same paths, sizes and "
+              "CRC-32 of their contents) with these parameters; nothing written (--force rewrites it)");
   }
   std::ostringstream os;
   os << "prepare-data: train " << d.train_tokens << " tokens in " << join(d.train_shards)

@@ -40,7 +40,7 @@ TEST(Prepare, TextShardsConcatenateToTheInput) {
   const std::string a = sample_text(700, 1), b = sample_text(300, 2);
   std::ofstream(dir.file("a.txt"), std::ios::binary) << a;
   std::ofstream(dir.file("b.txt"), std::ios::binary) << b;
-  PrepareOptions o{dir.file("out"), 0.1, 250, false};
+  PrepareOptions o{dir.file("out"), 0.1, 250, false, /*keep_binary=*/true};
 
   const PreparedData d = prepare_text({dir.file("a.txt"), dir.file("b.txt")}, o);
   EXPECT_FALSE(d.reused);
@@ -65,7 +65,7 @@ TEST(Prepare, TextShardsConcatenateToTheInput) {
 TEST(Prepare, SameParametersReuseOtherwiseRewrite) {
   TempDir dir;
   std::ofstream(dir.file("a.txt"), std::ios::binary) << sample_text(1000, 3);
-  PrepareOptions o{dir.file("out"), 0.1, 250, false};
+  PrepareOptions o{dir.file("out"), 0.1, 250, false, /*keep_binary=*/true};
   prepare_text({dir.file("a.txt")}, o);
 
   const PreparedData again = prepare_text({dir.file("a.txt")}, o);
@@ -88,6 +88,45 @@ TEST(Prepare, SameParametersReuseOtherwiseRewrite) {
   std::filesystem::remove(dir.file("out/val_000.bin"));
   EXPECT_FALSE(prepare_text({dir.file("a.txt")}, o).reused);
   EXPECT_TRUE(std::filesystem::exists(dir.file("out/val_000.bin")));
+}
+
+TEST(Prepare, AnInputEditedInPlaceIsPreparedAgain) {
+  TempDir dir;
+  const std::string text = sample_text(1000, 3);
+  std::ofstream(dir.file("a.txt"), std::ios::binary) << text;
+  PrepareOptions o{dir.file("out"), 0.1, 250, false, /*keep_binary=*/true};
+  prepare_text({dir.file("a.txt")}, o);
+  const auto mtime = std::filesystem::last_write_time(dir.file("a.txt"));
+  // The same size and modification time, other content: only the checksum can tell.
+  std::string edited = text;
+  edited[10] = edited[10] == 'x' ? 'y' : 'x';
+  std::ofstream(dir.file("a.txt"), std::ios::binary | std::ios::trunc) << edited;
+  std::filesystem::last_write_time(dir.file("a.txt"), mtime);
+  const PreparedData d = prepare_text({dir.file("a.txt")}, o);
+  EXPECT_FALSE(d.reused) << "stale shards were kept for an edited input";
+  EXPECT_EQ(bytes_of(d.train_shards) + bytes_of(d.val_shards), edited);
+}
+
+TEST(Prepare, InputsThatAreNotTextAreSkippedAndCounted) {
+  TempDir dir;
+  std::ofstream(dir.file("a.txt"), std::ios::binary) << std::string(1000, 'a');
+  std::ofstream(dir.file("prog"), std::ios::binary) << std::string("\x7f" "ELF\0\0\x01\x02", 8) << "rest";
+  std::ofstream(dir.file("latin1.txt"), std::ios::binary) << std::string("caf\xe9 cr\xe8me ", 11) + "abc";
+  PrepareOptions o{dir.file("out"), 0.1, 100'000, false};
+  const PreparedData d = prepare_text({dir.file("a.txt"), dir.file("prog"), dir.file("latin1.txt")}, o);
+  EXPECT_EQ(d.files_kept, 2);
+  EXPECT_EQ(d.files_skipped, 1);
+  ASSERT_EQ(d.input_notes.size(), 2u);
+  EXPECT_NE(d.input_notes[0].find("prog: skipped, not text: 2 NUL byte(s)"), std::string::npos) << d.input_notes[0];
+  // --keep-binary keeps it, and says so.
+  PrepareOptions keep{dir.file("out_all"), 0.1, 100'000, false, /*keep_binary=*/true};
+  const PreparedData all = prepare_text({dir.file("prog")}, keep);
+  EXPECT_EQ(all.files_kept, 1);
+  EXPECT_EQ(all.train_tokens + all.val_tokens, 12);
+  EXPECT_NE(d.input_notes[1].find("latin1.txt: kept, but 2 of its 14 bytes are not valid UTF-8"), std::string::npos)
+      << d.input_notes[1];
+  EXPECT_EQ(d.train_tokens + d.val_tokens, 1000 + 14);
+  EXPECT_THROW(prepare_text({dir.file("prog")}, PrepareOptions{dir.file("out2"), 0.1, 100'000, false}), DataError);
 }
 
 TEST(Prepare, SyntheticRecordsTheEntropyFloor) {
