@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "trainer/cli_args.h"
 #include "core/log.h"
+#include "core/plural.h"
 #include "core/timer.h"
 #include "data/prepare.h"
 #include "trainer/train_loop.h"
@@ -52,7 +53,7 @@ std::vector<Layout> parse_layouts(const std::string& s) {
 // 2 (n - 1) / n (the bytes each rank's link must carry in a ring).
 void bench_allreduce(Communicator& world) {
   const int n = world.size();
-  log::info("all-reduce over the world (" + std::to_string(n) + " ranks), float32 sum, median of 10:");
+  log::info("all-reduce over the world (" + count_of(n, "rank") + "), float32 sum, median of 10:");
   log::info("      bytes    time (us)   algbw (GB/s)   busbw (GB/s)   check");
   for (size_t bytes = 4096; bytes <= (size_t(16) << 20); bytes *= 8) {
     std::vector<float> buf(bytes / 4);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/plural.h"
 
 namespace feast {
 namespace {
@@ -43,11 +44,18 @@ LayoutPlan plan_layout(const Config& c, int world_size) {
                         " entries summing to " + n(total) + "; it needs parallel.pp = " + n(pp) +
                         " entries summing to model.n_layer = " + n(m.n_layer));
   }
-  if (world_size % (tp * pp) != 0 || (p.dp != 0 && tp * pp * p.dp != world_size))
-    throw ConfigError("the world has " + n(world_size) + " ranks (mpirun -np) but parallel.tp * parallel.pp * parallel.dp = " +
-                      n(tp) + " * " + n(pp) + " * " + (p.dp ? n(p.dp) : "?") +
-                      "; launch tp * pp * dp ranks or change the degrees (parallel.tp at " + c.where("parallel.tp") +
-                      ", parallel.pp at " + c.where("parallel.pp") + ", parallel.dp at " + c.where("parallel.dp") + ")");
+  const std::string degrees_at = " (parallel.tp at " + c.where("parallel.tp") + ", parallel.pp at " +
+                                 c.where("parallel.pp") + ", parallel.dp at " + c.where("parallel.dp") + ")";
+  if (p.dp == 0 && world_size % (tp * pp) != 0)
+    throw ConfigError("the world has " + count_of(world_size, "rank") + " (mpirun -np) but parallel.tp * parallel.pp = " +
+                      n(tp) + " * " + n(pp) + " = " + n(tp * pp) + " does not divide it, so parallel.dp = 0 (inferred: " +
+                      "world / (tp * pp)) has no value; launch a multiple of " + n(tp * pp) +
+                      " ranks or change the degrees" + degrees_at);
+  if (p.dp != 0 && tp * pp * p.dp != world_size)
+    throw ConfigError("the world has " + count_of(world_size, "rank") +
+                      " (mpirun -np) but parallel.tp * parallel.pp * parallel.dp = " + n(tp) + " * " + n(pp) + " * " +
+                      n(p.dp) + " = " + n(tp * pp * p.dp) + "; launch " + n(tp * pp * p.dp) +
+                      " ranks or change the degrees" + degrees_at);
   const int dp = p.dp ? p.dp : world_size / (tp * pp);
   LayoutPlan plan{ParallelLayout(tp, pp, dp, p.order), c.micro_batches_per_rank(dp), std::move(stage_layers),
                   parse_schedule_kind(p.schedule)};

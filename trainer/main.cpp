@@ -102,6 +102,11 @@ int print_config_command(const std::vector<std::string>& rest, int world_size) {
     }
     args.push_back(rest[i]);
   }
+  if (std::find(args.begin(), args.end(), "--help") != args.end() ||
+      std::find(args.begin(), args.end(), "-h") != args.end()) {
+    log::info(kHelp);  // `trainer CONFIG.toml --help`: the training verb's usage
+    return 0;
+  }
   const ConfigArgs ca = parse_config_args(args);
   const Config config = load_config(ca.path, ca.overrides);
   InferredValues v;
@@ -144,6 +149,11 @@ int run(const std::vector<std::string>& args, const Runtime& runtime) {
     return verb == "bench" ? bench_command(rest) : prepare_data_command(rest);
   }
   if (verb == "print-config") return print_config_command(rest, world_size);
+  if (std::find(args.begin(), args.end(), "--help") != args.end() ||
+      std::find(args.begin(), args.end(), "-h") != args.end()) {
+    log::info(kHelp);  // `trainer CONFIG.toml --help`: the training verb's usage
+    return 0;
+  }
   const ConfigArgs ca = parse_config_args(args);
   const Config config = load_config(ca.path, ca.overrides);
   log::info("feast trainer: " + ca.path + " (" + describe_devices() + "; " + std::to_string(world_size) + " rank(s))");

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/plural.h"
 #include "data/prepare.h"
 
 namespace feast {
@@ -104,8 +105,8 @@ int prepare_data_command(const std::vector<std::string>& args) {
               "CRC-32 of their contents) with these parameters; nothing written (--force rewrites it)");
   }
   std::ostringstream os;
-  os << "prepare-data: train " << d.train_tokens << " tokens in " << join(d.train_shards)
-     << "\nprepare-data: val " << d.val_tokens << " tokens in " << join(d.val_shards)
+  os << "prepare-data: train " << count_of(d.train_tokens, "token") << " in " << join(d.train_shards)
+     << "\nprepare-data: val " << count_of(d.val_tokens, "token") << " in " << join(d.val_shards)
      << "\nprepare-data: byte tokenizer, vocab 256, metadata in " << options.out_dir
      << "/meta.json";
   if (d.entropy_floor) {

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/plural.h"
 #include "core/timer.h"
 #include "model/decoder_stage.h"
 #include "parallel/agreement.h"
@@ -41,6 +42,14 @@ void check_runnable(const Config& config) {
   if (config.data.train.empty())
     throw ConfigError("data.train is not set: name the training shards in [data] train = \"...\" or with "
                       "--set data.train=PATH (make them with `trainer prepare-data`)");
+  // The run directory must exist before anything is allocated: a failure later would end the
+  // job with a raw filesystem error after minutes of set-up.
+  std::error_code ec;
+  std::filesystem::create_directories(config.logging.dir, ec);
+  if (ec || !std::filesystem::is_directory(config.logging.dir))
+    throw ConfigError(config.where("logging.dir") + ": logging.dir = \"" + config.logging.dir +
+                      "\" cannot be created: " + (ec ? ec.message() : "it is not a directory") +
+                      "; choose a writable directory");
   if (config.training.device != "cpu")
     throw ConfigError(config.where("training.device") + ": training.device = \"" + config.training.device +
                       "\" is not available in this build yet; use \"cpu\"");
@@ -183,16 +192,24 @@ int64_t TrainingRun::tokens_per_step() const {
 void TrainingRun::report_start(const std::vector<double>& memory) {
   const ParallelLayout& layout = plan_.layout;
   const int B = config_.parallel.micro_batch_size, T = config_.training.seq_len, m = plan_.micro_batches;
-  log::info("data: train " + std::to_string(train_data_->total_tokens()) + " tokens in " +
+  log::info("data: train " + count_of(train_data_->total_tokens(), "token") + " in " +
             std::to_string(train_data_->num_shards()) + " shard(s)" +
-            (val_data_ ? ", val " + std::to_string(val_data_->total_tokens()) + " tokens" : ", no validation"));
-  log::info("model: " + config_.model.arch + ", " + std::to_string(config_.model.n_layer) + " layers over " +
-            std::to_string(layout.pp()) + " stage(s) " + format_list(plan_.stage_layers) + ", tp " +
+            (val_data_ ? ", val " + count_of(val_data_->total_tokens(), "token") : ", no validation"));
+  log::info("model: " + config_.model.arch + ", " + count_of(config_.model.n_layer, "layer") + " over " +
+            count_of(layout.pp(), "stage") + " " + format_list(plan_.stage_layers) + ", tp " +
             std::to_string(layout.tp()) + ", dp " + std::to_string(layout.dp()) + ", ZeRO " +
-            std::to_string(sync_->zero_stage()) + ", " + config_.parallel.schedule + "; batch " +
-            std::to_string(layout.dp()) + " x " + std::to_string(m) + " x " + std::to_string(B) + " x " +
-            std::to_string(T) + " = " + std::to_string(tokens_per_step()) + " tokens/step; " +
-            std::to_string(omp_get_max_threads()) + " threads per rank; " + backend_->name() + " backend");
+            std::to_string(sync_->zero_stage()) + ", " + config_.parallel.schedule + "; global batch " +
+            count_of(tokens_per_step(), "token") + "/step = dp " + std::to_string(layout.dp()) + " x " +
+            count_of(m, "micro-batch", "micro-batches") + " x " + count_of(B, "sequence") + " x " +
+            count_of(T, "token") + "; " + count_of(omp_get_max_threads(), "thread") + " per rank; " +
+            backend_->name() + " backend");
+  if (val_sampler_ && config_.training.eval_interval > 0) {
+    const int64_t needed = int64_t{config_.training.eval_batches} * layout.dp() * m * B;
+    if (val_sampler_->num_windows() < needed)
+      log::info("data: warning: data.val holds " + count_of(val_sampler_->num_windows(), "window") + " of " +
+                std::to_string(T + 1) + " tokens, but an evaluation reads " + std::to_string(needed) +
+                " (training.eval_batches x the global batch): windows are reused, so val_loss averages repeats");
+  }
   report_memory(*groups_.world, memory);
 }
 
