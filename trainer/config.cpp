@@ -266,14 +266,14 @@ const std::vector<KeyDesc>& keys() {
        "step and the first rank that saw it, with no checkpoint written from that state"},
 
       {FEAST_KEY(data, train), non_empty(), "training shards: file, directory or glob",
-       "training token shards: a file, a directory, or a glob such as `\"datasets/demo/train_*.bin\"`", nullptr, "non-empty when set"},
+       "training token shards: a file, a directory (its training shards: see docs/data.md), or a glob "
+       "such as `\"datasets/demo/train_*.bin\"`", nullptr, "non-empty when set"},
       {FEAST_KEY(data, val), any(), "validation shards; empty = no validation",
        "validation shards, same forms; empty = no validation"},
 
       {FEAST_KEY(checkpoint, dir), non_empty(), "checkpoint directory; default <logging.dir>/checkpoints",
        "where checkpoints are written (one HDF5 file per save, `step_00000020.h5`, and `latest`; see "
-       "[checkpoint-format.md](checkpoint-format.md)). A relative path is relative to the current "
-       "directory", nullptr, nullptr, "`\"<logging.dir>/checkpoints\"`"},
+       "[checkpoint-format.md](checkpoint-format.md)). Relative paths: see Paths above", nullptr, nullptr, "`\"<logging.dir>/checkpoints\"`"},
       {FEAST_KEY(checkpoint, interval), at_least(0), "save every N steps and at the end; 0 = only on stop",
        "save every N steps and after the last step; 0 = only when a run stops early (`exit_at_step`, "
        "`exit_after_minutes`, SIGTERM, SIGUSR1, SIGINT), which always saves"},
@@ -786,6 +786,28 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   return c;
 }
 
+namespace {
+
+// Paths written in a config file are relative to the file's directory, as most tools read
+// them, so a config runs from any directory; --set values and defaults stay relative to the
+// current directory. A path key's origin says which applies.
+void resolve_relative_paths(Config& c, const std::string& config_path) {
+  const std::filesystem::path base = std::filesystem::path(config_path).parent_path();
+  if (base.empty()) return;  // the file is in the current directory: nothing changes
+  const std::string file_origin = config_path + ":";
+  const auto resolve = [&](const std::string& key, std::string& value) {
+    if (value.empty() || std::filesystem::path(value).is_absolute() || !c.where(key).starts_with(file_origin)) return;
+    value = (base / value).lexically_normal().string();
+  };
+  resolve("data.train", c.data.train);
+  resolve("data.val", c.data.val);
+  resolve("logging.dir", c.logging.dir);
+  if (c.where("checkpoint.dir").starts_with(file_origin)) resolve("checkpoint.dir", c.checkpoint.dir);
+  if (c.checkpoint.resume != "auto" && c.checkpoint.resume != "never") resolve("checkpoint.resume", c.checkpoint.resume);
+}
+
+}  // namespace
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   if (path.empty()) return parse_config("", "(no config file)", overrides);
   if (std::filesystem::is_directory(path)) {
@@ -795,7 +817,12 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   if (!in) throw ConfigError("cannot read config file '" + path + "': " + std::strerror(errno));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw ConfigError("cannot read config file '" + path + "': read failed");
-  return parse_config(text, path, overrides);
+  Config c = parse_config(text, path, overrides);
+  // checkpoint.dir was inferred from logging.dir before logging.dir was resolved: again.
+  const bool inferred_dir = c.where("checkpoint.dir") == "inferred from logging.dir";
+  resolve_relative_paths(c, path);
+  if (inferred_dir) c.checkpoint.dir = c.logging.dir + "/checkpoints";
+  return c;
 }
 
 std::string to_toml(const Config& config) {

@@ -14,6 +14,7 @@
 #include "core/device_info.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/plural.h"
 #include "parallel/mpi_world.h"
 #include "parallel/runtime.h"
 #include "trainer/bench_checkpoint.h"
@@ -170,8 +171,8 @@ int run(const std::vector<std::string>& args, const Runtime& runtime) {
     return 0;
   }
   char buf[160];
-  std::snprintf(buf, sizeof buf, "done: %lld steps, final loss %.4f", static_cast<long long>(s.steps), s.final_loss);
-  std::string line = buf;
+  std::snprintf(buf, sizeof buf, ", final loss %.4f", s.final_loss);
+  std::string line = "done: " + count_of(s.steps, "step") + buf;
   if (s.final_val_loss) {
     std::snprintf(buf, sizeof buf, ", final val loss %.4f", *s.final_val_loss);
     line += buf;

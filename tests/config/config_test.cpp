@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -470,11 +471,33 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
+TEST(ConfigFiles, PathsInAFileAreRelativeToItAndSetValuesToTheCurrentDirectory) {
+  const std::string dir = ::testing::TempDir() + "feast_paths_config/sub";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream out(dir + "/run.toml");
+    out << "[data]\ntrain = \"../data/train_*.bin\"\nval = \"/abs/val.bin\"\n"
+           "[logging]\ndir = \"runs/x\"\n[checkpoint]\nresume = \"ckpt/step_00000010.h5\"\n";
+  }
+  const Config c = load_config(dir + "/run.toml", {});
+  const std::string parent = std::filesystem::path(dir).parent_path().string();
+  EXPECT_EQ(c.data.train, parent + "/data/train_*.bin");
+  EXPECT_EQ(c.data.val, "/abs/val.bin");  // absolute paths stay
+  EXPECT_EQ(c.logging.dir, dir + "/runs/x");
+  EXPECT_EQ(c.checkpoint.dir, dir + "/runs/x/checkpoints");  // inferred from the resolved logging.dir
+  EXPECT_EQ(c.checkpoint.resume, dir + "/ckpt/step_00000010.h5");
+  const Config set = load_config(dir + "/run.toml", {"data.train=here/train.bin", "checkpoint.resume=auto"});
+  EXPECT_EQ(set.data.train, "here/train.bin");  // --set: relative to the current directory
+  EXPECT_EQ(set.checkpoint.resume, "auto");
+}
+
 TEST(ConfigFiles, ShippedConfigsLoad) {
   Config demo = load_config(FEAST_SOURCE_DIR "/configs/demo.toml", {});
-  EXPECT_EQ(demo.data.train, "datasets/demo/train_*.bin");
+  // Paths in a config file are relative to the file: configs/../datasets/demo.
+  EXPECT_EQ(demo.data.train, FEAST_SOURCE_DIR "/datasets/demo/train_*.bin");
   EXPECT_EQ(demo.model.vocab_size, 256);
-  EXPECT_EQ(demo.logging.dir, "runs/demo");
+  EXPECT_EQ(demo.logging.dir, FEAST_SOURCE_DIR "/runs/demo");
+  EXPECT_EQ(demo.checkpoint.dir, FEAST_SOURCE_DIR "/runs/demo/checkpoints");
   EXPECT_NE(demo.where("training.steps").find("configs/demo.toml:"), std::string::npos);
 
   Config llama = load_config(FEAST_SOURCE_DIR "/configs/llama-demo.toml", {});
@@ -488,7 +511,7 @@ TEST(ConfigFiles, ShippedConfigsLoad) {
   EXPECT_EQ(gpt2.model.vocab_size, 50257);
   EXPECT_EQ(gpt2.model.max_seq_len, 1024);
   EXPECT_EQ(gpt2.training.device, "cuda");
-  EXPECT_EQ(gpt2.data.val, "datasets/fineweb10B/fineweb_val_*.bin");
+  EXPECT_EQ(gpt2.data.val, FEAST_SOURCE_DIR "/datasets/fineweb10B/fineweb_val_*.bin");
 }
 
 TEST(ConfigFiles, MissingFileNamesThePath) {
