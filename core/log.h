@@ -8,6 +8,10 @@ namespace feast::log {
 
 // This process's rank and the job's size; errors name the rank only in a job of several.
 void set_rank(int rank, int world_size = 1);
+// Rank 0 also appends what it prints (info and error) to `path` ("" stops); a run's train.log.
+void set_file(const std::string& path);
+// Rank 0: appends `line` to that file only (an end marker whose error was printed already).
+void file_only(const std::string& line);
 void info(const std::string& line);   // rank 0 only, stdout
 void error(const std::string& line);  // every rank, stderr, prefixed "[rank r]" when there are several
 

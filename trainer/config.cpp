@@ -271,9 +271,10 @@ const std::vector<KeyDesc>& keys() {
       {FEAST_KEY(data, val), any(), "validation shards; empty = no validation",
        "validation shards, same forms; empty = no validation"},
 
-      {FEAST_KEY(checkpoint, dir), non_empty(), "checkpoint directory; default <logging.dir>/checkpoints",
+      {FEAST_KEY(checkpoint, dir), any(), "checkpoint directory; empty = <logging.dir>/checkpoints",
        "where checkpoints are written (one HDF5 file per save, `step_00000020.h5`, and `latest`; see "
-       "[checkpoint-format.md](checkpoint-format.md)). Relative paths: see Paths above", nullptr, nullptr, "`\"<logging.dir>/checkpoints\"`"},
+       "[checkpoint-format.md](checkpoint-format.md)). Relative paths: see Paths above", nullptr,
+       "any; empty = `<logging.dir>/checkpoints`", "`\"<logging.dir>/checkpoints\"`"},
       {FEAST_KEY(checkpoint, interval), at_least(0), "save every N steps and at the end; 0 = only on stop",
        "save every N steps and after the last step; 0 = only when a run stops early (`exit_at_step`, "
        "`exit_after_minutes`, SIGTERM, SIGUSR1, SIGINT), which always saves"},
@@ -292,8 +293,15 @@ const std::vector<KeyDesc>& keys() {
        "the file), then training goes on while the copy is written and committed; the next save first "
        "waits for it. Needs an MPI that grants `MPI_THREAD_MULTIPLE` (Open MPI does)"},
 
-      {FEAST_KEY(logging, dir), non_empty(), "run directory (metrics.jsonl, logs)",
-       "run directory: `metrics.jsonl`, logs and the resolved config go here"},
+      {FEAST_KEY(logging, dir), any(), "run directory; empty = a new one per run",
+       "the run directory: `config.toml` (the resolved config, inferred values marked), `command.txt`, "
+       "`train.log` (everything printed, appended run after run), `metrics.jsonl`, `status` (`running`, "
+       "then `finished at step N`, `stopped at step N (...)` or `failed at step N: ...`) and, by default, "
+       "`checkpoints/`. Empty: a new directory for each run, `runs/<config name>-<UTC date-time>`, "
+       "printed at start; set it to continue a run where it was. One run at a time: a second run into "
+       "a directory in use is refused. A fresh run finding an earlier run's `metrics.jsonl` moves it "
+       "aside (`metrics.<its time>.jsonl`) and says so", nullptr, "any; empty = a new directory per run",
+       "`\"\"` (a new directory per run)"},
       {FEAST_KEY(logging, interval), at_least(1), "progress line every N steps",
        "print a progress line every N steps"},
 
@@ -779,7 +787,7 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   apply_file(c, root, source_name);
   for (const std::string& o : overrides) apply_override(c, o);
   validate_cross(c);
-  if (c.checkpoint.dir.empty()) {
+  if (c.checkpoint.dir.empty() && !c.logging.dir.empty()) {
     c.checkpoint.dir = c.logging.dir + "/checkpoints";
     c.origin["checkpoint.dir"] = "inferred from logging.dir";
   }
@@ -818,10 +826,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw ConfigError("cannot read config file '" + path + "': read failed");
   Config c = parse_config(text, path, overrides);
+  c.source = path;
   // checkpoint.dir was inferred from logging.dir before logging.dir was resolved: again.
   const bool inferred_dir = c.where("checkpoint.dir") == "inferred from logging.dir";
   resolve_relative_paths(c, path);
-  if (inferred_dir) c.checkpoint.dir = c.logging.dir + "/checkpoints";
+  if (inferred_dir && !c.logging.dir.empty()) c.checkpoint.dir = c.logging.dir + "/checkpoints";
   return c;
 }
 

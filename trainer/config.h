@@ -89,7 +89,9 @@ struct FaultConfig {
 };
 
 struct LoggingConfig {
-  std::string dir = "runs/default";  // run directory: metrics.jsonl and logs go here
+  // The run directory (metrics.jsonl, train.log, ...); empty = a new one for each run,
+  // runs/<config name>-<UTC date-time> (trainer/run_directory.h).
+  std::string dir;
   int64_t interval = 1;              // print a progress line every N steps
 };
 
@@ -105,6 +107,8 @@ struct Config {
   // Where each key got its value: "file.toml:12", "--set" or "default". Later checks (world
   // size, data paths) use it to point the user at the line to change.
   std::map<std::string, std::string> origin;
+  std::string source;        // the config file ("" for none); names a fresh run directory
+  std::string command_line;  // how the trainer was started, for the run directory
   std::string where(const std::string& key) const;
 
   // Micro-batches per step on each data-parallel rank: derived from training.batch_size when

@@ -127,7 +127,7 @@ int print_config_command(const std::vector<std::string>& rest, int world_size) {
   return 0;
 }
 
-int run(const std::vector<std::string>& args, const Runtime& runtime) {
+int run(const std::vector<std::string>& args, const Runtime& runtime, const std::string& command_line) {
   const int world_size = runtime.world_size();
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     log::info(kHelp);
@@ -156,7 +156,8 @@ int run(const std::vector<std::string>& args, const Runtime& runtime) {
     return 0;
   }
   const ConfigArgs ca = parse_config_args(args);
-  const Config config = load_config(ca.path, ca.overrides);
+  Config config = load_config(ca.path, ca.overrides);
+  config.command_line = command_line;
   log::info("feast trainer: " + ca.path + " (" + describe_devices() + "; " + std::to_string(world_size) + " rank(s))");
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000));
   const TrainSummary s = train(config, make_mpi_world(timeout));
@@ -178,7 +179,7 @@ int run(const std::vector<std::string>& args, const Runtime& runtime) {
     line += buf;
   }
   std::snprintf(buf, sizeof buf, ", %.0f tokens/s; metrics in %s/metrics.jsonl", s.tokens_per_s,
-                config.logging.dir.c_str());
+                s.run_dir.c_str());
   log::info(line + buf);
   return 0;
 }
@@ -198,7 +199,9 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   int code = 1;
   try {
-    code = feast::run(args, *runtime);
+    std::string command_line = argv[0];
+    for (const std::string& a : args) command_line += " " + a;
+    code = feast::run(args, *runtime, command_line);
   } catch (const feast::ConfigError& e) {
     // Every rank read the same config and failed alike: one message, every rank exits 1.
     if (runtime->rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());

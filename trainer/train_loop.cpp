@@ -1,5 +1,7 @@
 #include "trainer/train_loop.h"
 
+#include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -10,6 +12,7 @@
 #include "trainer/checkpointing.h"
 #include "trainer/fault_injection.h"
 #include "trainer/metrics.h"
+#include "trainer/run_directory.h"
 #include "trainer/stop_signals.h"
 
 namespace feast {
@@ -23,9 +26,29 @@ StopVote my_vote(const StopSignals& signals, const TrainingConfig& tc, const Tim
   return v;
 }
 
-}  // namespace
 
-TrainSummary train(const Config& config, std::unique_ptr<Communicator> world, const TrainHooks& hooks) {
+// An earlier run's metrics.jsonl in the directory of a fresh run is moved aside, never
+// truncated; returns the new name ("" when there was none).
+std::string move_aside_old_metrics(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return "";
+  const auto when = std::chrono::file_clock::to_sys(std::filesystem::last_write_time(path, ec));
+  const std::time_t t = std::chrono::system_clock::to_time_t(when);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  std::string aside = path.substr(0, path.size() - std::string(".jsonl").size()) + "." + stamp + ".jsonl";
+  for (int n = 2; std::filesystem::exists(aside, ec); ++n)
+    aside = path.substr(0, path.size() - 6) + "." + stamp + "-" + std::to_string(n) + ".jsonl";
+  std::filesystem::rename(path, aside, ec);
+  return ec ? "" : aside;
+}
+
+
+// The run itself, in a settled run directory (train() below wraps it).
+TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world, const TrainHooks& hooks,
+                      RunDirectory& run_dir) {
   const TrainingConfig& tc = config.training;
   const Timer wall;  // exit_after_minutes counts from the start, set-up included
   const StopSignals signals;
@@ -37,7 +60,13 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world, co
     std::filesystem::create_directories(config.logging.dir);
     std::ofstream(config.logging.dir + "/config.toml") << to_toml(with_inferred_values(config, run.inferred()));
     // A resumed run continues the metrics of the run it resumes (the steps after the
-    // checkpoint, which it runs again, are replaced).
+    // checkpoint, which it runs again, are replaced); a fresh one never truncates another's.
+    if (!resumed) {
+      const std::string aside = move_aside_old_metrics(config.logging.dir + "/metrics.jsonl");
+      if (!aside.empty())
+        log::info("logging.dir " + config.logging.dir + " held an earlier run's metrics.jsonl: kept as " + aside +
+                  "; this run writes metrics.jsonl");
+    }
     metrics.emplace(config.logging.dir + "/metrics.jsonl", resumed ? std::optional<int64_t>(resumed->step) : std::nullopt);
   }
 
@@ -113,7 +142,25 @@ TrainSummary train(const Config& config, std::unique_ptr<Communicator> world, co
   const int64_t ran = summary.steps - summary.first_step;
   summary.tokens_per_s = ran > 0 ? double(run.tokens_per_step()) * double(ran) / train_seconds : 0;
   if (hooks.at_end) hooks.at_end(run);
+  run_dir.finish(summary.ended == "finished" ? "finished at step " + std::to_string(summary.steps)
+                                             : "stopped at step " + std::to_string(summary.steps) + " (" +
+                                                   summary.ended + ")");
   return summary;
+}
+
+}  // namespace
+
+TrainSummary train(const Config& configured, std::unique_ptr<Communicator> world, const TrainHooks& hooks) {
+  Config config = configured;
+  RunDirectory run_dir(config, *world);  // settles logging.dir; one run per directory
+  try {
+    TrainSummary s = train_in(config, std::move(world), hooks, run_dir);
+    s.run_dir = config.logging.dir;
+    return s;
+  } catch (const std::exception& e) {
+    run_dir.finish(std::string("failed: ") + e.what());
+    throw;
+  }
 }
 
 }  // namespace feast

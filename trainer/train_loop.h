@@ -34,6 +34,7 @@ struct TrainSummary {
   std::string ended = "finished";
   int exit_code = 0;
   std::optional<std::string> last_checkpoint;  // the newest checkpoint this run saved
+  std::string run_dir;  // logging.dir as settled (a new directory when it was unset)
 };
 
 // Called on every rank (hooks may be collective): after each step, with its result, and once

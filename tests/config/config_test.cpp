@@ -43,7 +43,8 @@ TEST(Config, Defaults) {
   EXPECT_DOUBLE_EQ(c.training.lr, 1e-3);
   EXPECT_EQ(c.training.lr_schedule, "cosine");
   EXPECT_EQ(c.parallel.dp, 0);
-  EXPECT_EQ(c.logging.dir, "runs/default");
+  EXPECT_EQ(c.logging.dir, "");  // a new directory per run, settled at start
+  EXPECT_EQ(c.checkpoint.dir, "");  // follows the settled logging.dir
   EXPECT_EQ(c.where("training.steps"), "default");
   // Every key has an origin, even when nothing set it.
   EXPECT_EQ(c.origin.size(), config_keys().size());
@@ -185,7 +186,7 @@ TEST(ConfigErrors, OutOfRange) {
       {"[parallel]\nnum_micro_batches = 0", "parallel.num_micro_batches = 0"},
       {"[checkpoint]\ninterval = -1", "checkpoint.interval = -1"},
       {"[checkpoint]\nkeep = 0", "checkpoint.keep = 0"},
-      {"[checkpoint]\ndir = \"\"", "checkpoint.dir = \"\" is not allowed; expected a non-empty"},
+      {"[checkpoint]\nresume = \"\"", "checkpoint.resume = \"\" is not allowed; expected a non-empty"},
       {"[logging]\ninterval = 0", "logging.interval = 0"},
       {"[data]\ntrain = \"\"", "data.train = \"\" is not allowed; expected a non-empty string"},
   };

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# run_directory.sh TRAINER SOURCE_DIR CORPUS WORK: what a run leaves in its directory, and that
+# runs do not overwrite each other:
+#  1. with logging.dir unset, a run gets runs/<config name>-<UTC time> of its own, printed at
+#     start, holding config.toml (inferred values marked), command.txt, train.log, metrics.jsonl
+#     and status "finished at step 2"; a second run gets another directory;
+#  2. a fresh run into a directory with an earlier run's metrics.jsonl moves it aside and says so;
+#  3. a run into a directory another run is using is refused, and the first run is unharmed;
+#  4. a failing run's status says "failed: ...".
+set -uo pipefail
+trainer=$1 src=$2 corpus=$3 work=$4
+rm -rf "$work" && mkdir -p "$work/datasets" && cd "$work" || exit 1
+ln -s "$src/configs" configs
+ln -s "$corpus" datasets/demo
+export OMP_NUM_THREADS=1
+fail() { echo "FAIL: $*"; exit 1; }
+run=("$trainer" configs/demo.toml --set parallel.tp=1 --set parallel.pp=1 --set training.eval_interval=0)
+
+"${run[@]}" --set training.steps=2 --set 'logging.dir=""' > one.log 2>&1 || fail "run 1: $(tail -3 one.log)"
+dir=$(sed -n 's/^run directory: \(runs\/demo-[0-9]\{8\}-[0-9]\{6\}\(-[0-9]*\)\?\) .*/\1/p' one.log)
+[[ -n $dir && -d $dir ]] || fail "no 'run directory: runs/demo-<date>-<time>' line: $(grep -m1 'run directory' one.log)"
+for f in config.toml command.txt train.log metrics.jsonl status; do [[ -f $dir/$f ]] || fail "$dir has no $f"; done
+[[ $(cat "$dir/status") == "finished at step 2" ]] || fail "status: $(cat "$dir/status")"
+grep -q 'training.steps=2' "$dir/command.txt" || fail "command.txt: $(cat "$dir/command.txt")"
+grep -q '^step      2/2' "$dir/train.log" || fail "train.log lacks the progress lines"
+grep -q '^threads = 1 .*\[inferred: OMP_NUM_THREADS = 1\]' "$dir/config.toml" || fail "config.toml lacks inferred values"
+"${run[@]}" --set training.steps=2 --set 'logging.dir=""' > two.log 2>&1 || fail "run 2"
+dir2=$(sed -n 's/^run directory: \([^ ]*\) .*/\1/p' two.log)
+[[ -n $dir2 && $dir2 != "$dir" ]] || fail "the second run reused $dir"
+echo "ok: runs get directories of their own ($dir, $dir2)"
+
+"${run[@]}" --set training.steps=2 --set logging.dir=shared --set checkpoint.resume=never > a.log 2>&1 || fail "shared 1"
+"${run[@]}" --set training.steps=3 --set logging.dir=shared --set checkpoint.resume=never > b.log 2>&1 || fail "shared 2"
+grep -q "held an earlier run's metrics.jsonl: kept as shared/metrics\.[0-9-]*\.jsonl" b.log || fail "no move-aside line"
+kept=$(ls shared/metrics.*.jsonl)
+(( $(wc -l < "$kept") == 2 && $(wc -l < shared/metrics.jsonl) == 3 )) || fail "metrics files: $(wc -l shared/metrics*)"
+(( $(grep -c '=== run started' shared/train.log) == 2 )) || fail "train.log was not appended to"
+echo "ok: an earlier run's metrics.jsonl is kept ($kept)"
+
+"${run[@]}" --set training.steps=400 --set logging.dir=busy > long.log 2>&1 &
+pid=$!
+for _ in $(seq 300); do [[ -f busy/metrics.jsonl ]] && break; sleep 0.1; done
+"${run[@]}" --set training.steps=2 --set logging.dir=busy > refused.log 2>&1 && fail "a second run into busy/ was not refused"
+grep -q "logging.dir busy is in use by another run" refused.log || fail "refusal message: $(grep error refused.log)"
+kill -INT $pid; wait $pid
+grep -q "interrupted at step" busy/train.log || fail "the first run was harmed: $(tail -3 long.log)"
+[[ $(cat busy/status) == stopped\ at\ step\ *\ \(interrupted\) ]] || fail "status after Ctrl-C: $(cat busy/status)"
+echo "ok: a directory in use is refused; the running job is unharmed"
+
+"${run[@]}" --set training.steps=4 --set logging.dir=failing --set training.lr=1e30 --set training.min_lr=0 \
+  --set training.warmup_steps=0 > failing.log 2>&1 && fail "a non-finite run exited 0"
+grep -q '^failed: step 2: loss .*not finite' failing/status || fail "status of a failed run: $(cat failing/status)"
+echo "ok: a failed run's status says so"

@@ -1,0 +1,40 @@
+// A run's directory (logging.dir): what a reader needs to tell what ran and how it ended, and
+// the guard that keeps two runs from writing into one directory at once.
+//  - With no logging.dir, each run gets its own, runs/<config name>-<UTC date-time>, printed at
+//    start (set logging.dir to continue a run in the same directory).
+//  - Rank 0 holds an exclusive lock (flock on .lock) for the run's life: a second run into a
+//    directory in use is refused, naming it; the lock goes with the process, so a crashed run's
+//    directory is free again.
+//  - command.txt holds the command line; train.log everything rank 0 printed (appended, one
+//    header per run); status the end marker: "running" until "finished at step N", "stopped
+//    at step N (preempted)" and the like, or "failed at step N: <error>". A status still
+//    "running" whose lock is free is a run that died.
+#pragma once
+
+#include <string>
+
+#include "core/communicator.h"
+#include "trainer/config.h"
+
+namespace feast {
+
+class RunDirectory {
+ public:
+  // Collective over `world`: settles config.logging.dir (and with it the default
+  // checkpoint.dir), creates the directory and takes the lock. Throws AgreedError on every rank
+  // when the directory is in use or cannot be made.
+  RunDirectory(Config& config, Communicator& world);
+  ~RunDirectory();
+  RunDirectory(const RunDirectory&) = delete;
+  RunDirectory& operator=(const RunDirectory&) = delete;
+
+  // Rank 0: writes the end marker ("finished at step 20", ...) to status and train.log.
+  void finish(const std::string& status);
+
+ private:
+  std::string dir_;
+  int lock_fd_ = -1;
+  bool rank0_ = false;
+};
+
+}  // namespace feast
