@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -116,13 +117,32 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
     else if (a == "--zero" && (v == "0" || v == "1" || v == "2")) base.parallel.zero_stage = v[0] - '0';
     else if (a == "--schedule") base.parallel.schedule = v;
     else throw ConfigError("bench: unknown option '" + a + "'\n" + kUsage);
+    if (a == "--layers" || a == "--heads" || a == "--embd" || a == "--seq" || a == "--batch" || a == "--micro-batch") {
+      // Errors about the keys these flags set name the flag the user gave.
+      static const std::map<std::string, std::vector<std::string>> keys = {
+          {"--layers", {"model.n_layer"}},       {"--heads", {"model.n_head"}},
+          {"--embd", {"model.n_embd"}},          {"--seq", {"training.seq_len", "model.max_seq_len"}},
+          {"--batch", {"training.batch_size"}}, {"--micro-batch", {"parallel.micro_batch_size"}}};
+      for (const std::string& key : keys.at(a)) base.origin[key] = "bench " + a + " " + v;
+    }
   }
   const int n = world->size();
-  if (layouts.empty())
+  if (layouts.empty()) {
+    std::vector<std::string> skipped;
     for (int tp : {1, 2, 4, 8})
-      for (int pp : {1, 2, 4, 8})
-        if (n % (tp * pp) == 0 && pp <= base.model.n_layer && base.model.n_head % tp == 0)
+      for (int pp : {1, 2, 4, 8}) {
+        if (n % (tp * pp) != 0) continue;  // not a layout of this world
+        const std::string name = "tp" + std::to_string(tp) + "pp" + std::to_string(pp) + "dp" + std::to_string(n / (tp * pp));
+        if (pp > base.model.n_layer)
+          skipped.push_back(name + " (pp " + std::to_string(pp) + " > " + std::to_string(base.model.n_layer) + " layers)");
+        else if (base.model.n_head % tp != 0)
+          skipped.push_back(name + " (tp " + std::to_string(tp) + " does not divide " + std::to_string(base.model.n_head) +
+                            " heads)");
+        else
           layouts.push_back({tp, pp, n / (tp * pp)});
+      }
+    for (const std::string& why : skipped) log::info("bench: skipping " + why);
+  }
 
   bench_allreduce(*world);
 
@@ -136,6 +156,16 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
     prepare_synthetic(400'000, 1, o);
   }
   world->broadcast(dir, sizeof dir / 4, DType::kInt32, 0)->wait();  // the path's bytes as int32 words
+  // Removed however the bench ends: an error unwinds through here; Ctrl-C stops the layout's
+  // training cleanly (it returns "interrupted") and the loop below stops.
+  struct RemoveOnExit {
+    bool mine;
+    std::string dir;
+    ~RemoveOnExit() {
+      std::error_code ec;
+      if (mine) std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{world->rank() == 0, dir};
   base.data.train = std::string(dir) + "/train_*.bin";
   base.logging.dir = std::string(dir) + "/run";
 
@@ -156,6 +186,10 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
     {
       const log::Quiet quiet;  // the table is the output, not each run's progress
       s = train(c, world->split(0, world->rank(), "world"));
+    }
+    if (s.ended == "interrupted" || s.ended == "preempted") {
+      log::info("bench: " + s.ended + "; the temporary data is removed");
+      return s.exit_code;
     }
     // Sums over the timed steps, then averaged over ranks.
     // total, compute, tp-comm, dp-comm, pp-idle, optimizer
@@ -180,7 +214,6 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
                   tokens / med, med * 1e3, pct(1), pct(2), pct(3), pct(4), pct(5), other);
     log::info(line);
   }
-  if (world->rank() == 0) std::filesystem::remove_all(dir);
   return 0;
 }
 

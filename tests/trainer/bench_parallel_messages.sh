@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# bench_parallel_messages.sh TRAINER MPIEXEC: `bench --parallel` says which default layouts it
+# skips and why; an error about a value its user gave names the flag; and it leaves no
+# temporary data behind when it fails.
+set -uo pipefail
+trainer=$1 mpiexec=$2
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+tmp=$(dirname "$(mktemp -u)")
+fail() { echo "FAIL: $*"; exit 1; }
+mpi=("$mpiexec" --oversubscribe --bind-to none -np 2 "$trainer" bench --parallel --steps 1 --warmup 1)
+
+out=$("${mpi[@]}" --layers 1 --heads 1 --embd 32 2>&1) || fail "the bench failed: ${out: -400}"
+grep -q "bench: skipping tp2pp1dp1 (tp 2 does not divide 1 heads)" <<<"$out" || fail "no skip line for tp2: ${out:0:600}"
+grep -q "bench: skipping tp1pp2dp1 (pp 2 > 1 layers)" <<<"$out" || fail "no skip line for pp2"
+grep -q "^tp1 pp1 dp2 " <<<"$out" || fail "the layout that fits did not run"
+echo "ok: skipped layouts are named with the reason"
+
+before=$(ls -d "$tmp"/feast_bench_* 2>/dev/null | sort)
+out=$("${mpi[@]}" --batch 3 2>&1) && fail "--batch 3 was accepted"
+grep -q "bench --batch 3: training.batch_size = 3 is not divisible" <<<"$out" || fail "message: $(grep -m1 error <<<"$out")"
+after=$(ls -d "$tmp"/feast_bench_* 2>/dev/null | sort)
+[[ $before == "$after" ]] || fail "temporary data left behind: $(comm -13 <(echo "$before") <(echo "$after"))"
+echo "ok: the error names --batch; no temporary data is left"
+
+before=$(ls -d "$tmp"/feast_bench_* 2>/dev/null | sort)
+"$trainer" bench --parallel --steps 500 > interrupted.log 2>&1 &
+pid=$!
+for _ in $(seq 300); do grep -q "^layout" interrupted.log && break; sleep 0.1; done
+sleep 0.5
+kill -INT $pid; wait $pid; code=$?
+(( code == 130 )) || fail "Ctrl-C: exit code $code, expected 130"
+after=$(ls -d "$tmp"/feast_bench_* 2>/dev/null | sort)
+[[ $before == "$after" ]] || fail "temporary data left behind after Ctrl-C"
+rm -f interrupted.log
+echo "ok: Ctrl-C stops the bench and removes its data"
