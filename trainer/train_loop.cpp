@@ -58,7 +58,11 @@ TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world,
   std::optional<MetricsWriter> metrics;
   if (run.world().rank() == 0) {
     std::filesystem::create_directories(config.logging.dir);
-    std::ofstream(config.logging.dir + "/config.toml") << to_toml(with_inferred_values(config, run.inferred()));
+    const ParallelLayout& layout = run.plan().layout;
+    std::ofstream(config.logging.dir + "/config.toml")
+        << "# this run: world size " << run.world().size() << " = tp " << layout.tp() << " x pp " << layout.pp()
+        << " x dp " << layout.dp() << "\n"
+        << to_toml(with_inferred_values(config, run.inferred()));
     // A resumed run continues the metrics of the run it resumes (the steps after the
     // checkpoint, which it runs again, are replaced); a fresh one never truncates another's.
     if (!resumed) {

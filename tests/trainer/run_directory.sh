@@ -24,6 +24,7 @@ for f in config.toml command.txt train.log metrics.jsonl status; do [[ -f $dir/$
 grep -q 'training.steps=2' "$dir/command.txt" || fail "command.txt: $(cat "$dir/command.txt")"
 grep -q '^step      2/2' "$dir/train.log" || fail "train.log lacks the progress lines"
 grep -q '^threads = 1 .*\[inferred: OMP_NUM_THREADS = 1\]' "$dir/config.toml" || fail "config.toml lacks inferred values"
+grep -q '^# this run: world size 1 = tp 1 x pp 1 x dp 1' "$dir/config.toml" || fail "config.toml lacks the world size"
 "${run[@]}" --set training.steps=2 --set 'logging.dir=""' > two.log 2>&1 || fail "run 2"
 dir2=$(sed -n 's/^run directory: \([^ ]*\) .*/\1/p' two.log)
 [[ -n $dir2 && $dir2 != "$dir" ]] || fail "the second run reused $dir"
