@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -65,8 +66,11 @@ std::vector<std::string> directory_shards(const std::string& dir, Split split) {
       return listed;
     }
   }
+  // The split's word between separators ("train_000.bin", "fineweb_val_000000.bin"), not
+  // inside another word ("interval", "constrained").
   const auto named = [&](const std::string& path, const std::string& w) {
-    return fs::path(path).filename().string().find(w) != std::string::npos;
+    const std::regex standalone("(^|[_.-])" + w + "([_.-]|$)");
+    return std::regex_search(fs::path(path).filename().string(), standalone);
   };
   std::vector<std::string> mine, not_other;
   for (const std::string& p : all) {

@@ -204,12 +204,14 @@ PreparedData prepare_text(const std::vector<std::string>& files, const PrepareOp
                       {"crc32", crc32_z(0, reinterpret_cast<const Bytef*>(c.data()), c.size())}});
   }
   params["files"] = inputs;
-  if (auto reused = find_reusable(options, params)) {
-    reused->files_kept = int(files.size());
-    return *reused;
-  }
+  if (auto reused = find_reusable(options, params)) return *reused;
 
   std::string text;
+  text.reserve([&] {
+    size_t n = 0;
+    for (const std::string& c : contents) n += c.size();
+    return n;
+  }());
   int kept = 0, skipped = 0;
   std::vector<std::string> notes;
   for (size_t f = 0; f < files.size(); ++f) {
@@ -228,6 +230,7 @@ PreparedData prepare_text(const std::vector<std::string>& files, const PrepareOp
       notes.push_back(files[f] + ": kept, but " + std::to_string(bad) + " of its " + std::to_string(c.size()) +
                       " bytes are not valid UTF-8; is it text?");
     text += c;
+    std::string().swap(contents[f]);  // one copy of the corpus in memory at a time
     ++kept;
   }
   if (kept == 0)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "parallel/agreement.h"
 #include "trainer/cli_args.h"
 #include "core/log.h"
 #include "core/plural.h"
@@ -146,28 +147,38 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
 
   bench_allreduce(*world);
 
-  // The data: the synthetic corpus, prepared once by rank 0 in a directory every rank reads.
-  char dir[256] = {};
-  if (world->rank() == 0) {
-    std::snprintf(dir, sizeof dir, "%s", (std::filesystem::temp_directory_path() / "feast_bench_XXXXXX").c_str());
-    if (!mkdtemp(dir)) throw Error("bench: cannot create a temporary directory");
-    PrepareOptions o;
-    o.out_dir = dir;
-    prepare_synthetic(400'000, 1, o);
-  }
-  world->broadcast(dir, sizeof dir / 4, DType::kInt32, 0)->wait();  // the path's bytes as int32 words
-  // Removed however the bench ends: an error unwinds through here; Ctrl-C stops the layout's
-  // training cleanly (it returns "interrupted") and the loop below stops.
+  // The data: the synthetic corpus, prepared once by rank 0 in a directory every rank reads,
+  // removed however the bench ends (an error unwinds through here; Ctrl-C during a layout's
+  // training stops it cleanly, and the loop below stops).
   struct RemoveOnExit {
-    bool mine;
     std::string dir;
     ~RemoveOnExit() {
       std::error_code ec;
-      if (mine) std::filesystem::remove_all(dir, ec);
+      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
     }
-  } cleanup{world->rank() == 0, dir};
+  } cleanup;
+  char dir[256] = {};
+  std::string error;
+  if (world->rank() == 0) {
+    std::snprintf(dir, sizeof dir, "%s", (std::filesystem::temp_directory_path() / "feast_bench_XXXXXX").c_str());
+    if (!mkdtemp(dir)) {
+      error = std::string("bench: cannot create a temporary directory like ") + dir;
+    } else {
+      cleanup.dir = dir;
+      try {
+        PrepareOptions o;
+        o.out_dir = dir;
+        prepare_synthetic(400'000, 1, o);
+      } catch (const std::exception& e) {
+        error = std::string("bench: preparing the synthetic corpus failed: ") + e.what();
+      }
+    }
+  }
+  agree_on_error(*world, error);
+  world->broadcast(dir, sizeof dir / 4, DType::kInt32, 0)->wait();  // the path's bytes as int32 words
   base.data.train = std::string(dir) + "/train_*.bin";
   base.logging.dir = std::string(dir) + "/run";
+  base.checkpoint.resume = "never";
 
   log::info("\ntraining: " + std::to_string(base.model.n_layer) + " layers, " + std::to_string(base.model.n_embd) +
             " channels, sequence " + std::to_string(base.training.seq_len) + ", global batch " +

@@ -296,9 +296,10 @@ const std::vector<KeyDesc>& keys() {
       {FEAST_KEY(logging, dir), any(), "run directory; empty = a new one per run",
        "the run directory: `config.toml` (the resolved config, inferred values marked), `command.txt`, "
        "`train.log` (everything printed, appended run after run), `metrics.jsonl`, `status` (`running`, "
-       "then `finished at step N`, `stopped at step N (...)` or `failed at step N: ...`) and, by default, "
+       "then `finished at step N`, `stopped at step N (...)` or `failed: <error>`) and, by default, "
        "`checkpoints/`. Empty: a new directory for each run, `runs/<config name>-<UTC date-time>`, "
-       "printed at start; set it to continue a run where it was. One run at a time: a second run into "
+       "printed at start, except that a run of the same config that did not finish and left a "
+       "checkpoint (preempted, crashed) is continued in its directory. One run at a time: a second run into "
        "a directory in use is refused. A fresh run finding an earlier run's `metrics.jsonl` moves it "
        "aside (`metrics.<its time>.jsonl`) and says so", nullptr, "any; empty = a new directory per run",
        "`\"\"` (a new directory per run)"},
@@ -837,6 +838,15 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 std::string to_toml(const Config& config) {
   // The accessors hand out mutable references; reading through a copy keeps `config` const.
   Config c = config;
+  // Paths are written absolute: a file's relative paths are read relative to the file, so the
+  // printed config (the run directory's config.toml, print-config's output) reads back the same
+  // wherever it is kept.
+  for (std::string* path : {&c.data.train, &c.data.val, &c.logging.dir, &c.checkpoint.dir})
+    if (!path->empty() && std::filesystem::path(*path).is_relative())
+      *path = std::filesystem::absolute(*path).lexically_normal().string();
+  if (c.checkpoint.resume != "auto" && c.checkpoint.resume != "never" &&
+      std::filesystem::path(c.checkpoint.resume).is_relative())
+    c.checkpoint.resume = std::filesystem::absolute(c.checkpoint.resume).lexically_normal().string();
   std::string out =
       "# feast config, fully resolved (docs/config.md describes every key).\n"
       "# Each comment ends with where the value came from when it is not the default.\n";

@@ -199,8 +199,15 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   int code = 1;
   try {
+    // As a shell would read it back: arguments with special characters single-quoted.
     std::string command_line = argv[0];
-    for (const std::string& a : args) command_line += " " + a;
+    for (const std::string& a : args) {
+      const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                          "0123456789_-./=:,+@%") == std::string::npos;
+      std::string quoted = "'";
+      for (char ch : a) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+      command_line += " " + (plain ? a : quoted + "'");
+    }
     code = feast::run(args, *runtime, command_line);
   } catch (const feast::ConfigError& e) {
     // Every rank read the same config and failed alike: one message, every rank exits 1.

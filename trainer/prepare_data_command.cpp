@@ -97,7 +97,7 @@ int prepare_data_command(const std::vector<std::string>& args) {
   const PreparedData d = synthetic ? prepare_synthetic(tokens, seed, options)
                                    : prepare_text(files, options);
   for (const std::string& note : d.input_notes) log::info("prepare-data: warning: " + note);
-  if (!synthetic)
+  if (!synthetic && !d.reused)
     log::info("prepare-data: " + std::to_string(d.files_kept) + " input file(s) tokenized" +
               (d.files_skipped ? ", " + std::to_string(d.files_skipped) + " skipped (not text)" : ""));
   if (d.reused) {

@@ -4,13 +4,17 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <vector>
 
+#include "checkpoint/checkpoint_store.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "parallel/agreement.h"
@@ -29,13 +33,60 @@ std::string utc_stamp(const char* format) {
   return buf;
 }
 
-// runs/<config name>-<UTC date-time>, with -2, -3, ... when that exists already.
+std::string stem_of(const Config& config) {
+  return config.source.empty() ? "run" : fs::path(config.source).stem().string();
+}
+
+// runs/<config name>-<UTC date-time>, with -2, -3, ... when taken: created here, atomically, so
+// that two runs started in the same second never share one.
 std::string fresh_run_dir(const Config& config) {
-  const std::string stem = config.source.empty() ? "run" : fs::path(config.source).stem().string();
-  const std::string base = "runs/" + stem + "-" + utc_stamp("%Y%m%d-%H%M%S");
+  const std::string base = "runs/" + stem_of(config) + "-" + utc_stamp("%Y%m%d-%H%M%S");
+  std::error_code ec;
+  fs::create_directories("runs", ec);
   std::string dir = base;
-  for (int n = 2; fs::exists(dir); ++n) dir = base + "-" + std::to_string(n);
+  for (int n = 2; !fs::create_directory(dir, ec); ++n) {
+    if (ec) throw Error("cannot create " + dir + ": " + ec.message());
+    dir = base + "-" + std::to_string(n);
+  }
   return dir;
+}
+
+// The newest earlier run of this config (logging.dir unset) that did not finish and left a
+// complete checkpoint: a rerun of the same command continues it, as after a preemption or a
+// crash. "" when there is none.
+std::string unfinished_run(const Config& config) {
+  if (config.checkpoint.resume != "auto" || !config.checkpoint.dir.empty()) return "";
+  const std::regex name(std::regex_replace(stem_of(config), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
+                        R"(-\d{8}-\d{6}(-\d+)?)");
+  std::vector<std::string> runs;
+  std::error_code ec;
+  for (fs::directory_iterator it("runs", ec), end; !ec && it != end; it.increment(ec))
+    if (std::regex_match(it->path().filename().string(), name)) runs.push_back(it->path().string());
+  std::sort(runs.rbegin(), runs.rend());  // the names sort by time
+  for (const std::string& dir : runs) {
+    std::ifstream in(fs::path(dir) / "status");
+    std::string status;
+    std::getline(in, status);
+    if (status.starts_with("finished")) continue;
+    if (!CheckpointStore(dir + "/checkpoints").complete().empty()) return dir;
+  }
+  return "";
+}
+
+// Locks `dir` for this run; false when another run holds it. A file system without flock
+// (Lustre without -o flock, some NFS mounts) cannot guard the directory: said, and allowed.
+bool lock_dir(const std::string& dir, int& fd) {
+  fd = ::open((fs::path(dir) / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("cannot open " + dir + "/.lock: " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+  if (errno == EWOULDBLOCK) {
+    ::close(fd);
+    fd = -1;
+    return false;
+  }
+  log::info("run directory: warning: cannot lock " + dir + "/.lock (" + std::strerror(errno) +
+            "): this file system does not support flock, so nothing stops two runs from sharing " + dir);
+  return true;
 }
 
 void write_file(const fs::path& path, const std::string& text) {
@@ -46,24 +97,37 @@ void write_file(const fs::path& path, const std::string& text) {
 }  // namespace
 
 RunDirectory::RunDirectory(Config& config, Communicator& world) : rank0_(world.rank() == 0) {
-  std::string error, dir;
+  std::string error, dir, how;
   if (rank0_) {
     try {
-      dir = config.logging.dir.empty() ? fresh_run_dir(config) : config.logging.dir;
-      std::error_code ec;
-      fs::create_directories(dir, ec);
-      if (ec) throw Error("logging.dir = \"" + dir + "\" cannot be created: " + ec.message() +
-                          "; choose a writable directory");
-      lock_fd_ = ::open((fs::path(dir) / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-      if (lock_fd_ < 0) throw Error("cannot open " + dir + "/.lock: " + std::strerror(errno));
-      if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
-        throw Error("logging.dir " + dir + " is in use by another run that is still going (it holds " + dir +
-                    "/.lock); give this run another logging.dir, or leave it unset for a directory of its own");
+      if (!config.logging.dir.empty()) {
+        dir = config.logging.dir;
+        std::error_code ec;
+        fs::create_directories(dir, ec);
+        if (ec || !fs::is_directory(dir))
+          throw Error("logging.dir = \"" + dir + "\" cannot be created: " + (ec ? ec.message() : "not a directory") +
+                      "; choose a writable directory");
+        if (!lock_dir(dir, lock_fd_))
+          throw Error("logging.dir " + dir + " is in use by another run that is still going (it holds " + dir +
+                      "/.lock; a run on a node that crashed may hold it until its lease expires); give this run "
+                      "another logging.dir, or leave it unset for a directory of its own");
+      } else {
+        dir = unfinished_run(config);
+        if (!dir.empty() && lock_dir(dir, lock_fd_)) {
+          how = "logging.dir unset: continuing the unfinished run of this config there";
+        } else {
+          dir = fresh_run_dir(config);
+          how = "logging.dir unset: a new directory for this run";
+          if (!lock_dir(dir, lock_fd_)) throw Error("cannot lock the new run directory " + dir);
+        }
+      }
       write_file(fs::path(dir) / "command.txt", config.command_line);
       write_file(fs::path(dir) / "status", "running since " + utc_stamp("%Y-%m-%d %H:%M:%S UTC"));
       log::set_file(dir + "/train.log");
       log::info("=== run started " + utc_stamp("%Y-%m-%d %H:%M:%S UTC") + ": " + config.command_line);
     } catch (const std::exception& e) {
+      if (lock_fd_ >= 0) ::close(lock_fd_);
+      lock_fd_ = -1;
       error = (config.logging.dir.empty() ? std::string("logging.dir (unset): ") : config.where("logging.dir") + ": ") +
               e.what();
     }
@@ -71,8 +135,8 @@ RunDirectory::RunDirectory(Config& config, Communicator& world) : rank0_(world.r
   agree_on_error(world, error);
   if (config.logging.dir.empty()) {
     config.logging.dir = broadcast_string(world, dir, 0);
-    config.origin["logging.dir"] = "inferred: a directory of this run's own";
-    log::info("run directory: " + config.logging.dir + " (logging.dir unset: a new directory for this run)");
+    config.origin["logging.dir"] = "inferred: the run's own directory";
+    log::info("run directory: " + config.logging.dir + " (" + broadcast_string(world, how, 0) + ")");
   }
   dir_ = config.logging.dir;
 }

@@ -1,13 +1,14 @@
 // A run's directory (logging.dir): what a reader needs to tell what ran and how it ended, and
 // the guard that keeps two runs from writing into one directory at once.
-//  - With no logging.dir, each run gets its own, runs/<config name>-<UTC date-time>, printed at
-//    start (set logging.dir to continue a run in the same directory).
+//  - With no logging.dir, a run gets its own, runs/<config name>-<UTC date-time>, printed at
+//    start; but when the newest such directory of this config holds a run that did not finish
+//    and left a checkpoint (preempted, crashed), the same command continues it there.
 //  - Rank 0 holds an exclusive lock (flock on .lock) for the run's life: a second run into a
 //    directory in use is refused, naming it; the lock goes with the process, so a crashed run's
-//    directory is free again.
+//    directory is free again. (A file system without flock cannot guard it: a warning says so.)
 //  - command.txt holds the command line; train.log everything rank 0 printed (appended, one
 //    header per run); status the end marker: "running" until "finished at step N", "stopped
-//    at step N (preempted)" and the like, or "failed at step N: <error>". A status still
+//    at step N (preempted)" and the like, or "failed: <error>". A status still
 //    "running" whose lock is free is a run that died.
 #pragma once
 

@@ -156,6 +156,7 @@ TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world,
 
 TrainSummary train(const Config& configured, std::unique_ptr<Communicator> world, const TrainHooks& hooks) {
   Config config = configured;
+  check_training_config(config, world->size());  // a config that cannot run touches no run directory
   RunDirectory run_dir(config, *world);  // settles logging.dir; one run per directory
   try {
     TrainSummary s = train_in(config, std::move(world), hooks, run_dir);

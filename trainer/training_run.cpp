@@ -38,22 +38,6 @@ Dataset open_split(const Config& config, const std::string& key, const std::stri
   }
 }
 
-void check_runnable(const Config& config) {
-  if (config.data.train.empty())
-    throw ConfigError("data.train is not set: name the training shards in [data] train = \"...\" or with "
-                      "--set data.train=PATH (make them with `trainer prepare-data`)");
-  // The run directory must exist before anything is allocated: a failure later would end the
-  // job with a raw filesystem error after minutes of set-up.
-  std::error_code ec;
-  std::filesystem::create_directories(config.logging.dir, ec);
-  if (ec || !std::filesystem::is_directory(config.logging.dir))
-    throw ConfigError(config.where("logging.dir") + ": logging.dir = \"" + config.logging.dir +
-                      "\" cannot be created: " + (ec ? ec.message() : "it is not a directory") +
-                      "; choose a writable directory");
-  if (config.training.device != "cpu")
-    throw ConfigError(config.where("training.device") + ": training.device = \"" + config.training.device +
-                      "\" is not available in this build yet; use \"cpu\"");
-}
 
 // training.threads, or the share of this host's CPUs that threads.h's policy gives this rank
 // (and, in words, how it was chosen).
@@ -96,8 +80,18 @@ void report_memory(Communicator& world, const std::vector<double>& mine) {
 
 }  // namespace
 
+LayoutPlan check_training_config(const Config& config, int world_size) {
+  if (config.data.train.empty())
+    throw ConfigError("data.train is not set: name the training shards in [data] train = \"...\" or with "
+                      "--set data.train=PATH (make them with `trainer prepare-data`)");
+  if (config.training.device != "cpu")
+    throw ConfigError(config.where("training.device") + ": training.device = \"" + config.training.device +
+                      "\" is not available in this build yet; use \"cpu\"");
+  return plan_layout(config, world_size);
+}
+
 TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> world)
-    : config_(config), plan_((check_runnable(config), plan_layout(config, world->size()))) {
+    : config_(config), plan_(check_training_config(config, world->size())) {
   const TrainingConfig& tc = config.training;
   const ParallelLayout& layout = plan_.layout;
   const int world_rank = world->rank();

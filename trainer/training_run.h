@@ -54,6 +54,10 @@ struct StepResult {
   StepTiming timing;     // this rank's
 };
 
+// The checks of a config that need no data and no memory (data.train set, the device, the
+// whole layout plan); the same on every rank. Throws ConfigError.
+LayoutPlan check_training_config(const Config& config, int world_size);
+
 class TrainingRun {
  public:
   // Collective over world (its size is checked against the layout). Throws ConfigError, or

@@ -68,6 +68,14 @@ TEST(Dataset, LlmcsShardNamesAreSplitToo) {
   EXPECT_EQ(Dataset(dir.path(), Split::kVal).total_tokens(), 5);
 }
 
+TEST(Dataset, ASplitsWordMustStandAloneInTheName) {
+  TempDir dir;
+  write_shard(dir.file("retrieval_train_000.bin"), iota(7, 0), TokenWidth::u16);
+  write_shard(dir.file("retrieval_val_000.bin"), iota(3, 0), TokenWidth::u16);
+  EXPECT_EQ(Dataset(dir.path(), Split::kTrain).total_tokens(), 7);  // "retrieval" is not "val"
+  EXPECT_EQ(Dataset(dir.path(), Split::kVal).total_tokens(), 3);
+}
+
 TEST(Dataset, MetaJsonDecidesWhichShardsBelongToASplit) {
   TempDir dir;
   write_shard(dir.file("a.bin"), iota(4, 0), TokenWidth::u16);

@@ -30,6 +30,16 @@ dir2=$(sed -n 's/^run directory: \([^ ]*\) .*/\1/p' two.log)
 [[ -n $dir2 && $dir2 != "$dir" ]] || fail "the second run reused $dir"
 echo "ok: runs get directories of their own ($dir, $dir2)"
 
+# A run of the same config that stopped early with a checkpoint is continued by the same command.
+cont=("${run[@]}" --set training.steps=4 --set checkpoint.interval=2 --set 'logging.dir=""')
+"${cont[@]}" --set training.exit_at_step=2 > stop.log 2>&1 || fail "stopping run: $(tail -3 stop.log)"
+dir3=$(sed -n 's/^run directory: \([^ ]*\) .*/\1/p' stop.log)
+"${cont[@]}" > cont.log 2>&1 || fail "continuing run: $(tail -3 cont.log)"
+grep -q "^run directory: $dir3 (logging.dir unset: continuing the unfinished run" cont.log || fail "not continued: $(grep 'run directory' cont.log)"
+grep -q "resumed from $dir3/checkpoints/step_00000002.h5 at step 2" cont.log || fail "not resumed at step 2"
+[[ $(cat "$dir3/status") == "finished at step 4" ]] || fail "status after continuing: $(cat "$dir3/status")"
+echo "ok: an unfinished run is continued in its directory ($dir3)"
+
 "${run[@]}" --set training.steps=2 --set logging.dir=shared --set checkpoint.resume=never > a.log 2>&1 || fail "shared 1"
 "${run[@]}" --set training.steps=3 --set logging.dir=shared --set checkpoint.resume=never > b.log 2>&1 || fail "shared 2"
 grep -q "held an earlier run's metrics.jsonl: kept as shared/metrics\.[0-9-]*\.jsonl" b.log || fail "no move-aside line"
