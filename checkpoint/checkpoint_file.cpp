@@ -238,16 +238,27 @@ std::optional<hdf5::Handle> open_attribute(hid_t loc, const char* name, const st
   return hdf5::attribute(H5Aopen(loc, name, H5P_DEFAULT), what);
 }
 
-int64_t read_int(hid_t loc, const char* name, const std::string& path, std::optional<int64_t> fallback = {}) {
+// The numeric attribute `name` of `loc` as T (HDF5 converts from the stored type), or nothing
+// when it is absent.
+template <typename T>
+std::optional<T> read_number(hid_t loc, const char* name, const std::string& path) {
   const std::string what = path + ": attribute " + name;
   std::optional<hdf5::Handle> attr = open_attribute(loc, name, what);
-  if (!attr) {
-    if (fallback) return *fallback;
-    throw CheckpointError(what + " is missing; this is not a feast checkpoint (docs/checkpoint-format.md)");
-  }
-  int64_t v = 0;
-  hdf5::check(H5Aread(*attr, H5T_NATIVE_INT64, &v), what);
+  if (!attr) return std::nullopt;
+  T v = 0;
+  const hid_t type = std::is_same_v<T, uint32_t> ? H5T_NATIVE_UINT32
+                     : std::is_same_v<T, uint64_t> ? H5T_NATIVE_UINT64
+                                                   : H5T_NATIVE_INT64;
+  hdf5::check(H5Aread(*attr, type, &v), what);
   return v;
+}
+
+// A root attribute every feast checkpoint has.
+template <typename T>
+T read_required(hid_t loc, const char* name, const std::string& path) {
+  if (std::optional<T> v = read_number<T>(loc, name, path)) return *v;
+  throw CheckpointError(path + ": attribute " + name +
+                        " is missing; this is not a feast checkpoint (docs/checkpoint-format.md)");
 }
 
 std::string read_string(hid_t loc, const char* name, const std::string& path) {
@@ -271,14 +282,6 @@ std::string read_string(hid_t loc, const char* name, const std::string& path) {
   return out;
 }
 
-std::optional<uint32_t> read_crc(hid_t dataset, const std::string& what) {
-  std::optional<hdf5::Handle> attr = open_attribute(dataset, kCrcAttribute, what);
-  if (!attr) return std::nullopt;
-  uint32_t v = 0;
-  hdf5::check(H5Aread(*attr, H5T_NATIVE_UINT32, &v), what + ": attribute " + kCrcAttribute);
-  return v;
-}
-
 void write_meta(hid_t file, const CheckpointMeta& m, const std::string& path) {
   write_int(file, "format_version", m.format_version, path);
   write_int(file, "step", m.step, path);
@@ -299,45 +302,31 @@ void write_meta(hid_t file, const CheckpointMeta& m, const std::string& path) {
   write_int(file, "global_batch", m.global_batch, path);
 }
 
-uint64_t read_uint(hid_t loc, const char* name, const std::string& path) {
-  const std::string what = path + ": attribute " + name;
-  std::optional<hdf5::Handle> attr = open_attribute(loc, name, what);
-  if (!attr) throw CheckpointError(what + " is missing; this is not a feast checkpoint (docs/checkpoint-format.md)");
-  uint64_t v = 0;
-  hdf5::check(H5Aread(*attr, H5T_NATIVE_UINT64, &v), what);
-  return v;
-}
-
 CheckpointMeta read_meta(hid_t file, const std::string& path) {
   CheckpointMeta m;
-  m.format_version = int(read_int(file, "format_version", path));
+  m.format_version = int(read_required<int64_t>(file, "format_version", path));
   if (m.format_version != kCheckpointFormatVersion)
     throw CheckpointMismatch(path + ": checkpoint format version " + std::to_string(m.format_version) +
                              ", but this trainer reads version " + std::to_string(kCheckpointFormatVersion));
-  m.step = read_int(file, "step", path);
-  m.tokens_seen = read_int(file, "tokens_seen", path);
-  m.seed = read_uint(file, "seed", path);
-  m.data_step = read_int(file, "data_step", path, m.step);
-  m.lr_step = read_int(file, "lr_step", path, m.step);
-  m.rng_seed = open_attribute(file, "rng_seed", path) ? read_uint(file, "rng_seed", path) : m.seed;
-  m.skipped_steps = read_int(file, "skipped_steps", path, 0);
+  m.step = read_required<int64_t>(file, "step", path);
+  m.tokens_seen = read_required<int64_t>(file, "tokens_seen", path);
+  m.seed = read_required<uint64_t>(file, "seed", path);
+  m.data_step = read_number<int64_t>(file, "data_step", path).value_or(m.step);
+  m.lr_step = read_number<int64_t>(file, "lr_step", path).value_or(m.step);
+  m.rng_seed = read_number<uint64_t>(file, "rng_seed", path).value_or(m.seed);
+  m.skipped_steps = read_number<int64_t>(file, "skipped_steps", path).value_or(0);
   m.config = read_string(file, "config", path);
   m.layout = read_string(file, "layout", path);
-  m.tp = int(read_int(file, "tp", path, 1));
-  m.pp = int(read_int(file, "pp", path, 1));
-  m.dp = int(read_int(file, "dp", path, 1));
-  m.zero_stage = int(read_int(file, "zero_stage", path, 0));
-  m.micro_batch_size = int(read_int(file, "micro_batch_size", path, 1));
-  m.num_micro_batches = int(read_int(file, "num_micro_batches", path, 1));
-  m.global_batch = read_int(file, "global_batch", path, 0);
+  m.tp = int(read_number<int64_t>(file, "tp", path).value_or(1));
+  m.pp = int(read_number<int64_t>(file, "pp", path).value_or(1));
+  m.dp = int(read_number<int64_t>(file, "dp", path).value_or(1));
+  m.zero_stage = int(read_number<int64_t>(file, "zero_stage", path).value_or(0));
+  m.micro_batch_size = int(read_number<int64_t>(file, "micro_batch_size", path).value_or(1));
+  m.num_micro_batches = int(read_number<int64_t>(file, "num_micro_batches", path).value_or(1));
+  m.global_batch = read_number<int64_t>(file, "global_batch", path).value_or(0);
   return m;
 }
 
-std::string format_shape(const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + (shape.size() == 1 ? ",)" : ")");
-}
 
 // The names of the datasets directly under `group_path` ("" when the group is missing).
 std::set<std::string> dataset_names(hid_t file, const std::string& group_path, const std::string& path) {
@@ -355,18 +344,23 @@ std::set<std::string> dataset_names(hid_t file, const std::string& group_path, c
   return names;
 }
 
-std::vector<int64_t> shape_of(hid_t file, const std::string& dataset, const std::string& path) {
-  const std::string what = path + ": " + dataset;
-  hdf5::Handle ds = hdf5::dataset(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), what);
-  hdf5::Handle space = hdf5::space(H5Dget_space(ds), what);
+// The extent of a dataspace.
+std::vector<int64_t> dims_of_space(hid_t space, const std::string& what) {
   const int rank = H5Sget_simple_extent_ndims(space);
   hdf5::check(rank, what);
   std::vector<hsize_t> dims(size_t(std::max(rank, 0)));
   hdf5::check(H5Sget_simple_extent_dims(space, dims.data(), nullptr), what);
+  return {dims.begin(), dims.end()};
+}
+
+std::vector<int64_t> shape_of(hid_t file, const std::string& dataset, const std::string& path) {
+  const std::string what = path + ": " + dataset;
+  hdf5::Handle ds = hdf5::dataset(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), what);
+  hdf5::Handle space = hdf5::space(H5Dget_space(ds), what);
   hdf5::Handle type = hdf5::type(H5Dget_type(ds), what);
   if (H5Tget_class(type) != H5T_FLOAT)
     throw CheckpointMismatch(what + " is not a floating-point dataset (feast reads float32, float64 or float16)");
-  return {dims.begin(), dims.end()};
+  return dims_of_space(space, what);
 }
 
 // The differences between the file's tensors and the table's, one line each; empty when they
@@ -527,7 +521,7 @@ void read_checkpoint(const std::string& path, Communicator& world, const RankSta
       if (differences.empty()) {
         for (int64_t d = 0; d < list.size(); ++d) {
           hdf5::Handle ds = hdf5::dataset(H5Dopen2(*file, list.path(d).c_str(), H5P_DEFAULT), path);
-          stored[size_t(d)] = read_crc(ds, path + ": " + list.path(d));
+          stored[size_t(d)] = read_number<uint32_t>(ds, kCrcAttribute, path + ": " + list.path(d));
           if (!stored[size_t(d)])
             throw CheckpointError(path + ": " + list.path(d) + " has no " + kCrcAttribute +
                                   " attribute; every dataset of a checkpoint carries one (docs/checkpoint-format.md)");
@@ -576,6 +570,13 @@ void read_checkpoint(const std::string& path, Communicator& world, const RankSta
 
 void fail_checkpoint_writes_for_testing(bool fail) { g_fail_writes = fail; }
 
+std::string format_shape(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+
 std::vector<DatasetReport> verify_checkpoint(const std::string& path) {
   hdf5::silence_errors();
   hdf5::Handle file = hdf5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), path + ": cannot open");
@@ -590,14 +591,11 @@ std::vector<DatasetReport> verify_checkpoint(const std::string& path) {
       const std::string what = path + ": " + name;
       hdf5::Handle ds = hdf5::dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), what);
       hdf5::Handle space = hdf5::space(H5Dget_space(ds), what);
-      const int rank = H5Sget_simple_extent_ndims(space);
-      std::vector<hsize_t> dims(size_t(std::max(rank, 0)));
-      H5Sget_simple_extent_dims(space, dims.data(), nullptr);
-      r.shape.assign(dims.begin(), dims.end());
+      r.shape = dims_of_space(space, what);
       hdf5::Handle type = hdf5::type(H5Dget_type(ds), what);
       const size_t size = H5Tget_size(type);
       r.dtype = H5Tget_class(type) == H5T_FLOAT ? "float" + std::to_string(size * 8) : "non-float";
-      r.stored_crc = read_crc(ds, what);
+      r.stored_crc = read_number<uint32_t>(ds, kCrcAttribute, what);
       const hssize_t n = H5Sget_simple_extent_npoints(space);
       std::vector<unsigned char> bytes(size_t(n) * size);
       hdf5::check(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()), what);

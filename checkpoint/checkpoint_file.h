@@ -102,6 +102,9 @@ void read_checkpoint(const std::string& path, Communicator& world, const RankSta
 // disk) until called again with false.
 void fail_checkpoint_writes_for_testing(bool fail);
 
+// "(384, 64)", "(64,)": a shape as messages and `trainer inspect` write it.
+std::string format_shape(const std::vector<int64_t>& shape);
+
 // What `trainer inspect` shows of one dataset; verification reads it whole (one process).
 struct DatasetReport {
   std::string name;  // "model/wte.weight"

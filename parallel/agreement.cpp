@@ -7,19 +7,14 @@
 #include "core/error.h"
 
 namespace feast {
-namespace {
-
-// The lowest rank with an error, or INT32_MAX when none (the interface reduces with max, so the
-// minimum travels as the maximum of negated ranks).
-int32_t lowest_failing(Communicator& group, bool failed) {
-  int32_t negated = failed ? -group.rank() : -std::numeric_limits<int32_t>::max();
+int lowest_rank_where(Communicator& group, bool flag) {
+  // The interface reduces with max, so the minimum travels as the maximum of negated ranks.
+  int32_t negated = flag ? -group.rank() : -std::numeric_limits<int32_t>::max();
   CollectiveOptions max;
   max.op = ReduceOp::kMax;
   group.allreduce(&negated, 1, DType::kInt32, max)->wait();
-  return -negated;
+  return -negated == std::numeric_limits<int32_t>::max() ? -1 : -negated;
 }
-
-}  // namespace
 
 std::string broadcast_string(Communicator& group, const std::string& text, int root) {
   int64_t length = group.rank() == root ? int64_t(text.size()) : 0;
@@ -31,14 +26,14 @@ std::string broadcast_string(Communicator& group, const std::string& text, int r
 }
 
 std::optional<std::string> first_error(Communicator& group, const std::string& mine) {
-  const int32_t first = lowest_failing(group, !mine.empty());
-  if (first == std::numeric_limits<int32_t>::max()) return std::nullopt;
+  const int first = lowest_rank_where(group, !mine.empty());
+  if (first < 0) return std::nullopt;
   return broadcast_string(group, mine, first);
 }
 
 void agree_on_error(Communicator& group, const std::string& mine) {
-  const int32_t first = lowest_failing(group, !mine.empty());
-  if (first == std::numeric_limits<int32_t>::max()) return;
+  const int first = lowest_rank_where(group, !mine.empty());
+  if (first < 0) return;
   throw AgreedError(first == group.rank() ? mine : "rank " + std::to_string(first) + " failed",
                     first == group.rank());
 }

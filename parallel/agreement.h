@@ -10,6 +10,9 @@
 
 namespace feast {
 
+// Collective: the lowest rank of `group` for which `flag` is true, or -1 when it is true on none.
+int lowest_rank_where(Communicator& group, bool flag);
+
 // Collective: `text` as rank `root` has it, on every rank.
 std::string broadcast_string(Communicator& group, const std::string& text, int root);
 

@@ -1,13 +1,13 @@
 #include "trainer/bench_checkpoint.h"
 
 #include <fcntl.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "checkpoint/async_checkpoint_writer.h"
 #include "checkpoint/checkpoint_file.h"
@@ -16,10 +16,10 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "model/decoder_stage.h"
-#include "parallel/agreement.h"
 #include "parallel/optimizer.h"
 #include "parallel/zero_shard.h"
 #include "trainer/cli_args.h"
+#include "trainer/shared_temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -97,22 +97,11 @@ int bench_checkpoint_command(const std::vector<std::string>& args, std::unique_p
   }
   if (mc.n_embd % mc.n_head != 0) throw ConfigError("bench: --embd must be divisible by --heads");
 
-  const bool temporary = dir.empty();
-  if (temporary) {
-    std::string tmpl = (fs::temp_directory_path() / "feast_bench_ckpt_XXXXXX").string();
-    std::string error;
-    if (world->rank() == 0 && !::mkdtemp(tmpl.data())) error = tmpl + ": cannot create: " + std::strerror(errno);
-    agree_on_error(*world, error);
-    dir = broadcast_string(*world, tmpl, 0);
+  std::optional<SharedTempDir> scratch;  // removed after, unless --dir was given
+  if (dir.empty()) {
+    scratch.emplace(*world, "feast_bench_ckpt");
+    dir = scratch->path();
   }
-  struct Cleanup {
-    bool on;
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      if (on) fs::remove_all(dir, ec);
-    }
-  } cleanup{temporary && world->rank() == 0, dir};
 
   // One stage holding the whole model; with N ranks, ZeRO 1: each keeps 1/N of the optimizer.
   const std::unique_ptr<Backend> backend = make_backend("cpu");

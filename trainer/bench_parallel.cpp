@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "parallel/agreement.h"
 #include "trainer/cli_args.h"
+#include "trainer/shared_temp_dir.h"
 #include "core/log.h"
 #include "core/plural.h"
 #include "core/timer.h"
@@ -150,34 +151,20 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
   // The data: the synthetic corpus, prepared once by rank 0 in a directory every rank reads,
   // removed however the bench ends (an error unwinds through here; Ctrl-C during a layout's
   // training stops it cleanly, and the loop below stops).
-  struct RemoveOnExit {
-    std::string dir;
-    ~RemoveOnExit() {
-      std::error_code ec;
-      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup;
-  char dir[256] = {};
+  const SharedTempDir scratch(*world, "feast_bench");
   std::string error;
   if (world->rank() == 0) {
-    std::snprintf(dir, sizeof dir, "%s", (std::filesystem::temp_directory_path() / "feast_bench_XXXXXX").c_str());
-    if (!mkdtemp(dir)) {
-      error = std::string("bench: cannot create a temporary directory like ") + dir;
-    } else {
-      cleanup.dir = dir;
-      try {
-        PrepareOptions o;
-        o.out_dir = dir;
-        prepare_synthetic(400'000, 1, o);
-      } catch (const std::exception& e) {
-        error = std::string("bench: preparing the synthetic corpus failed: ") + e.what();
-      }
+    try {
+      PrepareOptions o;
+      o.out_dir = scratch.path();
+      prepare_synthetic(400'000, 1, o);
+    } catch (const std::exception& e) {
+      error = std::string("bench: preparing the synthetic corpus failed: ") + e.what();
     }
   }
   agree_on_error(*world, error);
-  world->broadcast(dir, sizeof dir / 4, DType::kInt32, 0)->wait();  // the path's bytes as int32 words
-  base.data.train = std::string(dir) + "/train_*.bin";
-  base.logging.dir = std::string(dir) + "/run";
+  base.data.train = scratch.path() + "/train_*.bin";
+  base.logging.dir = scratch.path() + "/run";
   base.checkpoint.resume = "never";
 
   log::info("\ntraining: " + std::to_string(base.model.n_layer) + " layers, " + std::to_string(base.model.n_embd) +

@@ -772,8 +772,20 @@ std::string Config::where(const std::string& key) const {
   return it == origin.end() ? "default" : it->second;
 }
 
-Config parse_config(const std::string& toml_text, const std::string& source_name,
-                    const std::vector<std::string>& overrides) {
+namespace {
+
+// The default checkpoint.dir, <logging.dir>/checkpoints, once logging.dir is final.
+void infer_checkpoint_dir(Config& c) {
+  if (c.checkpoint.dir.empty() && !c.logging.dir.empty()) {
+    c.checkpoint.dir = c.logging.dir + "/checkpoints";
+    c.origin["checkpoint.dir"] = "inferred from logging.dir";
+  }
+}
+
+// The config as written and overridden, validated, before paths are resolved and defaults that
+// follow other keys are inferred.
+Config parse_unresolved(const std::string& toml_text, const std::string& source_name,
+                        const std::vector<std::string>& overrides) {
   Config c;
   for (const KeyDesc& k : keys()) c.origin[k.full()] = "default";
   toml::table root;
@@ -788,14 +800,8 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   apply_file(c, root, source_name);
   for (const std::string& o : overrides) apply_override(c, o);
   validate_cross(c);
-  if (c.checkpoint.dir.empty() && !c.logging.dir.empty()) {
-    c.checkpoint.dir = c.logging.dir + "/checkpoints";
-    c.origin["checkpoint.dir"] = "inferred from logging.dir";
-  }
   return c;
 }
-
-namespace {
 
 // Paths written in a config file are relative to the file's directory, as most tools read
 // them, so a config runs from any directory; --set values and defaults stay relative to the
@@ -811,11 +817,18 @@ void resolve_relative_paths(Config& c, const std::string& config_path) {
   resolve("data.train", c.data.train);
   resolve("data.val", c.data.val);
   resolve("logging.dir", c.logging.dir);
-  if (c.where("checkpoint.dir").starts_with(file_origin)) resolve("checkpoint.dir", c.checkpoint.dir);
+  resolve("checkpoint.dir", c.checkpoint.dir);
   if (c.checkpoint.resume != "auto" && c.checkpoint.resume != "never") resolve("checkpoint.resume", c.checkpoint.resume);
 }
 
 }  // namespace
+
+Config parse_config(const std::string& toml_text, const std::string& source_name,
+                    const std::vector<std::string>& overrides) {
+  Config c = parse_unresolved(toml_text, source_name, overrides);
+  infer_checkpoint_dir(c);
+  return c;
+}
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   if (path.empty()) return parse_config("", "(no config file)", overrides);
@@ -826,12 +839,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   if (!in) throw ConfigError("cannot read config file '" + path + "': " + std::strerror(errno));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw ConfigError("cannot read config file '" + path + "': read failed");
-  Config c = parse_config(text, path, overrides);
+  Config c = parse_unresolved(text, path, overrides);
   c.source = path;
-  // checkpoint.dir was inferred from logging.dir before logging.dir was resolved: again.
-  const bool inferred_dir = c.where("checkpoint.dir") == "inferred from logging.dir";
   resolve_relative_paths(c, path);
-  if (inferred_dir && !c.logging.dir.empty()) c.checkpoint.dir = c.logging.dir + "/checkpoints";
+  infer_checkpoint_dir(c);
   return c;
 }
 

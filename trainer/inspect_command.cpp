@@ -16,12 +16,6 @@ constexpr const char* kUsage =
     "and checksum status (every byte is read and checked), then the config it was saved with.\n"
     "Exits 1 when a tensor fails its checksum or cannot be read.\n";
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + ")";
-}
-
 }  // namespace
 
 namespace {
@@ -77,7 +71,7 @@ int inspect(const std::string& path, bool show_config) {
     else if (!r.stored_crc) status = "no checksum stored";
     else if (*r.stored_crc != r.actual_crc) status = "CHECKSUM MISMATCH";
     if (!r.ok()) ++bad;
-    std::snprintf(line, sizeof line, "  %-44s %-14s %-8s %08x  %s", r.name.c_str(), shape_text(r.shape).c_str(),
+    std::snprintf(line, sizeof line, "  %-44s %-14s %-8s %08x  %s", r.name.c_str(), format_shape(r.shape).c_str(),
                   r.dtype.c_str(), r.stored_crc.value_or(0), status.c_str());
     log::info(line);
   }

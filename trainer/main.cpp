@@ -23,6 +23,7 @@
 #include "trainer/config.h"
 #include "trainer/cli_args.h"
 #include "trainer/inspect_command.h"
+#include "trainer/layout_plan.h"
 #include "trainer/threads.h"
 #include "trainer/prepare_data_command.h"
 #include "trainer/train_loop.h"
@@ -112,17 +113,18 @@ int print_config_command(const std::vector<std::string>& rest, int world_size) {
   const Config config = load_config(ca.path, ca.overrides);
   InferredValues v;
   v.world_size = world;
-  const ParallelConfig& p = config.parallel;
-  if (p.dp == 0 && world % (p.tp * p.pp) == 0) v.dp = world / (p.tp * p.pp);
-  const int dp = p.dp ? p.dp : v.dp;
-  if (dp > 0 && config.training.batch_size > 0 &&
-      config.training.batch_size % (int64_t{dp} * p.micro_batch_size) == 0)
-    v.micro_batches = config.micro_batches_per_rank(dp);
+  try {
+    // What the run would derive, by the run's own rules.
+    const LayoutPlan plan = plan_layout(config, world);
+    v.dp = plan.layout.dp();
+    v.micro_batches = plan.micro_batches;
+  } catch (const ConfigError&) {
+    // Not a valid layout at this world size: those values stay marked as inferred at launch.
+  }
   // The ranks of a job of `world` on this machine share its CPUs (as training's policy decides).
-  int available = process_cpus().count();
-  if (const std::optional<int> quota = cgroup_cpu_limit()) available = std::min(available, *quota);
-  v.threads = choose_threads(omp_num_threads_from_env(), available, world);
-  v.threads_from = describe_thread_choice(omp_num_threads_from_env(), available, world) + ", on this machine";
+  const ThreadChoice choice = thread_policy(world);
+  v.threads = choice.threads;
+  v.threads_from = choice.from + ", on this machine";
   log::info(to_toml(with_inferred_values(config, v)));
   return 0;
 }

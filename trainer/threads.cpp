@@ -82,6 +82,13 @@ int choose_threads(std::optional<int> omp_num_threads, int available_cpus, int s
   return std::max(1, available_cpus / std::max(1, sharing_ranks));
 }
 
+ThreadChoice thread_policy(int sharing_ranks) {
+  int available = process_cpus().count();
+  if (const std::optional<int> quota = cgroup_cpu_limit()) available = std::min(available, *quota);
+  const std::optional<int> env = omp_num_threads_from_env();
+  return {choose_threads(env, available, sharing_ranks), describe_thread_choice(env, available, sharing_ranks)};
+}
+
 std::string describe_thread_choice(std::optional<int> omp_num_threads, int available_cpus, int sharing_ranks) {
   if (omp_num_threads) return "OMP_NUM_THREADS = " + std::to_string(*omp_num_threads);
   return std::to_string(available_cpus) + " CPU(s) available / " + std::to_string(std::max(1, sharing_ranks)) +

@@ -35,6 +35,14 @@ int ranks_sharing_cpus(const std::vector<std::string>& hosts, const std::vector<
 // The policy: the user's OMP_NUM_THREADS if set, else available / sharing, at least 1.
 int choose_threads(std::optional<int> omp_num_threads, int available_cpus, int sharing_ranks);
 
+// The policy applied to this process: its CPUs (affinity, capped by a cgroup quota) shared by
+// `sharing_ranks` ranks, unless OMP_NUM_THREADS says otherwise; with how it was chosen, in words.
+struct ThreadChoice {
+  int threads = 1;
+  std::string from;
+};
+ThreadChoice thread_policy(int sharing_ranks);
+
 // How choose_threads chose, in words: "OMP_NUM_THREADS = 4", or "2 CPUs available / 1 rank(s)
 // sharing them".
 std::string describe_thread_choice(std::optional<int> omp_num_threads, int available_cpus, int sharing_ranks);

@@ -30,19 +30,20 @@ StopVote my_vote(const StopSignals& signals, const TrainingConfig& tc, const Tim
 // An earlier run's metrics.jsonl in the directory of a fresh run is moved aside, never
 // truncated; returns the new name ("" when there was none).
 std::string move_aside_old_metrics(const std::string& path) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return "";
-  const auto when = std::chrono::file_clock::to_sys(std::filesystem::last_write_time(path, ec));
-  const std::time_t t = std::chrono::system_clock::to_time_t(when);
+  if (!fs::exists(path, ec)) return "";
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::file_clock::to_sys(fs::last_write_time(path, ec)));
   std::tm tm{};
   gmtime_r(&t, &tm);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-  std::string aside = path.substr(0, path.size() - std::string(".jsonl").size()) + "." + stamp + ".jsonl";
-  for (int n = 2; std::filesystem::exists(aside, ec); ++n)
-    aside = path.substr(0, path.size() - 6) + "." + stamp + "-" + std::to_string(n) + ".jsonl";
-  std::filesystem::rename(path, aside, ec);
-  return ec ? "" : aside;
+  const fs::path p(path);
+  fs::path aside = p.parent_path() / (p.stem().string() + "." + stamp + p.extension().string());
+  for (int n = 2; fs::exists(aside, ec); ++n)
+    aside = p.parent_path() / (p.stem().string() + "." + stamp + "-" + std::to_string(n) + p.extension().string());
+  fs::rename(path, aside, ec);
+  return ec ? "" : aside.string();
 }
 
 

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -45,8 +44,6 @@ std::pair<int, std::string> thread_count(const Config& config, Communicator& wor
                                          const std::vector<std::string>& hosts) {
   if (config.training.threads > 0) return {config.training.threads, ""};
   const CpuSet mine = process_cpus();
-  int available = mine.count();
-  if (const std::optional<int> quota = cgroup_cpu_limit()) available = std::min(available, *quota);
   int sharing = 1;
   if (world.size() > 1) {
     const size_t words = mine.words.size();
@@ -59,8 +56,8 @@ std::pair<int, std::string> thread_count(const Config& config, Communicator& wor
       masks[r].words.assign(all.begin() + long(r * words), all.begin() + long((r + 1) * words));
     sharing = ranks_sharing_cpus(hosts, masks, world.rank());
   }
-  return {choose_threads(omp_num_threads_from_env(), available, sharing),
-          describe_thread_choice(omp_num_threads_from_env(), available, sharing)};
+  const ThreadChoice choice = thread_policy(sharing);
+  return {choice.threads, choice.from};
 }
 
 // Every rank's memory, gathered and printed by rank 0 as one table.
@@ -274,11 +271,7 @@ StepResult TrainingRun::step(const StopVote& vote) {
 void TrainingRun::handle_nonfinite(const StepResult& r, bool mine_finite) {
   // Which rank's own contribution went bad first: the lowest one (a rare path, so one more
   // reduction costs nothing that matters).
-  int32_t first = mine_finite ? -std::numeric_limits<int32_t>::max() : -groups_.world->rank();
-  CollectiveOptions max;
-  max.op = ReduceOp::kMax;
-  groups_.world->allreduce(&first, 1, DType::kInt32, max)->wait();
-  first = -first;
+  const int first = lowest_rank_where(*groups_.world, !mine_finite);
   char what[160];
   std::snprintf(what, sizeof what, "step %lld: loss %g, gradient norm %g: not finite (first seen on rank %d)",
                 static_cast<long long>(state_.step + 1), r.loss, r.grad_norm, first);
