@@ -10,7 +10,9 @@ packages=(
   hdf5-tools                      # h5dump and h5diff: the tests read checkpoints with them
   zlib1g-dev                      # CRC-32 checksums of checkpoint datasets
   libtomlplusplus-dev             # the config file
-  nlohmann-json3-dev              # metrics and metadata
+  nlohmann-json3-dev              # metrics, metadata, safetensors headers, tokenizer.json
+  libpcre2-dev                    # the pre-tokenizer regex of byte-level BPE tokenizers
+  libsentencepiece-dev            # SentencePiece tokenizers (Llama-2 style tokenizer.model)
   libopenblas-openmp-dev          # sgemm for the CPU backend, sharing OpenMP's threads
   libgtest-dev                    # unit tests
 )
