@@ -5,10 +5,15 @@
 #include <glob.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -106,11 +111,93 @@ std::vector<std::string> resolve_shard_paths(const std::string& pattern, Split s
   return paths;
 }
 
+namespace {
+
+// Whether the meta.json beside `shard` (written by prepare-data) records loss masks for it.
+bool meta_records_mask(const std::string& shard) {
+  const fs::path meta = fs::path(shard).parent_path() / "meta.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(meta, ec)) return false;
+  std::ifstream in(meta);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("loss_mask") || j["loss_mask"] != true) return false;
+  const std::string name = fs::path(shard).filename().string();
+  for (const char* split : {"train", "val"}) {
+    if (!j.contains(split) || !j[split].is_object() || !j[split].contains("shards")) continue;
+    for (const auto& n : j[split]["shards"])
+      if (n.is_string() && n.get<std::string>() == name) return true;
+  }
+  return false;
+}
+
+// Runs work(i) for i in [0, n) on up to `threads` threads (0: every core). Items are claimed in
+// order from a shared counter; the first exception is rethrown once every thread has stopped.
+void parallel_for(size_t n, int threads, const std::function<void(size_t)>& work) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t workers = std::min<size_t>(n, threads > 0 ? size_t(threads) : cores);
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto run = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      try {
+        work(i);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next = n;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < workers; ++t) pool.emplace_back(run);
+  run();
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
+
 Dataset::Dataset(const std::string& pattern, Split split) : pattern_(pattern) {
   for (const std::string& path : resolve_shard_paths(pattern, split)) {
     shards_.emplace_back(path);
     total_tokens_ += shards_.back().size();
   }
+  // Masks are all or none: a split where only some shards have one would count the prompts of
+  // the others in the loss, silently.
+  std::vector<bool> has(shards_.size());
+  size_t with = 0;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    std::error_code ec;
+    has[i] = fs::exists(loss_mask_path(shards_[i].path()), ec);
+    with += has[i] ? 1 : 0;
+  }
+  if (with > 0 && with < shards_.size()) {
+    const size_t without = size_t(std::find(has.begin(), has.end(), false) - has.begin());
+    const size_t other = size_t(std::find(has.begin(), has.end(), true) - has.begin());
+    throw DataError(shards_[without].path() + ": no loss mask " + loss_mask_path(shards_[without].path()) +
+                    ", though " + std::to_string(with) + " of the split's " + std::to_string(shards_.size()) +
+                    " shards have one (e.g. " + loss_mask_path(shards_[other].path()) +
+                    "); a split has masks for every shard or for none: re-run `trainer prepare-data --force`");
+  }
+  if (with == 0) {
+    for (const Shard& s : shards_) {
+      if (meta_records_mask(s.path())) {
+        throw DataError(s.path() + ": no loss mask " + loss_mask_path(s.path()) + ", though " +
+                        (fs::path(s.path()).parent_path() / "meta.json").string() +
+                        " records loss masks for it; re-run `trainer prepare-data --force`");
+      }
+      break;  // one shard tells: prepare-data writes masks for all of a directory or none
+    }
+    return;
+  }
+  masks_.reserve(shards_.size());
+  for (const Shard& s : shards_) masks_.emplace_back(loss_mask_path(s.path()), s);
+}
+
+void Dataset::set_vocab_limit(int64_t limit, const std::string& what) {
+  vocab_limit_ = limit;
+  vocab_limit_from_ = what;
 }
 
 void Dataset::read(size_t shard, int64_t offset, int64_t count, int32_t* out) const {
@@ -121,16 +208,81 @@ void Dataset::read(size_t shard, int64_t offset, int64_t count, int32_t* out) co
     throw DataError(os.str());
   }
   shards_[shard].read(offset, count, out);
+  if (vocab_limit_ <= 0) return;
+  for (int64_t i = 0; i < count; ++i) {
+    // As uint32: a uint32 shard's ids above INT32_MAX read back negative.
+    if (static_cast<uint32_t>(out[i]) >= static_cast<uint64_t>(vocab_limit_)) {
+      std::ostringstream os;
+      os << shards_[shard].path() << ": token " << offset + i << " has id " << static_cast<uint32_t>(out[i])
+         << ", outside the vocabulary of " << vocab_limit_ << " ids (" << vocab_limit_from_
+         << "): the data was prepared with another tokenizer than the model's; set " << vocab_limit_from_
+         << " to that tokenizer's vocabulary size or prepare the data again with the model's tokenizer "
+         << "(`trainer check-data " << pattern_ << " --vocab-size " << vocab_limit_
+         << "` checks every shard at once)";
+      throw DataError(os.str());
+    }
+  }
+}
+
+DatasetScan Dataset::scan(int64_t vocab_limit, int threads) const {
+  // Pieces of at most 16M tokens, so one large shard still spreads over every core.
+  constexpr int64_t kPiece = int64_t{1} << 24;
+  struct Piece {
+    size_t shard;
+    int64_t begin, end;
+    TokenScan tokens;
+    int64_t masked = 0;
+    int64_t bad_entry = -1;  // first mask entry other than 0 and 1
+    int bad_value = 0;
+  };
+  std::vector<Piece> pieces;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    const int64_t n = shards_[s].size();
+    for (int64_t b = 0; b < n || b == 0; b += kPiece) pieces.push_back({s, b, std::min(n, b + kPiece), {}});
+  }
+  parallel_for(pieces.size(), threads, [&](size_t i) {
+    Piece& p = pieces[i];
+    p.tokens = shards_[p.shard].scan(p.begin, p.end, vocab_limit);
+    if (masks_.empty()) return;
+    const std::span<const uint8_t> m = masks_[p.shard].window(p.begin, p.end - p.begin);
+    for (size_t k = 0; k < m.size(); ++k) {
+      if (m[k] == 0) ++p.masked;
+      if (m[k] > 1 && p.bad_entry < 0) {
+        p.bad_entry = p.begin + int64_t(k);
+        p.bad_value = m[k];
+      }
+    }
+  });
+  DatasetScan r;
+  r.tokens = total_tokens_;
+  for (const Piece& p : pieces) {
+    r.max_id = std::max(r.max_id, p.tokens.max_id);
+    r.masked += p.masked;
+    if (r.problem) continue;
+    const std::string& path = shards_[p.shard].path();
+    if (p.tokens.first_bad >= 0 && (p.bad_entry < 0 || p.tokens.first_bad <= p.bad_entry)) {
+      std::ostringstream os;
+      os << path << ": token " << p.tokens.first_bad << " has id " << p.tokens.first_bad_id
+         << " >= the vocabulary size " << vocab_limit;
+      r.problem = os.str();
+    } else if (p.bad_entry >= 0) {
+      std::ostringstream os;
+      os << masks_[p.shard].path() << ": entry " << p.bad_entry << " is " << p.bad_value
+         << "; loss-mask entries are 0 (not counted in the loss) or 1 (counted)";
+      r.problem = os.str();
+    }
+  }
+  return r;
 }
 
 void Dataset::check_vocab(int64_t vocab_size) const {
   for (const Shard& s : shards_) {
-    const int64_t top = s.max_token();
-    if (top >= vocab_size) {
+    const TokenScan t = s.scan(0, s.size(), vocab_size);
+    if (t.first_bad >= 0) {
       std::ostringstream os;
-      os << "shard " << s.path() << " contains token id " << top << " >= model.vocab_size "
-         << vocab_size << ": the data was prepared with a larger vocabulary than the model's; "
-         << "raise model.vocab_size or re-run `trainer prepare-data`";
+      os << "shard " << s.path() << " contains token id " << t.first_bad_id << " >= model.vocab_size "
+         << vocab_size << " (token " << t.first_bad << "): the data was prepared with a larger vocabulary "
+         << "than the model's; raise model.vocab_size or re-run `trainer prepare-data`";
       throw DataError(os.str());
     }
   }

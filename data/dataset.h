@@ -1,12 +1,16 @@
 // A training or validation split: the ordered list of shards named by one string (a file, a
-// directory, or a glob). Owns path resolution and the startup checks on the whole split;
-// windows are read shard by shard and never cross a shard boundary.
+// directory, or a glob), with their loss masks when prepared with them. Owns path resolution,
+// the cheap checks on opening (headers and sizes only: a split of hundreds of shards and tens of
+// billions of tokens opens in well under a second), the per-window vocabulary check, and the
+// full scan behind `trainer check-data`. Windows never cross a shard boundary.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "data/loss_mask.h"
 #include "data/shard.h"
 
 namespace feast {
@@ -22,9 +26,22 @@ enum class Split { kAny, kTrain, kVal };
 // pattern (and suggesting `trainer prepare-data`) when nothing matches.
 std::vector<std::string> resolve_shard_paths(const std::string& pattern, Split split = Split::kAny);
 
+// What a full pass over a split found (Dataset::scan).
+struct DatasetScan {
+  int64_t tokens = 0;
+  int64_t max_id = -1;
+  int64_t masked = 0;  // loss-mask entries that are 0 (targets not counted); 0 without masks
+  // The first problem in shard and offset order ("PATH: token 17 has id 300 >= the vocabulary
+  // size 256 ..." or "PATH.mask: entry 5 is 7 ..."), if any.
+  std::optional<std::string> problem;
+};
+
 class Dataset {
  public:
-  // Opens (maps and validates) every shard `pattern` resolves to for `split`.
+  // Opens (maps and validates the headers of) every shard `pattern` resolves to for `split`,
+  // and their loss masks (X.mask beside X.bin) when they have them. Masks are all or none: a
+  // split where some shards have one and some do not, or whose meta.json records masks that
+  // are gone, throws DataError naming the shard without its mask.
   explicit Dataset(const std::string& pattern, Split split = Split::kAny);
 
   const std::string& pattern() const { return pattern_; }
@@ -32,18 +49,38 @@ class Dataset {
   const Shard& shard(size_t i) const { return shards_[i]; }
   int64_t total_tokens() const { return total_tokens_; }
 
+  bool has_loss_mask() const { return !masks_.empty(); }
+  // The mask of shard i; only when has_loss_mask().
+  const LossMask& loss_mask(size_t i) const { return masks_.at(i); }
+
+  // From now on read() checks every id it copies against limit (<= 0: no check) and throws
+  // DataError naming the shard, the token's offset, the id, and `what` (the setting the limit
+  // comes from, e.g. "model.vocab_size"). Costs a compare per token read, instead of a scan of
+  // every token at start.
+  void set_vocab_limit(int64_t limit, const std::string& what = "the vocabulary size");
+  int64_t vocab_limit() const { return vocab_limit_; }
+
   // Copies tokens [offset, offset + count) of shard `shard` into out; a sampler reading
-  // sequences of T asks for count = T + 1. Throws DataError if the window leaves the shard.
+  // sequences of T asks for count = T + 1. Throws DataError if the window leaves the shard, or
+  // holds an id at or above the vocabulary limit.
   void read(size_t shard, int64_t offset, int64_t count, int32_t* out) const;
 
-  // Throws DataError naming the first shard holding an id >= vocab_size: data prepared with a
-  // different tokenizer than the model's. One pass over every token.
+  // Every token and mask entry, on `threads` threads (0: all cores): the largest id, the first
+  // id >= vocab_limit (<= 0: none checked), mask entries other than 0 and 1, and the share of
+  // targets masked. Reads the whole split: for `trainer check-data`, not for start-up.
+  DatasetScan scan(int64_t vocab_limit, int threads = 0) const;
+
+  // Throws DataError naming the first shard holding an id >= vocab_size and its offset. A full
+  // scan (O(tokens)); the trainer uses set_vocab_limit instead.
   void check_vocab(int64_t vocab_size) const;
 
  private:
   std::string pattern_;
   std::vector<Shard> shards_;
+  std::vector<LossMask> masks_;  // one per shard, or empty
   int64_t total_tokens_ = 0;
+  int64_t vocab_limit_ = 0;
+  std::string vocab_limit_from_;
 };
 
 }  // namespace feast

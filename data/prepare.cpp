@@ -1,16 +1,31 @@
-// Preparation: tokenise, split train/val, write shards, then meta.json last, so a directory with
-// a meta.json is complete. meta.json's "params" object is the key for reuse: same parameters
-// (including each input file's size) and every listed shard present means nothing to do.
+// Preparation: tokenise, split train/val, write shards (and loss masks), then meta.json last, so
+// a directory with a meta.json is complete. meta.json's "params" object is the key for reuse:
+// same parameters (including each input file's size and CRC-32, and the tokenizer's files) and
+// every listed file present means nothing to do.
+//
+// Inputs are read in order on the calling thread and cut into documents; batches of documents
+// are parsed (JSON Lines) and tokenized on worker threads, each result stored at its document's
+// index and appended in input order, so the output does not depend on the thread count.
 #include "data/prepare.h"
 
+#include <glob.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <mutex>
 #include <regex>
 #include <span>
+#include <thread>
 
 #include <zlib.h>
 
@@ -18,8 +33,10 @@
 
 #include "core/error.h"
 #include "data/byte_tokenizer.h"
+#include "data/loss_mask.h"
 #include "data/markov_corpus.h"
 #include "data/shard.h"
+#include "data/tokenizer.h"
 
 namespace feast {
 
@@ -29,6 +46,9 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kMetaFile = "meta.json";
+
+// ---------------------------------------------------------------------------------------------
+// Options, names, meta.json
 
 void check_options(const PrepareOptions& o) {
   if (o.out_dir.empty()) throw Error("prepare-data: no output directory given (--out DIR)");
@@ -40,11 +60,20 @@ void check_options(const PrepareOptions& o) {
     throw Error("prepare-data: --max-shard-tokens must be >= 1, got " +
                 std::to_string(o.max_shard_tokens));
   }
+  if (o.threads < 0) throw Error("prepare-data: --threads must be >= 0, got " + std::to_string(o.threads));
 }
 
-std::string shard_name(const std::string& split, size_t index) {
+int worker_count(const PrepareOptions& o) {
+  return o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+std::string shard_name(const std::string& split, size_t index, const char* ext = ".bin") {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%s_%03zu.bin", split.c_str(), index);
+  std::snprintf(buf, sizeof buf, "%s_%03zu%s", split.c_str(), index, ext);
   return buf;
 }
 
@@ -64,6 +93,15 @@ PreparedData from_meta(const fs::path& dir, const json& meta) {
     d.entropy_floor = meta["entropy_floor_nats"].get<double>();
     d.unigram_entropy = meta.at("unigram_entropy_nats").get<double>();
   }
+  // Directories prepared before tokenizers and masks existed lack these keys.
+  d.tokenizer_kind = meta.value("tokenizer", std::string(ByteTokenizer::kName));
+  d.tokenizer_folder = meta.value("tokenizer_folder", std::string());
+  d.vocab_size = meta.value("vocab_size", int64_t{ByteTokenizer::kVocabSize});
+  if (meta.contains("eos_id") && meta["eos_id"].is_number_integer()) d.eos_id = meta["eos_id"].get<int32_t>();
+  d.has_loss_mask = meta.value("loss_mask", false);
+  d.documents = meta.value("documents", int64_t{0});
+  d.instruction_examples = meta.value("instruction_examples", int64_t{0});
+  d.masked_tokens = meta.at("train").value("masked", int64_t{0}) + meta.at("val").value("masked", int64_t{0});
   return d;
 }
 
@@ -80,6 +118,7 @@ std::optional<PreparedData> find_reusable(const PrepareOptions& o, const json& p
     for (const auto* list : {&d.train_shards, &d.val_shards}) {
       for (const auto& p : *list) {
         if (!fs::is_regular_file(p)) return std::nullopt;
+        if (d.has_loss_mask && !fs::is_regular_file(loss_mask_path(p))) return std::nullopt;
       }
     }
     d.reused = true;
@@ -89,80 +128,205 @@ std::optional<PreparedData> find_reusable(const PrepareOptions& o, const json& p
   }
 }
 
-// Removes meta.json first (the directory is incomplete from here on) and any shards of an
-// earlier run, which the trainer's train_*.bin glob would otherwise pick up.
+// Removes meta.json first (the directory is incomplete from here on) and any shards and masks
+// of an earlier run, which the trainer's train_*.bin glob would otherwise pick up.
 void clear_previous(const fs::path& dir) {
   fs::remove(dir / kMetaFile);
-  static const std::regex shard_re(R"((train|val)_\d+\.bin(\.tmp)?)");
+  static const std::regex shard_re(R"((train|val)_\d+\.(bin|mask)(\.tmp)?)");
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (std::regex_match(entry.path().filename().string(), shard_re)) fs::remove(entry.path());
   }
 }
 
-json write_split(const fs::path& dir, const std::string& split, std::span<const int32_t> tokens,
-                 int64_t max_shard_tokens) {
-  json names = json::array();
-  const auto chunk = static_cast<size_t>(max_shard_tokens);
-  for (size_t i = 0; i < tokens.size(); i += chunk) {
-    const std::string name = shard_name(split, i / chunk);
-    write_shard((dir / name).string(), tokens.subspan(i, std::min(chunk, tokens.size() - i)),
-                width_for_vocab(ByteTokenizer::kVocabSize));
-    names.push_back(name);
+// The tokenizer and how meta.json names it.
+struct TokenizerInfo {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string folder;  // absolute; "" for the byte tokenizer
+};
+
+TokenizerInfo open_tokenizer(const std::string& name) {
+  TokenizerInfo t;
+  if (name.empty() || name == "byte") {
+    t.tokenizer = std::make_unique<ByteTokenizer>();
+  } else {
+    t.tokenizer = load_tokenizer(name);
+    t.folder = fs::absolute(name).lexically_normal().string();
   }
-  return {{"tokens", tokens.size()}, {"shards", names}};
+  return t;
 }
 
-PreparedData write_prepared(std::span<const int32_t> tokens, const PrepareOptions& o,
-                            const json& params, const MarkovCorpus* corpus) {
-  const auto n = static_cast<int64_t>(tokens.size());
-  const int64_t n_val = std::max<int64_t>(1, std::llround(static_cast<double>(n) * o.val_fraction));
-  if (n - n_val < 1) {
-    throw DataError("prepare-data: the input has only " + std::to_string(n) +
-                    " tokens; a train and a val split need at least 2");
-  }
-  const fs::path dir(o.out_dir);
-  fs::create_directories(dir);
-  clear_previous(dir);
-
-  json meta;
-  meta["params"] = params;
-  meta["tokenizer"] = ByteTokenizer::kName;
-  meta["vocab_size"] = ByteTokenizer::kVocabSize;
-  const ShardFormat& format = format_for(width_for_vocab(ByteTokenizer::kVocabSize));
-  meta["shard_magic"] = format.magic;
-  meta["shard_version"] = format.version;
-  meta["train"] = write_split(dir, "train", tokens.first(static_cast<size_t>(n - n_val)),
-                              o.max_shard_tokens);
-  meta["val"] = write_split(dir, "val", tokens.last(static_cast<size_t>(n_val)),
-                            o.max_shard_tokens);
-  if (corpus) {
-    meta["entropy_floor_nats"] = corpus->entropy_rate();
-    meta["unigram_entropy_nats"] = corpus->unigram_entropy();
-  }
-
-  const fs::path tmp = dir / (std::string(kMetaFile) + ".tmp");
-  {
-    std::ofstream f(tmp);
-    f << meta.dump(2) << "\n";
-    if (!f) throw DataError(tmp.string() + ": cannot write");
-  }
-  fs::rename(tmp, dir / kMetaFile);
-  return from_meta(dir, meta);
-}
-
-std::string read_file(const std::string& path) {
+uint32_t crc32_of_file(const std::string& path, std::atomic<int64_t>* progress) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw DataError(path + ": cannot open input text file");
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  if (!f) throw DataError(path + ": cannot open: " + std::strerror(errno));
+  std::vector<char> buf(1 << 20);
+  uLong crc = crc32_z(0, nullptr, 0);
+  while (f) {
+    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto got = static_cast<size_t>(f.gcount());
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(buf.data()), got);
+    if (progress) *progress += static_cast<int64_t>(got);
+  }
+  if (f.bad()) throw DataError(path + ": read error");
+  return static_cast<uint32_t>(crc);
 }
 
-json common_params(const PrepareOptions& o) {
-  return {{"val_fraction", o.val_fraction}, {"max_shard_tokens", o.max_shard_tokens}, {"keep_binary", o.keep_binary}};
+// The files of a tokenizer folder that decide its output, with their sizes and CRC-32: part
+// of the reuse key, so a changed tokenizer.json prepares the data again. Model weights in the
+// same folder are not read.
+json tokenizer_params(const TokenizerInfo& t) {
+  static const char* const kFiles[] = {"tokenizer.json",     "tokenizer.model",         "tokenizer_config.json",
+                                       "vocab.json",         "merges.txt",              "special_tokens_map.json",
+                                       "added_tokens.json",  "config.json",             "generation_config.json"};
+  const fs::path given(t.folder);
+  const fs::path dir = fs::is_directory(given) ? given : given.parent_path();
+  json files = json::array();
+  std::vector<std::string> names;
+  for (const char* name : kFiles) names.emplace_back(name);
+  if (!fs::is_directory(given)) names.push_back(given.filename().string());
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  for (const std::string& name : names) {
+    const fs::path p = dir / name;
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) continue;
+    files.push_back({{"name", name}, {"bytes", fs::file_size(p)}, {"crc32", crc32_of_file(p.string(), nullptr)}});
+  }
+  return {{"kind", t.tokenizer->kind()}, {"folder", t.folder}, {"files", files}};
 }
 
-}  // namespace
+// ---------------------------------------------------------------------------------------------
+// Progress and threads
 
-namespace {
+class Progress {
+ public:
+  Progress(const PrepareOptions& o, const char* phase, int64_t total) : o_(o), phase_(phase), total_(total) {}
+  std::atomic<int64_t> bytes{0};
+  std::atomic<int64_t> tokens{0};
+  void report(bool finished = false) const {
+    if (!o_.on_progress) return;
+    PrepareProgress p;
+    p.phase = phase_;
+    p.bytes_done = finished ? total_ : std::min(total_, bytes.load());
+    p.bytes_total = total_;
+    p.tokens = tokens.load();
+    p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    p.finished = finished;
+    o_.on_progress(p);
+  }
+
+ private:
+  const PrepareOptions& o_;
+  const char* phase_;
+  int64_t total_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+// Runs work(i) for i in [0, n) on up to `threads` worker threads, items claimed in order from
+// a shared counter, while the calling thread reports progress five times a second. The first
+// exception is rethrown once every worker has stopped.
+void parallel_for(size_t n, int threads, const Progress& progress, const std::function<void(size_t)>& work) {
+  const size_t workers = std::min<size_t>(n, size_t(std::max(1, threads)));
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::mutex m;
+  std::condition_variable cv;
+  size_t running = workers;
+  auto run = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      try {
+        work(i);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(m);
+        if (!error) error = std::current_exception();
+        next = n;
+      }
+    }
+    const std::lock_guard<std::mutex> lock(m);
+    --running;
+    cv.notify_one();
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < workers; ++t) pool.emplace_back(run);
+  {
+    std::unique_lock<std::mutex> lock(m);
+    while (!cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return running == 0; })) {
+      lock.unlock();
+      progress.report();
+      lock.lock();
+    }
+  }
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading documents
+
+bool is_jsonl(const std::string& path) { return ends_with(path, ".jsonl") || ends_with(path, ".jsonl.gz"); }
+
+// A plain or gzip file (by name) read in blocks; raw_offset() counts the bytes as stored.
+class InputFile {
+ public:
+  explicit InputFile(const std::string& path) : path_(path) {
+    if (ends_with(path, ".gz")) {
+      gz_ = gzopen(path.c_str(), "rb");
+      if (!gz_) throw DataError(path + ": cannot open input: " + std::strerror(errno));
+      gzbuffer(gz_, 1 << 17);
+    } else {
+      f_.open(path, std::ios::binary);
+      if (!f_) throw DataError(path + ": cannot open input text file: " + std::strerror(errno));
+    }
+  }
+  ~InputFile() {
+    if (gz_) gzclose(gz_);
+  }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  // Appends up to n bytes to out; returns how many (0 at the end).
+  size_t read_into(std::string& out, size_t n) {
+    const size_t old = out.size();
+    out.resize(old + n);
+    size_t got = 0;
+    if (gz_) {
+      const int r = gzread(gz_, out.data() + old, static_cast<unsigned>(n));
+      if (r < 0) {
+        int code = 0;
+        throw DataError(path_ + ": cannot decompress: " + gzerror(gz_, &code));
+      }
+      got = static_cast<size_t>(r);
+    } else {
+      f_.read(out.data() + old, static_cast<std::streamsize>(n));
+      got = static_cast<size_t>(f_.gcount());
+      if (f_.bad()) throw DataError(path_ + ": read error");
+      raw_ += static_cast<int64_t>(got);
+    }
+    out.resize(old + got);
+    return got;
+  }
+  int64_t raw_offset() const { return gz_ ? static_cast<int64_t>(gzoffset(gz_)) : raw_; }
+
+ private:
+  std::string path_;
+  gzFile gz_ = nullptr;
+  std::ifstream f_;
+  int64_t raw_ = 0;
+};
+
+struct Document {
+  uint32_t file = 0;
+  int64_t line = 0;       // 1-based line of a JSON Lines file; 0: a whole text file
+  std::string text;       // the file's contents, or the JSON line
+  int64_t raw_bytes = 0;  // input bytes as stored it accounts for (progress)
+};
+
+struct Encoded {
+  std::vector<int32_t> tokens;  // eos included
+  int64_t prompt_tokens = -1;   // >= 0: a prompt/completion example; its first prompt_tokens are not targets
+  bool skipped = false;         // a text file with NUL bytes
+  std::string note;             // a warning about the input
+  std::string error;            // what is wrong, prefixed with file[:line]
+};
 
 // Bytes that are not part of a well-formed UTF-8 sequence.
 int64_t invalid_utf8_bytes(const std::string& s) {
@@ -182,65 +346,379 @@ int64_t invalid_utf8_bytes(const std::string& s) {
   return bad;
 }
 
+// The string field `key` of a JSON Lines object, or an error.
+const std::string* string_field(const json& j, const char* key, std::string& error) {
+  const auto it = j.find(key);
+  if (it == j.end()) return nullptr;
+  if (!it->is_string()) {
+    error = std::string("field \"") + key + "\" is " + it->type_name() + ", not a string";
+    return nullptr;
+  }
+  return it->get_ptr<const std::string*>();
+}
+
+// Tokenizes one JSON Lines line: {"text": ...} or {"prompt": ..., "completion": ...}.
+void encode_json_line(const Tokenizer& tok, const std::string& line, Encoded& e) {
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::parse_error& ex) {
+    std::string what = ex.what();
+    const auto colon = what.find("parse error");  // drop nlohmann's "[json.exception.parse_error.101] "
+    e.error = "not valid JSON (" + (colon == std::string::npos ? what : what.substr(colon)) + ")";
+    return;
+  }
+  if (!j.is_object()) {
+    e.error = std::string("a JSON ") + j.type_name() + ", not an object with a \"text\" field or \"prompt\" and \"completion\" fields";
+    return;
+  }
+  const bool has_text = j.contains("text"), has_prompt = j.contains("prompt"), has_completion = j.contains("completion");
+  if (has_text && (has_prompt || has_completion)) {
+    e.error = std::string("has both \"text\" and \"") + (has_prompt ? "prompt" : "completion") +
+              "\": a line is either a document (\"text\") or an instruction example (\"prompt\" and \"completion\")";
+    return;
+  }
+  if (!has_text && !has_prompt && !has_completion) {
+    e.error = "has no \"text\" field and no \"prompt\" and \"completion\" fields";
+    return;
+  }
+  if (!has_text && has_prompt != has_completion) {
+    e.error = std::string("has \"") + (has_prompt ? "prompt" : "completion") + "\" but no \"" +
+              (has_prompt ? "completion" : "prompt") + "\"";
+    return;
+  }
+  if (has_text) {
+    const std::string* text = string_field(j, "text", e.error);
+    if (text) e.tokens = tok.encode(*text);
+    return;
+  }
+  const std::string* prompt = string_field(j, "prompt", e.error);
+  const std::string* completion = prompt ? string_field(j, "completion", e.error) : nullptr;
+  if (!prompt || !completion) return;
+  e.tokens = tok.encode(*prompt);
+  e.prompt_tokens = static_cast<int64_t>(e.tokens.size());
+  const std::vector<int32_t> c = tok.encode(*completion);
+  e.tokens.insert(e.tokens.end(), c.begin(), c.end());
+}
+
+// Tokenizes a whole text file, after the checks that tell text from other files.
+void encode_text_file(const Tokenizer& tok, const std::string& path, const std::string& text, bool keep_binary,
+                      Encoded& e) {
+  const int64_t nuls = std::count(text.begin(), text.end(), '\0');
+  if (nuls > 0 && !keep_binary) {
+    e.skipped = true;
+    e.note = path + ": skipped, not text: " + std::to_string(nuls) +
+             " NUL byte(s) (--keep-binary tokenizes it anyway)";
+    return;
+  }
+  const int64_t bad = invalid_utf8_bytes(text);
+  if (nuls > 0)
+    e.note = path + ": kept (--keep-binary), though it has " + std::to_string(nuls) + " NUL byte(s)";
+  else if (bad > 0 && bad * 100 > int64_t(text.size()))
+    e.note = path + ": kept, but " + std::to_string(bad) + " of its " + std::to_string(text.size()) +
+             " bytes are not valid UTF-8; is it text?";
+  e.tokens = tok.encode(text);
+}
+
+// The tokens, masks and document starts of the whole input, appended in input order.
+struct Corpus {
+  std::vector<int32_t> tokens;
+  std::vector<uint8_t> mask;         // empty until the first prompt/completion example
+  std::vector<int64_t> doc_starts;   // token offset of each document
+  int64_t documents = 0, instruction_examples = 0;
+  std::vector<bool> skipped;         // per input file
+  std::vector<std::string> notes;
+};
+
+class Tokenizing {
+ public:
+  Tokenizing(const std::vector<std::string>& files, const TokenizerInfo& t, const PrepareOptions& o, Progress& p)
+      : files_(files), tok_(*t.tokenizer), eos_(t.tokenizer->eos_id()), o_(o), progress_(p) {
+    out_.skipped.assign(files.size(), false);
+  }
+
+  Corpus run() {
+    for (uint32_t f = 0; f < files_.size(); ++f) {
+      InputFile in(files_[f]);
+      const int64_t size = static_cast<int64_t>(fs::file_size(files_[f]));
+      int64_t accounted = 0;
+      if (is_jsonl(files_[f])) {
+        read_lines(f, in, accounted);
+      } else {
+        Document d{f, 0, {}, 0};
+        // A plain file in one allocation: its size, plus room for the read that finds the end.
+        if (!ends_with(files_[f], ".gz")) {
+          d.text.reserve(static_cast<size_t>(size) + (1 << 16));
+          in.read_into(d.text, static_cast<size_t>(size));
+        }
+        while (in.read_into(d.text, 1 << 16) > 0) {
+        }
+        d.raw_bytes = in.raw_offset();
+        accounted = d.raw_bytes;
+        push(std::move(d));
+      }
+      progress_.bytes += size - accounted;  // blank lines, gzip trailers
+    }
+    flush();
+    return std::move(out_);
+  }
+
+ private:
+  // Splits a JSON Lines file into its lines, one document each; blank lines are skipped.
+  void read_lines(uint32_t f, InputFile& in, int64_t& accounted) {
+    const bool gz = ends_with(files_[f], ".gz");
+    std::string buf;
+    size_t pos = 0;
+    int64_t line = 0, last_raw = 0;
+    bool eof = false;
+    for (;;) {
+      size_t nl = buf.find('\n', pos);
+      while (nl == std::string::npos && !eof) {
+        buf.erase(0, pos);
+        pos = 0;
+        const size_t searched = buf.size();  // a long line is searched once, not per block
+        eof = in.read_into(buf, 1 << 20) == 0;
+        nl = buf.find('\n', searched);
+      }
+      if (nl == std::string::npos && pos >= buf.size()) break;
+      const size_t end = nl == std::string::npos ? buf.size() : nl;
+      ++line;
+      Document d{f, line, buf.substr(pos, end - pos), 0};
+      pos = end + 1;
+      if (!d.text.empty() && d.text.back() == '\r') d.text.pop_back();
+      if (d.text.find_first_not_of(" \t") == std::string::npos) continue;
+      // Progress in bytes as stored: the line's own, or how far the compressed stream moved.
+      d.raw_bytes = gz ? in.raw_offset() - last_raw : static_cast<int64_t>(d.text.size()) + 1;
+      last_raw = in.raw_offset();
+      accounted += d.raw_bytes;
+      push(std::move(d));
+    }
+  }
+
+  void push(Document d) {
+    batch_bytes_ += d.text.size();
+    batch_.push_back(std::move(d));
+    // Batches of ~16 MiB of text: large enough to keep every thread busy, small enough that
+    // the text waiting to be tokenized stays a small part of memory.
+    if (batch_bytes_ >= (16u << 20) || batch_.size() >= 65536) flush();
+  }
+
+  void flush() {
+    std::vector<Encoded> results(batch_.size());
+    parallel_for(batch_.size(), worker_count(o_), progress_, [&](size_t i) {
+      Document& d = batch_[i];
+      Encoded& e = results[i];
+      const std::string& path = files_[d.file];
+      try {
+        if (d.line > 0)
+          encode_json_line(tok_, d.text, e);
+        else
+          encode_text_file(tok_, path, d.text, o_.keep_binary, e);
+      } catch (const DataError& ex) {
+        e.error = ex.what();  // the tokenizer's (invalid UTF-8 at byte N)
+      }
+      if (!e.error.empty()) e.error = path + (d.line > 0 ? ":" + std::to_string(d.line) : "") + ": " + e.error;
+      if (eos_ && (!e.tokens.empty() || e.prompt_tokens >= 0)) e.tokens.push_back(*eos_);
+      std::string().swap(d.text);
+      progress_.bytes += d.raw_bytes;
+      progress_.tokens += static_cast<int64_t>(e.tokens.size());
+    });
+    for (size_t i = 0; i < results.size(); ++i) append(batch_[i], results[i]);
+    batch_.clear();
+    batch_bytes_ = 0;
+  }
+
+  void append(const Document& d, Encoded& e) {
+    if (!e.error.empty()) throw DataError("prepare-data: " + e.error);
+    if (e.skipped) out_.skipped[d.file] = true;
+    if (!e.note.empty()) out_.notes.push_back(e.note);
+    if (e.tokens.empty()) return;
+    ++out_.documents;
+    out_.doc_starts.push_back(static_cast<int64_t>(out_.tokens.size()));
+    if (e.prompt_tokens >= 0) {
+      ++out_.instruction_examples;
+      // The first example with a prompt turns masks on: every token before it counts.
+      if (out_.mask.empty()) out_.mask.assign(out_.tokens.size(), 1);
+    }
+    out_.tokens.insert(out_.tokens.end(), e.tokens.begin(), e.tokens.end());
+    if (out_.instruction_examples > 0) {
+      const auto off = static_cast<size_t>(std::max<int64_t>(0, e.prompt_tokens));
+      out_.mask.insert(out_.mask.end(), off, 0);
+      out_.mask.insert(out_.mask.end(), e.tokens.size() - off, 1);
+    }
+    std::vector<int32_t>().swap(e.tokens);
+  }
+
+  const std::vector<std::string>& files_;
+  const Tokenizer& tok_;
+  const std::optional<int32_t> eos_;
+  const PrepareOptions& o_;
+  Progress& progress_;
+  std::vector<Document> batch_;
+  size_t batch_bytes_ = 0;
+  Corpus out_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+json write_split(const fs::path& dir, const std::string& split, std::span<const int32_t> tokens,
+                 std::span<const uint8_t> mask, int64_t max_shard_tokens, int64_t vocab_size) {
+  json names = json::array(), mask_names = json::array();
+  const auto chunk = static_cast<size_t>(max_shard_tokens);
+  int64_t masked = 0;
+  for (size_t i = 0; i < tokens.size(); i += chunk) {
+    const size_t n = std::min(chunk, tokens.size() - i);
+    const std::string name = shard_name(split, i / chunk);
+    write_shard((dir / name).string(), tokens.subspan(i, n), width_for_vocab(vocab_size), vocab_size);
+    names.push_back(name);
+    if (!mask.empty()) {
+      const std::span<const uint8_t> m = mask.subspan(i, n);
+      write_loss_mask(loss_mask_path((dir / name).string()), m);
+      mask_names.push_back(shard_name(split, i / chunk, ".mask"));
+      masked += std::count(m.begin(), m.end(), uint8_t{0});
+    }
+  }
+  json j = {{"tokens", tokens.size()}, {"shards", names}};
+  if (!mask.empty()) {
+    j["masks"] = mask_names;
+    j["masked"] = masked;
+  }
+  return j;
+}
+
+// The token count of the train split: the last round(n * val_fraction) tokens (at least one)
+// go to val. With an end-of-text token the cut moves to the nearest document start within half
+// the val size of it, so that val begins at a document; the byte tokenizer has no document
+// separators, and cuts exactly, as it always has.
+int64_t train_size(int64_t n, const PrepareOptions& o, const std::vector<int64_t>& doc_starts, bool at_documents) {
+  const int64_t n_val = std::max<int64_t>(1, std::llround(static_cast<double>(n) * o.val_fraction));
+  if (n - n_val < 1) {
+    throw DataError("prepare-data: the input has only " + std::to_string(n) +
+                    " tokens; a train and a val split need at least 2");
+  }
+  int64_t cut = n - n_val;
+  if (at_documents) {
+    const auto it = std::lower_bound(doc_starts.begin(), doc_starts.end(), cut);
+    int64_t best = -1;
+    for (auto c : {it, it == doc_starts.begin() ? doc_starts.end() : it - 1}) {
+      if (c == doc_starts.end() || *c < 1 || *c > n - 1) continue;
+      if (std::abs(*c - cut) * 2 <= n_val && (best < 0 || std::abs(*c - cut) < std::abs(best - cut))) best = *c;
+    }
+    if (best > 0) cut = best;
+  }
+  return cut;
+}
+
+PreparedData write_prepared(std::span<const int32_t> tokens, std::span<const uint8_t> mask, int64_t n_train,
+                            const TokenizerInfo& t, const PrepareOptions& o, const json& params, json extra) {
+  const fs::path dir(o.out_dir);
+  fs::create_directories(dir);
+  clear_previous(dir);
+
+  const int64_t vocab = t.tokenizer->vocab_size();
+  json meta = std::move(extra);
+  meta["params"] = params;
+  meta["tokenizer"] = t.tokenizer->kind();
+  if (!t.folder.empty()) meta["tokenizer_folder"] = t.folder;
+  meta["vocab_size"] = vocab;
+  const std::optional<int32_t> eos = t.tokenizer->eos_id();
+  meta["eos_id"] = eos ? json(*eos) : json(nullptr);
+  meta["loss_mask"] = !mask.empty();
+  const ShardFormat& format = format_for(width_for_vocab(vocab));
+  meta["shard_magic"] = format.magic;
+  meta["shard_version"] = format.version;
+  const auto split = static_cast<size_t>(n_train);
+  meta["train"] = write_split(dir, "train", tokens.first(split), mask.empty() ? mask : mask.first(split),
+                              o.max_shard_tokens, vocab);
+  meta["val"] = write_split(dir, "val", tokens.subspan(split), mask.empty() ? mask : mask.subspan(split),
+                            o.max_shard_tokens, vocab);
+
+  const fs::path tmp = dir / (std::string(kMetaFile) + ".tmp");
+  {
+    std::ofstream f(tmp);
+    f << meta.dump(2) << "\n";
+    if (!f) throw DataError(tmp.string() + ": cannot write");
+  }
+  fs::rename(tmp, dir / kMetaFile);
+  return from_meta(dir, meta);
+}
+
+json common_params(const PrepareOptions& o) {
+  return {{"val_fraction", o.val_fraction}, {"max_shard_tokens", o.max_shard_tokens}, {"keep_binary", o.keep_binary}};
+}
+
 }  // namespace
+
+std::vector<std::string> expand_input_patterns(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const std::string& a : args) {
+    std::error_code ec;
+    if (fs::exists(a, ec) || a.find_first_of("*?[") == std::string::npos) {
+      out.push_back(a);  // a missing plain name is reported, naming it, when it is read
+      continue;
+    }
+    glob_t g{};
+    const int rc = ::glob(a.c_str(), 0, nullptr, &g);
+    std::vector<std::string> matches;
+    for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i)
+      if (fs::is_regular_file(g.gl_pathv[i], ec)) matches.emplace_back(g.gl_pathv[i]);
+    ::globfree(&g);
+    if (rc != 0 && rc != GLOB_NOMATCH) throw DataError("prepare-data: '" + a + "': glob failed (read error or out of memory)");
+    if (matches.empty()) throw DataError("prepare-data: '" + a + "' matches no file");
+    std::sort(matches.begin(), matches.end());  // by byte value, not the locale's collation
+    out.insert(out.end(), matches.begin(), matches.end());
+  }
+  return out;
+}
 
 PreparedData prepare_text(const std::vector<std::string>& files, const PrepareOptions& options) {
   check_options(options);
   if (files.empty()) throw Error("prepare-data: no input files given");
+  const TokenizerInfo tok = open_tokenizer(options.tokenizer);
+
   json params = common_params(options);
   params["kind"] = "text";
-  json inputs = json::array();
-  std::vector<std::string> contents;
+  int64_t total_bytes = 0;
+  std::vector<int64_t> sizes;
   for (const auto& path : files) {
     std::error_code ec;
     if (!fs::is_regular_file(path, ec))
       throw DataError(path + ": cannot read input text file: " + (ec ? ec.message() : "not a regular file"));
-    contents.push_back(read_file(path));
-    const std::string& c = contents.back();
-    // The content's checksum, so that a file edited in place (same size, even the same
-    // modification time) is prepared again.
-    inputs.push_back({{"path", fs::absolute(path).string()},
-                      {"bytes", c.size()},
-                      {"crc32", crc32_z(0, reinterpret_cast<const Bytef*>(c.data()), c.size())}});
+    sizes.push_back(static_cast<int64_t>(fs::file_size(path)));
+    total_bytes += sizes.back();
   }
+  // The contents' checksums, so that a file edited in place (same size, even the same
+  // modification time) is prepared again.
+  std::vector<uint32_t> crcs(files.size());
+  {
+    Progress p(options, "checksumming inputs", total_bytes);
+    parallel_for(files.size(), worker_count(options), p, [&](size_t i) { crcs[i] = crc32_of_file(files[i], &p.bytes); });
+    p.report(/*finished=*/true);
+  }
+  json inputs = json::array();
+  for (size_t i = 0; i < files.size(); ++i)
+    inputs.push_back({{"path", fs::absolute(files[i]).string()}, {"bytes", sizes[i]}, {"crc32", crcs[i]}});
   params["files"] = inputs;
+  // The byte tokenizer's parameters stay as they were before tokenizers, so its directories are reused.
+  if (!tok.folder.empty()) params["tokenizer"] = tokenizer_params(tok);
   if (auto reused = find_reusable(options, params)) return *reused;
 
-  std::string text;
-  text.reserve([&] {
-    size_t n = 0;
-    for (const std::string& c : contents) n += c.size();
-    return n;
-  }());
-  int kept = 0, skipped = 0;
-  std::vector<std::string> notes;
-  for (size_t f = 0; f < files.size(); ++f) {
-    const std::string& c = contents[f];
-    const int64_t nuls = std::count(c.begin(), c.end(), '\0');
-    if (nuls > 0 && !options.keep_binary) {
-      notes.push_back(files[f] + ": skipped, not text: " + std::to_string(nuls) +
-                      " NUL byte(s) (--keep-binary tokenizes it anyway)");
-      ++skipped;
-      continue;
-    }
-    const int64_t bad = invalid_utf8_bytes(c);
-    if (nuls > 0)
-      notes.push_back(files[f] + ": kept (--keep-binary), though it has " + std::to_string(nuls) + " NUL byte(s)");
-    else if (bad > 0 && bad * 100 > int64_t(c.size()))
-      notes.push_back(files[f] + ": kept, but " + std::to_string(bad) + " of its " + std::to_string(c.size()) +
-                      " bytes are not valid UTF-8; is it text?");
-    text += c;
-    std::string().swap(contents[f]);  // one copy of the corpus in memory at a time
-    ++kept;
-  }
+  Progress p(options, "tokenizing", total_bytes);
+  Corpus c = Tokenizing(files, tok, options, p).run();
+  p.report(/*finished=*/true);
+  const int skipped = static_cast<int>(std::count(c.skipped.begin(), c.skipped.end(), true));
+  const int kept = static_cast<int>(files.size()) - skipped;
   if (kept == 0)
     throw DataError("prepare-data: none of the " + std::to_string(files.size()) + " input file(s) is text (" +
-                    notes.front() + (notes.size() > 1 ? ", ..." : "") + ")");
-  const std::vector<int32_t> tokens = ByteTokenizer().encode(text);
-  PreparedData d = write_prepared(tokens, options, params, nullptr);
+                    c.notes.front() + (c.notes.size() > 1 ? ", ..." : "") + ")");
+  const int64_t n_train = train_size(static_cast<int64_t>(c.tokens.size()), options, c.doc_starts,
+                                     tok.tokenizer->eos_id().has_value());
+  json extra = {{"documents", c.documents}, {"instruction_examples", c.instruction_examples}};
+  PreparedData d = write_prepared(c.tokens, c.mask, n_train, tok, options, params, extra);
   d.files_kept = kept;
   d.files_skipped = skipped;
-  d.input_notes = notes;
+  d.input_notes = c.notes;
   return d;
 }
 
@@ -258,8 +736,11 @@ PreparedData prepare_synthetic(int64_t num_tokens, uint64_t seed, const PrepareO
   params["successors"] = corpus.successors();
   if (auto reused = find_reusable(options, params)) return *reused;
 
-  const std::vector<int32_t> tokens = ByteTokenizer().encode(corpus.generate(num_tokens));
-  return write_prepared(tokens, options, params, &corpus);
+  const TokenizerInfo tok = open_tokenizer("byte");
+  const std::vector<int32_t> tokens = tok.tokenizer->encode(corpus.generate(num_tokens));
+  const int64_t n_train = train_size(num_tokens, options, {}, false);
+  const json extra = {{"entropy_floor_nats", corpus.entropy_rate()}, {"unigram_entropy_nats", corpus.unigram_entropy()}};
+  return write_prepared(tokens, {}, n_train, tok, options, params, extra);
 }
 
 }  // namespace feast

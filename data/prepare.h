@@ -1,15 +1,27 @@
 // Turns a corpus into the on-disk layout the trainer reads: <out>/train_NNN.bin,
-// <out>/val_NNN.bin and <out>/meta.json (tokenizer, vocabulary, token counts, the parameters
-// used and, for synthetic data, the entropy floor). Re-running with the same parameters reuses
-// the directory, so scripts can call it unconditionally.
+// <out>/val_NNN.bin, their loss masks <out>/train_NNN.mask, <out>/val_NNN.mask when the input
+// holds instruction data, and <out>/meta.json (tokenizer, vocabulary, token counts, the
+// parameters used and, for synthetic data, the entropy floor). Re-running with the same
+// parameters reuses the directory, so scripts can call it unconditionally.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace feast {
+
+// How far preparation is, for a progress display. Reported from the calling thread.
+struct PrepareProgress {
+  const char* phase = "";     // "checksumming inputs", "tokenizing"
+  int64_t bytes_done = 0;     // input bytes as stored (compressed for .gz inputs)
+  int64_t bytes_total = 0;
+  int64_t tokens = 0;         // tokens produced so far
+  double seconds = 0;         // since the phase began
+  bool finished = false;      // the phase's last report
+};
 
 struct PrepareOptions {
   std::string out_dir;
@@ -17,6 +29,11 @@ struct PrepareOptions {
   int64_t max_shard_tokens = 100'000'000;  // larger splits go to several shards (llm.c's size)
   bool force = false;                      // rewrite even if meta.json records these parameters
   bool keep_binary = false;                // tokenize inputs with NUL bytes too (not text-like)
+  // A Hugging Face tokenizer folder (see load_tokenizer); "" or "byte": the byte tokenizer.
+  std::string tokenizer = "";
+  int threads = 0;  // tokenizing threads; 0: every core. The output does not depend on it.
+  // Called a few times a second while reading and tokenizing, and once at the end of each phase.
+  std::function<void(const PrepareProgress&)> on_progress = nullptr;
 };
 
 struct PreparedData {
@@ -31,12 +48,37 @@ struct PreparedData {
   // suspicious ("x.bin: skipped, not text: 1234 NUL bytes").
   int files_kept = 0, files_skipped = 0;
   std::vector<std::string> input_notes;
+  // The tokenizer used and what came out.
+  std::string tokenizer_kind = "byte";
+  std::string tokenizer_folder;           // absolute; "" for the byte tokenizer
+  int64_t vocab_size = 256;
+  std::optional<int32_t> eos_id;
+  int64_t documents = 0;                  // text documents and prompt/completion examples
+  int64_t instruction_examples = 0;       // of which prompt/completion
+  bool has_loss_mask = false;             // X.mask beside every shard X.bin
+  int64_t masked_tokens = 0;              // mask entries 0 (prompt tokens), over both splits
 };
 
-// The files' bytes, concatenated in the given order with nothing in between, as byte tokens.
-// A file with NUL bytes is not text (an executable, an archive) and is skipped unless
-// keep_binary; one with much invalid UTF-8 is kept with a note. The output is reused when out_dir was prepared from the
-// same parameters and inputs: the same paths, sizes and CRC-32 of their contents.
+// The files that command-line arguments name, in order: an argument that names an existing
+// file is taken as is; otherwise one with glob characters (* ? [) is expanded with POSIX glob()
+// to its regular files, sorted by name. A glob that matches no file throws DataError naming it.
+std::vector<std::string> expand_input_patterns(const std::vector<std::string>& args);
+
+// Tokenizes the files as documents, in the given order:
+//   - a plain text file (any other name) is one document; a file with NUL bytes is not text
+//     and is skipped unless keep_binary; one with much invalid UTF-8 is kept with a note;
+//   - a JSON Lines file (name ending .jsonl, or .jsonl.gz) holds one document per non-blank
+//     line: an object with a string "text" field, or with string "prompt" and "completion"
+//     fields (an instruction example: tokens encode(prompt) + encode(completion) + [eos], of
+//     which only the completion and the eos count in the loss). Other fields are ignored. A bad
+//     line throws DataError naming file:line and what is wrong;
+//   - a name ending .gz is read through zlib, the name without .gz deciding the kind.
+// Each document is followed by the tokenizer's end-of-text token (eos_id); the byte tokenizer
+// has none, so its documents are concatenated with nothing in between. Documents are tokenized
+// on options.threads threads; the output is the same at any thread count. When any example is
+// a prompt/completion pair, every shard gets a loss mask (text documents all 1s).
+// The output is reused when out_dir was prepared from the same parameters, inputs (the same
+// paths, sizes and CRC-32 of their contents) and tokenizer files.
 PreparedData prepare_text(const std::vector<std::string>& files, const PrepareOptions& options);
 
 // num_tokens characters of MarkovCorpus(seed) as byte tokens.

@@ -3,6 +3,7 @@
 #include "data/sampler.h"
 
 #include <algorithm>
+#include <span>
 #include <sstream>
 
 #include "core/error.h"
@@ -46,10 +47,21 @@ std::pair<size_t, int64_t> locate(const std::vector<int64_t>& sums, int64_t i) {
   return {shard, i - sums[shard]};
 }
 
+// inputs = tokens [start, start + T), targets = tokens [start + 1, start + T + 1), read once
+// (so the vocabulary check sees each id once), then targets whose mask entry is 0 set to -1.
 void copy_window(const Dataset& data, size_t shard, int64_t start, int seq_len, int32_t* inputs,
                  int32_t* targets) {
   data.read(shard, start, seq_len, inputs);
-  data.read(shard, start + 1, seq_len, targets);
+  std::copy(inputs + 1, inputs + seq_len, targets);
+  data.read(shard, start + seq_len, 1, targets + seq_len - 1);
+  if (!data.has_loss_mask()) return;
+  const std::span<const uint8_t> mask = data.loss_mask(shard).window(start + 1, seq_len);
+  for (int i = 0; i < seq_len; ++i)
+    if (mask[size_t(i)] == 0) targets[i] = -1;
+}
+
+int64_t counted_in_window(const Dataset& data, size_t shard, int64_t start, int seq_len) {
+  return data.has_loss_mask() ? data.loss_mask(shard).counted(start + 1, seq_len) : seq_len;
 }
 
 }  // namespace
@@ -67,15 +79,31 @@ void TrainSampler::fill(int64_t step, int64_t first_sequence, int count, int32_t
   FEAST_CHECK(step >= 0 && first_sequence >= 0 && count >= 0,
               "TrainSampler::fill: step " << step << ", first_sequence " << first_sequence
                                           << ", count " << count << " must be >= 0");
-  const uint64_t stream = hash_combine(static_cast<uint64_t>(step), kTrainSamplerStream);
   for (int r = 0; r < count; ++r) {
-    const uint64_t j = static_cast<uint64_t>(first_sequence + r);
-    const auto flat =
-        static_cast<int64_t>(uniform_index(seed_, stream, j, static_cast<uint64_t>(num_starts_)));
-    const auto [shard, start] = locate(first_start_, flat);
+    const auto [shard, start] = window(step, first_sequence + r);
     const size_t row = static_cast<size_t>(r) * static_cast<size_t>(seq_len_);
     copy_window(dataset_, shard, start, seq_len_, inputs + row, targets + row);
   }
+}
+
+int64_t TrainSampler::counted_targets(int64_t step, int64_t first_sequence, int count) const {
+  FEAST_CHECK(step >= 0 && first_sequence >= 0 && count >= 0,
+              "TrainSampler::counted_targets: step " << step << ", first_sequence " << first_sequence
+                                                     << ", count " << count << " must be >= 0");
+  if (!dataset_.has_loss_mask()) return int64_t{count} * seq_len_;
+  int64_t total = 0;
+  for (int r = 0; r < count; ++r) {
+    const auto [shard, start] = window(step, first_sequence + r);
+    total += counted_in_window(dataset_, shard, start, seq_len_);
+  }
+  return total;
+}
+
+std::pair<size_t, int64_t> TrainSampler::window(int64_t step, int64_t j) const {
+  const uint64_t stream = hash_combine(static_cast<uint64_t>(step), kTrainSamplerStream);
+  const auto flat = static_cast<int64_t>(
+      uniform_index(seed_, stream, static_cast<uint64_t>(j), static_cast<uint64_t>(num_starts_)));
+  return locate(first_start_, flat);
 }
 
 ValSampler::ValSampler(const Dataset& dataset, int seq_len)
@@ -90,11 +118,27 @@ void ValSampler::fill(int64_t first_window, int count, int32_t* inputs, int32_t*
   FEAST_CHECK(first_window >= 0 && count >= 0,
               "ValSampler::fill: first_window " << first_window << " and count " << count << " must be >= 0");
   for (int r = 0; r < count; ++r) {
-    const int64_t window = (first_window + r) % num_windows_;
-    const auto [shard, k] = locate(first_window_, window);
+    const auto [shard, start] = window(first_window + r);
     const size_t row = static_cast<size_t>(r) * static_cast<size_t>(seq_len_);
-    copy_window(dataset_, shard, k * seq_len_, seq_len_, inputs + row, targets + row);
+    copy_window(dataset_, shard, start, seq_len_, inputs + row, targets + row);
   }
+}
+
+int64_t ValSampler::counted_targets(int64_t first_window, int count) const {
+  FEAST_CHECK(first_window >= 0 && count >= 0, "ValSampler::counted_targets: first_window "
+                                                   << first_window << " and count " << count << " must be >= 0");
+  if (!dataset_.has_loss_mask()) return int64_t{count} * seq_len_;
+  int64_t total = 0;
+  for (int r = 0; r < count; ++r) {
+    const auto [shard, start] = window(first_window + r);
+    total += counted_in_window(dataset_, shard, start, seq_len_);
+  }
+  return total;
+}
+
+std::pair<size_t, int64_t> ValSampler::window(int64_t w) const {
+  const auto [shard, k] = locate(first_window_, w % num_windows_);
+  return {shard, k * seq_len_};
 }
 
 }  // namespace feast

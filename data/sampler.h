@@ -1,9 +1,12 @@
 // Which token windows make up a batch. Invariant: the data of training step s is a function of
 // (seed, s) alone, never of the run's history or of how the batch is split over ranks, so a
-// resumed or re-sharded run sees exactly the same sequences.
+// resumed or re-sharded run sees exactly the same sequences. With loss masks, a target whose
+// mask entry is 0 reads -1 (Hugging Face's -100 role): cross-entropy skips it, and the loss is
+// normalised by the global count of counted targets (counted_targets).
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "data/dataset.h"
@@ -21,14 +24,24 @@ class TrainSampler {
   // Fills rows j = first_sequence .. first_sequence + count - 1 of step `step`'s global batch:
   // inputs and targets are (count, T) row-major; targets are the inputs shifted by one token.
   // Row j's start is uniform_index(seed, hash_combine(step, tag), j, num_starts()), so a rank
-  // can fill its slice alone and get the rows the full batch would have.
+  // can fill its slice alone and get the rows the full batch would have. When the dataset has
+  // loss masks, target i of the window starting at p is -1 where the mask of token p + 1 + i
+  // is 0.
   void fill(int64_t step, int64_t first_sequence, int count, int32_t* inputs,
             int32_t* targets) const;
+
+  // How many targets of those rows count in the loss (are not -1): count * T without masks.
+  // Reads only mask bytes, never tokens, so every rank can count a whole global step (the
+  // loss's denominator) for the cost of T bytes per row.
+  int64_t counted_targets(int64_t step, int64_t first_sequence, int count) const;
 
   int64_t num_starts() const { return num_starts_; }
   int seq_len() const { return seq_len_; }
 
  private:
+  // (shard, start) of row j of `step`.
+  std::pair<size_t, int64_t> window(int64_t step, int64_t j) const;
+
   const Dataset& dataset_;
   uint64_t seed_;
   int seq_len_;
@@ -47,12 +60,19 @@ class ValSampler {
   ValSampler(const Dataset& dataset, int seq_len);
 
   // Windows first_window .. first_window + count - 1 into inputs, targets: (count, T) row-major.
+  // Masked targets read -1, as in TrainSampler::fill.
   void fill(int64_t first_window, int count, int32_t* inputs, int32_t* targets) const;
+
+  // How many targets of those windows count in the loss: count * T without masks.
+  int64_t counted_targets(int64_t first_window, int count) const;
 
   int64_t num_windows() const { return num_windows_; }
   int seq_len() const { return seq_len_; }
 
  private:
+  // (shard, start) of window number `window` (wrapped).
+  std::pair<size_t, int64_t> window(int64_t window) const;
+
   const Dataset& dataset_;
   int seq_len_;
   std::vector<int64_t> first_window_;  // (num_shards + 1) prefix sums of windows per shard

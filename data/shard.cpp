@@ -34,8 +34,8 @@ int64_t bytes_per_token(TokenWidth w) { return w == TokenWidth::u16 ? 2 : 4; }
 }
 
 template <typename T>
-void write_tokens(std::ofstream& f, const std::string& path, std::span<const int32_t> tokens,
-                  int64_t max_id) {
+void write_tokens(std::ostream& f, const std::string& path, std::span<const int32_t> tokens,
+                  int64_t max_id, int64_t vocab_size) {
   // Converted in blocks so a 100M-token shard never needs a second full copy in memory.
   std::vector<T> block;
   block.reserve(1 << 16);
@@ -51,11 +51,53 @@ void write_tokens(std::ofstream& f, const std::string& path, std::span<const int
            << " tokens (valid ids 0.." << max_id << ")";
         fail(path, os.str());
       }
+      if (vocab_size > 0 && t >= vocab_size) {
+        std::ostringstream os;
+        os << "token " << k << " has id " << t << ", outside the tokenizer's vocabulary of "
+           << vocab_size << " ids: the tokenizer produced an id it does not define; nothing was written";
+        fail(path, os.str());
+      }
       block.push_back(static_cast<T>(t));
     }
     f.write(reinterpret_cast<const char*>(block.data()),
             static_cast<std::streamsize>(block.size() * sizeof(T)));
   }
+}
+
+// Asks the kernel to read tokens [begin, end) of a map now, in the background.
+template <typename T>
+void prefetch(const T* src, int64_t begin, int64_t end) {
+  if (begin >= end) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto from = reinterpret_cast<uintptr_t>(src + begin) & ~(page - 1);
+  const auto to = reinterpret_cast<uintptr_t>(src + end);
+  ::madvise(reinterpret_cast<void*>(from), to - from, MADV_WILLNEED);
+}
+
+template <typename T>
+TokenScan scan_tokens(const T* src, int64_t begin, int64_t end, int64_t limit) {
+  TokenScan r;
+  // Blocks of 1M tokens, the next one read ahead while this one is scanned: the map is advised
+  // random (see the constructor), so without this a cold file would fault in page by page.
+  constexpr int64_t kBlock = 1 << 20;
+  prefetch(src, begin, std::min(end, begin + kBlock));
+  for (int64_t b = begin; b < end; b += kBlock) {
+    const int64_t e = std::min(end, b + kBlock);
+    prefetch(src, e, std::min(end, e + kBlock));
+    T top = 0;
+    for (int64_t i = b; i < e; ++i) top = std::max(top, src[i]);
+    r.max_id = std::max<int64_t>(r.max_id, top);
+    if (limit > 0 && r.first_bad < 0 && static_cast<int64_t>(top) >= limit) {
+      for (int64_t i = b; i < e; ++i) {
+        if (static_cast<int64_t>(src[i]) >= limit) {
+          r.first_bad = i;
+          r.first_bad_id = src[i];
+          break;
+        }
+      }
+    }
+  }
+  return r;
 }
 
 }  // namespace
@@ -64,27 +106,13 @@ TokenWidth width_for_vocab(int64_t vocab_size) {
   return vocab_size <= 65536 ? TokenWidth::u16 : TokenWidth::u32;
 }
 
-void write_shard(const std::string& path, std::span<const int32_t> tokens, TokenWidth width) {
-  if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
-    fail(path, "too many tokens for one shard (" + std::to_string(tokens.size()) +
-                   "); the header's count is an int32");
-  }
+void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& body) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) fail(tmp, std::string("cannot open for writing: ") + std::strerror(errno));
-    std::array<int32_t, kShardHeaderInts> header{};
-    const ShardFormat& format = format_for(width);
-    header[0] = format.magic;
-    header[1] = format.version;
-    header[2] = static_cast<int32_t>(tokens.size());
-    f.write(reinterpret_cast<const char*>(header.data()), kShardHeaderBytes);
     try {
-      if (width == TokenWidth::u16) {
-        write_tokens<uint16_t>(f, path, tokens, 65535);
-      } else {
-        write_tokens<uint32_t>(f, path, tokens, INT32_MAX);
-      }
+      body(f);
     } catch (...) {
       f.close();
       std::remove(tmp.c_str());
@@ -92,6 +120,7 @@ void write_shard(const std::string& path, std::span<const int32_t> tokens, Token
     }
     f.flush();
     if (!f) {
+      f.close();
       std::remove(tmp.c_str());
       fail(tmp, "write failed (disk full?)");
     }
@@ -101,6 +130,27 @@ void write_shard(const std::string& path, std::span<const int32_t> tokens, Token
     std::remove(tmp.c_str());
     fail(path, "cannot rename " + tmp + " into place: " + why);
   }
+}
+
+void write_shard(const std::string& path, std::span<const int32_t> tokens, TokenWidth width,
+                 int64_t vocab_size) {
+  if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
+    fail(path, "too many tokens for one shard (" + std::to_string(tokens.size()) +
+                   "); the header's count is an int32");
+  }
+  write_file_atomically(path, [&](std::ostream& f) {
+    std::array<int32_t, kShardHeaderInts> header{};
+    const ShardFormat& format = format_for(width);
+    header[0] = format.magic;
+    header[1] = format.version;
+    header[2] = static_cast<int32_t>(tokens.size());
+    f.write(reinterpret_cast<const char*>(header.data()), kShardHeaderBytes);
+    if (width == TokenWidth::u16) {
+      write_tokens<uint16_t>(f, path, tokens, 65535, vocab_size);
+    } else {
+      write_tokens<uint32_t>(f, path, tokens, INT32_MAX, vocab_size);
+    }
+  });
 }
 
 Shard::Shard(const std::string& path) : path_(path) {
@@ -120,17 +170,17 @@ Shard::Shard(const std::string& path) : path_(path) {
     fail(path, "file is " + std::to_string(file_bytes) + " bytes, shorter than the " +
                    std::to_string(kShardHeaderBytes) + "-byte header: not a token shard");
   }
-  map_bytes_ = static_cast<size_t>(file_bytes);
-  map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);  // the mapping keeps the file alive
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    fail(path, std::string("mmap failed: ") + std::strerror(map_errno));
+  // The header is read with pread, not through the map, and with read-ahead off for this
+  // descriptor: a first fault on a fresh map, or a plain first read, lets the kernel read ahead
+  // into the token pages, and a dataset of hundreds of shards would read that much per shard
+  // just to open. This way opening reads one page per shard.
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+  std::array<int32_t, kShardHeaderInts> header{};
+  if (::pread(fd, header.data(), kShardHeaderBytes, 0) != kShardHeaderBytes) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    fail(path, "cannot read the header: " + why);
   }
-
-  // From here a throw must unmap: the destructor does not run for a half-built object.
-  const auto* header = static_cast<const int32_t*>(map_);
   std::ostringstream problem;
   format_ = nullptr;
   for (const ShardFormat& f : kShardFormats)
@@ -155,10 +205,23 @@ Shard::Shard(const std::string& path) : path_(path) {
     }
   }
   if (!problem.str().empty()) {
-    unmap();
+    ::close(fd);
+    count_ = 0;
     fail(path, problem.str());
   }
-  // Samplers jump around the file; the kernel's default read-ahead would waste I/O.
+  map_bytes_ = static_cast<size_t>(file_bytes);
+  map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);  // the mapping keeps the file alive
+  if (map_ == MAP_FAILED) {
+    map_ = nullptr;
+    fail(path, std::string("mmap failed: ") + std::strerror(map_errno));
+  }
+  // The training sampler reads windows of T + 1 tokens (a few KiB) at random offsets. The
+  // default advice makes each page fault read ahead up to the device's read-ahead window
+  // (128 KiB or more) around it, which on a dataset much larger than memory fills the page
+  // cache with tokens no window asks for and multiplies the I/O per window; MADV_RANDOM reads
+  // only the faulting pages. Full scans (scan(), check-data) ask for read-ahead explicitly.
   ::madvise(map_, map_bytes_, MADV_RANDOM);
 }
 
@@ -208,17 +271,17 @@ void Shard::read(int64_t offset, int64_t count, int32_t* out) const {
   }
 }
 
-int64_t Shard::max_token() const {
-  const auto* base = static_cast<const unsigned char*>(map_) + kShardHeaderBytes;
-  int64_t best = -1;
-  if (width_ == TokenWidth::u16) {
-    const auto* src = reinterpret_cast<const uint16_t*>(base);
-    for (int64_t i = 0; i < count_; ++i) best = std::max<int64_t>(best, src[i]);
-  } else {
-    const auto* src = reinterpret_cast<const uint32_t*>(base);
-    for (int64_t i = 0; i < count_; ++i) best = std::max<int64_t>(best, src[i]);
+int64_t Shard::max_token() const { return scan(0, count_, 0).max_id; }
+
+TokenScan Shard::scan(int64_t begin, int64_t end, int64_t limit) const {
+  if (begin < 0 || begin > end || end > count_) {
+    std::ostringstream os;
+    os << "scan of tokens [" << begin << ", " << end << ") is outside the shard's " << count_ << " tokens";
+    fail(path_, os.str());
   }
-  return best;
+  const auto* base = static_cast<const unsigned char*>(map_) + kShardHeaderBytes;
+  if (width_ == TokenWidth::u16) return scan_tokens(reinterpret_cast<const uint16_t*>(base), begin, end, limit);
+  return scan_tokens(reinterpret_cast<const uint32_t*>(base), begin, end, limit);
 }
 
 }  // namespace feast

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <ostream>
 #include <span>
 #include <string>
 
@@ -36,11 +38,26 @@ inline const ShardFormat& format_for(TokenWidth w) { return w == TokenWidth::u16
 TokenWidth width_for_vocab(int64_t vocab_size);
 
 // Writes path.tmp, then renames it over path, so a reader never sees a half-written shard.
-// Throws DataError naming the path and the token if an id is negative or does not fit width.
-void write_shard(const std::string& path, std::span<const int32_t> tokens, TokenWidth width);
+// Throws DataError naming the path and the token if an id is negative, does not fit width, or
+// (when vocab_size > 0) is >= vocab_size: the range check of prepared data happens here.
+void write_shard(const std::string& path, std::span<const int32_t> tokens, TokenWidth width,
+                 int64_t vocab_size = 0);
+
+// The atomic write under write_shard and write_loss_mask: `body` writes path.tmp, which is then
+// renamed over path; on any failure (a throw from body, a full disk) path.tmp is removed.
+void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& body);
+
+// What a full pass over tokens [begin, end) of a shard found.
+struct TokenScan {
+  int64_t max_id = -1;          // -1 when the range is empty
+  int64_t first_bad = -1;       // offset of the first id >= the limit, or -1
+  int64_t first_bad_id = -1;
+};
 
 // A read-only memory map of one shard, validated on open: magic, version, and file size equal
 // to header + count tokens. Any mismatch throws DataError naming the path and the problem.
+// Opening reads only the header (with pread, before mapping), so opening hundreds of shards
+// touches none of their token pages.
 class Shard {
  public:
   explicit Shard(const std::string& path);
@@ -59,6 +76,9 @@ class Shard {
   void read(int64_t offset, int64_t count, int32_t* out) const;
   // The largest token id, or -1 for an empty shard. O(size()).
   int64_t max_token() const;
+  // One pass over tokens [begin, end): the largest id and the first id >= limit (limit <= 0:
+  // no limit). Asks the kernel to read ahead, since the map is otherwise advised random.
+  TokenScan scan(int64_t begin, int64_t end, int64_t limit) const;
 
  private:
   void unmap() noexcept;

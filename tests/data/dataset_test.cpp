@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/sampler.h"
 #include "temp_dir.h"
 
 namespace feast {
@@ -155,9 +156,64 @@ TEST(Dataset, CheckVocabReportsShardAndId) {
   } catch (const DataError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("shard " + dir.file("b.bin") + " contains token id 300 >= "
-                       "model.vocab_size 256"),
+                       "model.vocab_size 256 (token 1)"),
               std::string::npos)
         << msg;
+  }
+}
+
+TEST(Dataset, AVocabularyLimitChecksEachWindowRead) {
+  TempDir dir;
+  write_shard(dir.file("a.bin"), std::vector<int32_t>{1, 2, 3, 4, 5, 6}, TokenWidth::u16);
+  write_shard(dir.file("b.bin"), std::vector<int32_t>{4, 5, 6, 300, 7, 8}, TokenWidth::u16);
+  Dataset d(dir.path());
+  std::vector<int32_t> out(3);
+  d.read(1, 0, 3, out.data());  // no limit yet: anything reads
+  d.set_vocab_limit(256, "model.vocab_size");
+  std::vector<int32_t> six(6);
+  d.read(0, 0, 6, six.data());
+  d.read(1, 0, 3, out.data());  // the window before the bad id is fine
+  EXPECT_EQ(out, (std::vector<int32_t>{4, 5, 6}));
+  try {
+    d.read(1, 2, 3, out.data());
+    FAIL() << "id 300 was read under a limit of 256";
+  } catch (const DataError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(dir.file("b.bin") + ": token 3 has id 300, outside the vocabulary of 256 ids "
+                       "(model.vocab_size)"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("trainer check-data " + dir.path() + " --vocab-size 256"), std::string::npos) << msg;
+  }
+  // Samplers read through the same check.
+  ValSampler v(d, 2);
+  std::vector<int32_t> in(4), tg(4);
+  EXPECT_NO_THROW(v.fill(0, 2, in.data(), tg.data()));  // windows of a.bin
+  EXPECT_THROW(v.fill(3, 2, in.data(), tg.data()), DataError);  // window 3: b.bin's tokens [2, 5) hold 300
+  d.set_vocab_limit(0);
+  EXPECT_NO_THROW(d.read(1, 2, 3, out.data()));
+}
+
+TEST(Dataset, ScanFindsTheLargestIdAndTheFirstOutOfRange) {
+  TempDir dir;
+  std::vector<int32_t> big(70'000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = int32_t(i % 1000);
+  big[65'000] = 70'000;
+  big[66'000] = 69'999;
+  write_shard(dir.file("a.bin"), std::vector<int32_t>{1, 2, 3}, TokenWidth::u16);
+  write_shard(dir.file("b.bin"), big, TokenWidth::u32);
+  write_shard(dir.file("c.bin"), std::vector<int32_t>{80'000}, TokenWidth::u32);
+  Dataset d(dir.path());
+  for (int threads : {1, 3}) {
+    const DatasetScan all = d.scan(0, threads);
+    EXPECT_EQ(all.tokens, 70'004);
+    EXPECT_EQ(all.max_id, 80'000);
+    EXPECT_FALSE(all.problem.has_value());
+    const DatasetScan limited = d.scan(50'000, threads);
+    ASSERT_TRUE(limited.problem.has_value());
+    EXPECT_EQ(*limited.problem, dir.file("b.bin") + ": token 65000 has id 70000 >= the vocabulary size 50000");
+    EXPECT_EQ(limited.max_id, 80'000);
+    EXPECT_FALSE(d.scan(80'001, threads).problem.has_value());
   }
 }
 

@@ -4,13 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include <zlib.h>
+
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/loss_mask.h"
 #include "data/markov_corpus.h"
+#include "data/sampler.h"
+#include "data/tokenizer.h"
 #include "temp_dir.h"
 
 namespace feast {
@@ -167,6 +173,284 @@ TEST(Prepare, RejectsBadOptions) {
   EXPECT_THROW(prepare_text({dir.file("a.txt")}, PrepareOptions{"", 0.1}), Error);
   std::ofstream(dir.file("one.txt")) << "x";
   EXPECT_THROW(prepare_text({dir.file("one.txt")}, PrepareOptions{dir.file("o"), 0.5}), DataError);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tokenizers, JSON Lines and loss masks
+
+const std::string kGpt2 = std::string(FEAST_SOURCE_DIR) + "/tests/fixtures/hf/tokenizers/bpe-gpt2";
+
+std::vector<int32_t> tokens_of(const std::vector<std::string>& shards) {
+  std::vector<int32_t> out;
+  for (const auto& path : shards) {
+    const Shard s(path);
+    const size_t at = out.size();
+    out.resize(at + size_t(s.size()));
+    s.read(0, s.size(), out.data() + at);
+  }
+  return out;
+}
+
+std::vector<uint8_t> masks_of(const std::vector<std::string>& shards) {
+  std::vector<uint8_t> out;
+  for (const auto& path : shards) {
+    const Shard s(path);
+    const LossMask m(loss_mask_path(path), s);
+    const auto w = m.window(0, m.size());
+    out.insert(out.end(), w.begin(), w.end());
+  }
+  return out;
+}
+
+std::vector<int32_t> cat(std::initializer_list<std::vector<int32_t>> parts) {
+  std::vector<int32_t> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "(no DataError)";
+}
+
+nlohmann::json meta_of(const std::string& dir) {
+  std::ifstream f(dir + "/meta.json");
+  return nlohmann::json::parse(f);
+}
+
+TEST(PrepareJsonl, TextLinesAreDocumentsConcatenatedByTheByteTokenizer) {
+  TempDir dir;
+  std::ofstream(dir.file("a.jsonl")) << R"({"text": "hello ", "id": 1})" << "\n\n"
+                                     << R"({"text": "wide world", "meta": {"x": [1]}})" << "\r\n"
+                                     << R"({"text": "!\u00e9"})";  // no final newline
+  const PreparedData d = prepare_text({dir.file("a.jsonl")}, PrepareOptions{dir.file("out"), 0.25, 1000});
+  EXPECT_EQ(bytes_of(d.train_shards) + bytes_of(d.val_shards), "hello wide world!\xc3\xa9");
+  EXPECT_EQ(d.documents, 3);
+  EXPECT_EQ(d.instruction_examples, 0);
+  EXPECT_FALSE(d.has_loss_mask);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out/train_000.mask")));
+  EXPECT_EQ(d.train_tokens, 14);  // the byte tokenizer cuts exactly: 19 - round(19 * 0.25)
+  const auto meta = meta_of(dir.file("out"));
+  EXPECT_EQ(meta.at("loss_mask"), false);
+  EXPECT_TRUE(meta.at("eos_id").is_null());
+  EXPECT_FALSE(Dataset(dir.file("out"), Split::kTrain).has_loss_mask());
+}
+
+TEST(PrepareJsonl, PromptTokensAreMaskedCompletionTokensAreNot) {
+  TempDir dir;
+  std::ofstream(dir.file("sft.jsonl")) << R"({"prompt": "Q: 2+2?", "completion": " 4"})" << "\n"
+                                       << R"({"prompt": "Say hi.", "completion": " hi"})" << "\n";
+  std::ofstream(dir.file("doc.txt")) << "plain text";
+  const PreparedData d =
+      prepare_text({dir.file("sft.jsonl"), dir.file("doc.txt")}, PrepareOptions{dir.file("out"), 0.2, 7});
+  EXPECT_EQ(bytes_of(d.train_shards) + bytes_of(d.val_shards), "Q: 2+2? 4Say hi. hiplain text");
+  ASSERT_TRUE(d.has_loss_mask);
+  EXPECT_EQ(d.instruction_examples, 2);
+  EXPECT_EQ(d.documents, 3);
+  EXPECT_EQ(d.masked_tokens, 7 + 7);
+  std::vector<uint8_t> expected;
+  for (auto [zeros, ones] : {std::pair{7, 2}, std::pair{7, 3}, std::pair{0, 10}}) {
+    expected.insert(expected.end(), size_t(zeros), 0);
+    expected.insert(expected.end(), size_t(ones), 1);
+  }
+  // Several shards per split (7 tokens each): every one has its mask, cut at the same places.
+  EXPECT_GT(d.train_shards.size(), 1u);
+  auto all = masks_of(d.train_shards);
+  const auto val = masks_of(d.val_shards);
+  all.insert(all.end(), val.begin(), val.end());
+  EXPECT_EQ(all, expected);
+  const auto meta = meta_of(dir.file("out"));
+  EXPECT_EQ(meta.at("loss_mask"), true);
+  EXPECT_EQ(meta.at("train").at("masks").size(), d.train_shards.size());
+  EXPECT_EQ(meta.at("train").at("masked").get<int64_t>() + meta.at("val").at("masked").get<int64_t>(), 14);
+  EXPECT_TRUE(Dataset(dir.file("out"), Split::kTrain).has_loss_mask());
+  EXPECT_TRUE(Dataset(dir.file("out"), Split::kVal).has_loss_mask());
+}
+
+TEST(PrepareJsonl, ABadLineNamesFileLineAndProblem) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"text": "ok"} trailing)", "not valid JSON"},
+      {R"(["text", "a list"])", "a JSON array, not an object"},
+      {R"({"body": "x"})", R"(has no "text" field and no "prompt" and "completion" fields)"},
+      {R"({"text": "x", "prompt": "y", "completion": "z"})", R"(has both "text" and "prompt")"},
+      {R"({"prompt": "y"})", R"(has "prompt" but no "completion")"},
+      {R"({"completion": "y"})", R"(has "completion" but no "prompt")"},
+      {R"({"text": 17})", R"(field "text" is number, not a string)"},
+      {R"({"prompt": "a", "completion": null})", R"(field "completion" is null, not a string)"},
+  };
+  for (const auto& [line, what] : cases) {
+    std::ofstream(dir.file("bad.jsonl"), std::ios::trunc) << R"({"text": "fine"})" << "\n\n" << line << "\n"
+                                                          << "{not json either}\n";
+    const std::string msg =
+        error_of([&] { prepare_text({dir.file("bad.jsonl")}, PrepareOptions{dir.file("out"), 0.1}); });
+    EXPECT_NE(msg.find(dir.file("bad.jsonl") + ":3: " + what), std::string::npos) << line << " -> " << msg;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("out/meta.json")));
+  }
+}
+
+TEST(PrepareJsonl, GzipLinesReadLikePlainOnes) {
+  TempDir dir;
+  const std::string text = std::string(R"({"prompt": "p", "completion": "c"})") + "\n" + R"({"text": "t"})" + "\n";
+  gzFile gz = gzopen(dir.file("a.jsonl.gz").c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  gzwrite(gz, text.data(), unsigned(text.size()));
+  gzclose(gz);
+  const PreparedData d = prepare_text({dir.file("a.jsonl.gz")}, PrepareOptions{dir.file("out"), 0.3});
+  EXPECT_EQ(bytes_of(d.train_shards) + bytes_of(d.val_shards), "pct");
+  EXPECT_EQ(masks_of(d.train_shards).front(), 0);
+}
+
+TEST(PrepareJsonl, InputGlobsExpandSortedAndAnEmptyOneIsNamed) {
+  TempDir dir;
+  for (const char* name : {"c.txt", "a.txt", "b.txt", "skip.md"}) std::ofstream(dir.file(name)) << name;
+  const auto files = expand_input_patterns({dir.file("*.txt"), dir.file("skip.md")});
+  EXPECT_EQ(files, (std::vector<std::string>{dir.file("a.txt"), dir.file("b.txt"), dir.file("c.txt"),
+                                             dir.file("skip.md")}));
+  const std::string msg = error_of([&] { expand_input_patterns({dir.file("a.txt"), dir.file("*.jsonl")}); });
+  EXPECT_NE(msg.find("'" + dir.file("*.jsonl") + "' matches no file"), std::string::npos) << msg;
+  // A name without glob characters passes through, to be reported when read.
+  EXPECT_EQ(expand_input_patterns({dir.file("missing.txt")}), std::vector<std::string>{dir.file("missing.txt")});
+}
+
+// A corpus of many documents of different lengths, text and instruction mixed.
+void write_mixed_corpus(const TempDir& dir) {
+  std::ofstream f(dir.file("mixed.jsonl"));
+  for (int i = 0; i < 300; ++i) {
+    std::string body;
+    for (int k = 0; k <= i % 17; ++k) body += "word" + std::to_string(i * k % 97) + (k % 5 == 4 ? ".\n" : " ");
+    if (i % 3 == 0)
+      f << nlohmann::json{{"prompt", "Question " + std::to_string(i) + ": "}, {"completion", body}}.dump() << "\n";
+    else
+      f << nlohmann::json{{"text", body}}.dump() << "\n";
+  }
+  std::ofstream(dir.file("z.txt")) << "A closing text file.\n";
+}
+
+TEST(PrepareJsonl, OutputIsIdenticalAtOneAndTwoThreads) {
+  TempDir dir;
+  write_mixed_corpus(dir);
+  std::vector<std::string> outputs;
+  for (int threads : {1, 2}) {
+    PrepareOptions o{dir.file("out" + std::to_string(threads)), 0.1, 700};
+    o.tokenizer = kGpt2;
+    o.threads = threads;
+    const PreparedData d = prepare_text({dir.file("mixed.jsonl"), dir.file("z.txt")}, o);
+    ASSERT_TRUE(d.has_loss_mask);
+    std::string all;
+    for (const auto* list : {&d.train_shards, &d.val_shards})
+      for (const auto& p : *list) all += read_bytes(p) + read_bytes(loss_mask_path(p));
+    outputs.push_back(all);
+  }
+  EXPECT_EQ(outputs[0], outputs[1]);
+  EXPECT_GT(outputs[0].size(), 3000u);
+}
+
+TEST(PrepareTokenizer, Gpt2BpeGivesTheTokenizersIdsWithEndOfTextAfterEachDocument) {
+  TempDir dir;
+  std::ofstream(dir.file("a.jsonl")) << R"({"text": "hello world"})" << "\n"
+                                     << R"({"prompt": "Hello World!", "completion": " hello"})" << "\n"
+                                     << R"({"text": ""})" << "\n";  // empty: no document, no separator
+  std::ofstream(dir.file("b.txt")) << "don't you'll I'm\n";
+  PrepareOptions o{dir.file("out"), 0.3};
+  o.tokenizer = kGpt2;
+  const PreparedData d = prepare_text({dir.file("a.jsonl"), dir.file("b.txt")}, o);
+  const auto tok = load_tokenizer(kGpt2);
+  ASSERT_EQ(tok->eos_id(), 317);
+  const std::vector<int32_t> eos{317};
+  const std::vector<int32_t> expected = cat({tok->encode("hello world"), eos, tok->encode("Hello World!"),
+                                             tok->encode(" hello"), eos, tok->encode("don't you'll I'm\n"), eos});
+  EXPECT_EQ(cat({tokens_of(d.train_shards), tokens_of(d.val_shards)}), expected);
+  // Hugging Face's ids (tests/fixtures/hf/tokenizers/cases.json), independent of feast's tokenizer.
+  EXPECT_EQ(tok->encode("hello world"), (std::vector<int32_t>{257, 75, 75, 78, 267, 273, 75, 67}));
+  // Masks: the prompt's tokens are 0; its completion and the EOS that ends it are 1.
+  const size_t prompt = tok->encode("Hello World!").size(), completion = tok->encode(" hello").size();
+  std::vector<uint8_t> mask(expected.size(), 1);
+  std::fill_n(mask.begin() + 9, prompt, uint8_t{0});
+  auto masks = masks_of(d.train_shards);
+  const auto val = masks_of(d.val_shards);
+  masks.insert(masks.end(), val.begin(), val.end());
+  EXPECT_EQ(masks, mask);
+  EXPECT_EQ(d.masked_tokens, int64_t(prompt));
+  EXPECT_EQ(d.documents, 3);
+  EXPECT_EQ(d.tokenizer_kind, "bpe");
+  EXPECT_EQ(d.vocab_size, 320);
+  EXPECT_EQ(d.eos_id, 317);
+  // The split falls at a document start: val begins right after an EOS.
+  const size_t n_train = size_t(d.train_tokens);
+  EXPECT_EQ(expected[n_train - 1], 317);
+  EXPECT_EQ(d.val_tokens, int64_t(tok->encode("don't you'll I'm\n").size()) + 1);
+  (void)completion;
+
+  const auto meta = meta_of(dir.file("out"));
+  EXPECT_EQ(meta.at("tokenizer"), "bpe");
+  EXPECT_EQ(meta.at("tokenizer_folder"), std::filesystem::path(kGpt2).lexically_normal().string());
+  EXPECT_EQ(meta.at("vocab_size"), 320);
+  EXPECT_EQ(meta.at("eos_id"), 317);
+  EXPECT_EQ(meta.at("loss_mask"), true);
+  EXPECT_EQ(meta.at("shard_version"), 1);
+}
+
+TEST(PrepareTokenizer, AChangedTokenizerFilePreparesAgain) {
+  TempDir dir;
+  std::filesystem::copy(kGpt2, dir.file("tok"));
+  std::ofstream(dir.file("a.txt")) << "hello world, hello world";
+  PrepareOptions o{dir.file("out"), 0.2};
+  o.tokenizer = dir.file("tok");
+  EXPECT_FALSE(prepare_text({dir.file("a.txt")}, o).reused);
+  EXPECT_TRUE(prepare_text({dir.file("a.txt")}, o).reused);
+  std::ofstream(dir.file("tok/tokenizer_config.json"), std::ios::app) << "\n";
+  EXPECT_FALSE(prepare_text({dir.file("a.txt")}, o).reused);
+  // The byte tokenizer's directory is not reused for a tokenizer, nor the reverse.
+  o.tokenizer = "";
+  EXPECT_FALSE(prepare_text({dir.file("a.txt")}, o).reused);
+}
+
+TEST(PrepareTokenizer, ProgressReportsEachPhaseToTheEnd) {
+  TempDir dir;
+  write_mixed_corpus(dir);
+  PrepareOptions o{dir.file("out"), 0.1};
+  std::vector<PrepareProgress> seen;
+  o.on_progress = [&](const PrepareProgress& p) { seen.push_back(p); };
+  prepare_text({dir.file("mixed.jsonl"), dir.file("z.txt")}, o);
+  const int64_t total = int64_t(std::filesystem::file_size(dir.file("mixed.jsonl")) +
+                                std::filesystem::file_size(dir.file("z.txt")));
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_EQ(std::string(seen.back().phase), "tokenizing");
+  EXPECT_TRUE(seen.back().finished);
+  EXPECT_EQ(seen.back().bytes_done, total);
+  EXPECT_EQ(seen.back().bytes_total, total);
+  EXPECT_GT(seen.back().tokens, 0);
+}
+
+TEST(PrepareTokenizer, PreparedMasksReachTheSamplers) {
+  TempDir dir;
+  write_mixed_corpus(dir);
+  PrepareOptions o{dir.file("out"), 0.1, 1500};
+  o.tokenizer = kGpt2;
+  prepare_text({dir.file("mixed.jsonl")}, o);
+  const Dataset data(dir.file("out"), Split::kTrain);
+  ASSERT_TRUE(data.has_loss_mask());
+  const int T = 16, rows = 8;
+  const TrainSampler s(data, 7, T);
+  std::vector<int32_t> in(size_t(rows * T)), tg(size_t(rows * T));
+  int64_t minus = 0;
+  for (int64_t step = 0; step < 10; ++step) {
+    s.fill(step, 0, rows, in.data(), tg.data());
+    const int64_t ignored = std::count(tg.begin(), tg.end(), -1);
+    EXPECT_EQ(s.counted_targets(step, 0, rows), rows * T - ignored);
+    minus += ignored;
+  }
+  EXPECT_GT(minus, 0);  // a third of the examples have prompts
 }
 
 }  // namespace
