@@ -138,7 +138,8 @@ class Backend {
   virtual void cross_entropy_partials(const TensorView& sum_exp, const TensorView& target_logit,
                                       const TensorView& logits, const TensorView& row_max, const TensorView& targets,
                                       int N, int Vl, int vocab_begin, int V, bool keep_exp) = 0;
-  // losses (N); with dloss != 0 the logits become d(dloss * sum(losses)) / d logits.
+  // losses (N); with dloss != 0 the logits become d(dloss * sum(losses)) / d logits. A target
+  // < 0 is ignored (a token a loss mask leaves out): its loss and its logits' gradient are 0.
   virtual void cross_entropy_finish(const TensorView& logits, const TensorView& losses, const TensorView& row_max,
                                     const TensorView& sum_exp, const TensorView& target_logit,
                                     const TensorView& targets, int N, int Vl, int vocab_begin, int V,

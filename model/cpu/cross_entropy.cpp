@@ -59,9 +59,15 @@ void cross_entropy_finish(T* logits, T* losses, const T* row_max, const T* sum_e
   const int real = real_columns(Vl, vocab_begin, V);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
+    T* row = logits + static_cast<size_t>(n) * Vl;  // exp(logit - row_max), from phase 2
+    if (targets[n] < 0) {  // an ignored target (a prompt token under a loss mask): no loss, no gradient
+      losses[n] = T(0);
+      if (dloss != T(0))
+        for (int v = 0; v < Vl; ++v) row[v] = T(0);
+      continue;
+    }
     losses[n] = row_max[n] + std::log(sum_exp[n]) - target_logit[n];
     if (dloss == T(0)) continue;
-    T* row = logits + static_cast<size_t>(n) * Vl;  // exp(logit - row_max), from phase 2
     const T scale = dloss / sum_exp[n];
 #pragma omp simd
     for (int v = 0; v < real; ++v) row[v] *= scale;

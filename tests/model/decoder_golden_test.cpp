@@ -47,41 +47,11 @@ class DecoderGolden : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     fx_ = testing::read_fixture(std::string(FEAST_SOURCE_DIR) + "/tests/fixtures/" + GetParam() + "_golden.bin");
-    if (fx_.count("config")) {  // make_gpt2_golden.py: one array of numbers
-      const auto& c = fx_.at("config").data;
-      cfg_.n_layer = int(c[0]);
-      cfg_.n_head = int(c[1]);
-      cfg_.n_embd = int(c[2]);
-      cfg_.vocab_size = int(c[3]);
-      cfg_.max_seq_len = int(c[4]);
-      B_ = int(c[5]);
-      T_ = int(c[6]);
-      steps_ = int(c[7]);
-      return;
-    }
-    auto get = [&](const char* key) { return double(fx_.at(std::string("config.") + key).data[0]); };
-    cfg_.arch = "llama";
-    cfg_.n_layer = int(get("n_layer"));
-    cfg_.n_head = int(get("n_head"));
-    cfg_.n_kv_head = int(get("n_kv_head"));
-    cfg_.n_embd = int(get("n_embd"));
-    cfg_.intermediate_size = int(get("intermediate_size"));
-    cfg_.vocab_size = int(get("vocab_size"));
-    cfg_.max_seq_len = int(get("max_seq_len"));
-    cfg_.norm_eps = get("norm_eps");
-    cfg_.rope_theta = get("rope_theta");
-    cfg_.qkv_bias = get("qkv_bias") != 0;
-    cfg_.tie_embeddings = get("tie_embeddings") != 0;
-    if (get("rope_llama3") != 0) {
-      cfg_.rope_scaling.rope_type = "llama3";
-      cfg_.rope_scaling.factor = get("rope_factor");
-      cfg_.rope_scaling.low_freq_factor = get("rope_low");
-      cfg_.rope_scaling.high_freq_factor = get("rope_high");
-      cfg_.rope_scaling.original_max_position_embeddings = int(get("rope_original"));
-    }
-    B_ = int(get("B"));
-    T_ = int(get("T"));
-    steps_ = int(get("steps"));
+    const testing::GoldenSetup g = testing::golden_setup(fx_);
+    cfg_ = g.config;
+    B_ = g.B;
+    T_ = g.T;
+    steps_ = g.steps;
   }
 
   // The model on one rank with the fixture's prefix.<name> tensors (vocabulary padding stays 0).
