@@ -608,4 +608,31 @@ std::vector<DatasetReport> verify_checkpoint(const std::string& path) {
   return out;
 }
 
+std::vector<float> read_checkpoint_tensor(const std::string& path, const std::string& name,
+                                          const std::vector<int64_t>& shape) {
+  hdf5::silence_errors();
+  hdf5::Handle file = hdf5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), path + ": cannot open");
+  const std::string master = "optim/master/" + name;
+  const std::string dataset = H5Lexists(file, "optim/master", H5P_DEFAULT) > 0 &&
+                                      H5Lexists(file, master.c_str(), H5P_DEFAULT) > 0
+                                  ? master
+                                  : "model/" + name;
+  const std::string what = path + ": " + dataset;
+  if (H5Lexists(file, "model", H5P_DEFAULT) <= 0 || H5Lexists(file, dataset.c_str(), H5P_DEFAULT) <= 0)
+    throw CheckpointMismatch(what + ": no such tensor; the checkpoint holds another model than the config describes");
+  const std::vector<int64_t> stored = shape_of(file, dataset, path);
+  if (stored != shape)
+    throw CheckpointMismatch(what + ": shape " + format_shape(stored) + " in the checkpoint, " + format_shape(shape) +
+                             " in the model");
+  hdf5::Handle ds = hdf5::dataset(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), what);
+  size_t n = 1;
+  for (int64_t d : shape) n *= size_t(d);
+  std::vector<float> out(n);
+  hdf5::check(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), what);
+  const std::optional<uint32_t> crc = read_number<uint32_t>(ds, kCrcAttribute, what);
+  if (!crc || *crc != crc32_of(out.data(), out.size() * sizeof(float)))
+    throw CheckpointError(what + ": checksum mismatch; the file is corrupt (trainer inspect shows every tensor)");
+  return out;
+}
+
 }  // namespace feast

@@ -98,6 +98,13 @@ CheckpointMeta read_checkpoint_meta(const std::string& path);
 // (naming the file and the dataset).
 void read_checkpoint(const std::string& path, Communicator& world, const RankState& state);
 
+// One process: the whole logical tensor `name` ("wte.weight") of `path`, float32, from
+// `optim/master` (the weights the optimizer keeps at full precision) when the file has it, else
+// `model/`; its checksum verified. Throws CheckpointError naming the file and dataset. For export
+// and generation, which hold whole tensors.
+std::vector<float> read_checkpoint_tensor(const std::string& path, const std::string& name,
+                                          const std::vector<int64_t>& shape);
+
 // For tests of failure handling: this rank's writes of checkpoint data fail (as under a full
 // disk) until called again with false.
 void fail_checkpoint_writes_for_testing(bool fail);

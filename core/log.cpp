@@ -45,6 +45,12 @@ void info(const std::string& line) {
   to_file(line);
 }
 
+void note(const std::string& line) {
+  if (g_rank != 0) return;
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
 void error(const std::string& line) {
   if (g_world_size > 1)
     std::fprintf(stderr, "[rank %d] error: %s\n", g_rank, line.c_str());

@@ -14,6 +14,9 @@ void set_file(const std::string& path);
 void file_only(const std::string& line);
 void info(const std::string& line);   // rank 0 only, stdout
 void error(const std::string& line);  // every rank, stderr, prefixed "[rank r]" when there are several
+// Rank 0 only, stderr, as it is: what a verb whose stdout is its data (generate, tokenize) says
+// about what it does.
+void note(const std::string& line);
 
 // While one exists, info() prints nothing (a benchmark that runs training quietly).
 class Quiet {

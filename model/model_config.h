@@ -33,6 +33,12 @@ struct ModelConfig {
   RopeScaling rope_scaling;     // (Llama)
   bool qkv_bias = false;        // biases on q, k and v (Llama family, as Qwen2 has)
   std::optional<bool> tie_embeddings;  // LM head shares the token embedding; unset = family default
+  // A Hugging Face model folder whose config.json sets the keys above and whose safetensors
+  // weights initialise a fresh run (checkpoint/hf_weights.h); empty = random initialisation.
+  std::string init_from;
+  // The tokenizer's folder (data/tokenizer.h) for text given to the trainer (generate's
+  // prompts) and for export; empty = model.init_from's, or the byte tokenizer.
+  std::string tokenizer;
 
   bool is_llama() const { return arch == "llama"; }
   // The vocabulary padded to a multiple of 128 (so that tensor-parallel slices stay aligned);

@@ -46,13 +46,16 @@ std::vector<std::string> model_differences(const Config& config, const Checkpoin
   if (meta.config.empty()) return out;  // written by another tool: the tensors' shapes decide
   Config saved;
   try {
-    saved = parse_config(meta.config, path + " (stored config)", {});
+    // The stored config lists every [model] key; the folder it was imported from may be gone.
+    saved = parse_config(meta.config, path + " (stored config)", {"model.init_from=\"\""});
   } catch (const ConfigError&) {
     return out;
   }
   for (const std::string& key : config_keys()) {
-    // The initialisation does not matter once the weights come from the checkpoint.
-    if (!key.starts_with("model.") || key == "model.init_std") continue;
+    // The initialisation (random or imported) and the tokenizer's place do not matter once the
+    // weights come from the checkpoint.
+    if (!key.starts_with("model.") || key == "model.init_std" || key == "model.init_from" || key == "model.tokenizer")
+      continue;
     const std::string theirs = config_value(saved, key), mine = config_value(config, key);
     if (theirs != mine) out.push_back(key + ": " + theirs + " in the checkpoint, " + mine + " configured");
   }

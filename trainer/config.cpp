@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "checkpoint/hf_config.h"
 #include "core/error.h"
 
 namespace feast {
@@ -162,6 +163,18 @@ const std::vector<KeyDesc>& keys() {
        "the LM head shares the token embedding's weights (Hugging Face's `tie_word_embeddings`). The "
        "resolved config prints the value in use, marked `[inferred from model.arch]` when it is the "
        "family's default", &tie_in_use, nullptr, "GPT-2 `true`, Llama `false`"},
+      {FEAST_KEY(model, init_from), any(), "Hugging Face model folder to start from; empty = random init",
+       "a Hugging Face model folder (`config.json`, `model.safetensors` or a sharded set with "
+       "`model.safetensors.index.json`) for GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM or "
+       "Qwen2ForCausalLM. Its config.json sets the other [model] keys (a key set here too must agree, or "
+       "the run stops naming both values) and its weights (float32, bfloat16 or float16) initialise a "
+       "fresh run; each rank reads only its own slices. A run that resumes a checkpoint loads the "
+       "checkpoint instead. See [finetune.md](finetune.md)", nullptr, "any; empty = random initialisation"},
+      {FEAST_KEY(model, tokenizer), any(), "tokenizer folder; empty = init_from's, or bytes",
+       "the tokenizer (a folder with `tokenizer.json`, `vocab.json` + `merges.txt` or `tokenizer.model`, "
+       "or `\"byte\"`) that `trainer generate` encodes prompts with and `trainer export` copies; empty = "
+       "`model.init_from` when it holds a tokenizer, else the byte tokenizer", nullptr,
+       "any; empty = `model.init_from`'s"},
       {FEAST_ROPE_KEY(rope_type), llama(one_of({"default", "linear", "llama3"})), "rotary frequency scaling",
        "`\"default\"`: no scaling; `\"linear\"`: every frequency divided by `factor`; `\"llama3\"`: "
        "Llama 3.1's scaling, long wavelengths slowed by `factor`, short ones kept, the band between "
@@ -243,10 +256,11 @@ const std::vector<KeyDesc>& keys() {
        "maximum global gradient norm; 0 disables clipping"},
       {FEAST_KEY(training, eval_interval), at_least(0), "evaluate every N steps; 0 = never",
        "evaluate val_loss every N steps and at the last step; 0 = never (not at the last step either)"},
-      {FEAST_KEY(training, eval_batches), at_least(1), "validation batches (global batch size) per evaluation",
+      {FEAST_KEY(training, eval_batches), at_least(0), "validation batches per evaluation; 0 = every window",
        "validation batches per evaluation, each of the global batch size (`training.batch_size` "
        "sequences): the same validation tokens at every layout, so val_loss is comparable across "
-       "layouts and micro-batch splits"},
+       "layouts and micro-batch splits. 0 = every window of `data.val` once (the last batch partly "
+       "empty). val_loss is the mean over the targets scored (loss masks leave prompt tokens out)"},
       {FEAST_KEY(training, threads), at_least(0), "OpenMP threads per rank; 0 = OMP_NUM_THREADS or the CPUs",
        "OpenMP threads per rank; 0 = `OMP_NUM_THREADS` when it is set, otherwise the CPUs this rank may "
        "run on (its CPU affinity, as `mpirun --bind-to`, Slurm's binding or a cgroup cpuset set it, "
@@ -799,7 +813,9 @@ Config parse_unresolved(const std::string& toml_text, const std::string& source_
   }
   apply_file(c, root, source_name);
   for (const std::string& o : overrides) apply_override(c, o);
-  validate_cross(c);
+  // With model.init_from the [model] keys are known only once its config.json is read
+  // (apply_init_from checks them then).
+  if (c.model.init_from.empty()) validate_cross(c);
   return c;
 }
 
@@ -814,6 +830,8 @@ void resolve_relative_paths(Config& c, const std::string& config_path) {
     if (value.empty() || std::filesystem::path(value).is_absolute() || !c.where(key).starts_with(file_origin)) return;
     value = (base / value).lexically_normal().string();
   };
+  resolve("model.init_from", c.model.init_from);
+  if (c.model.tokenizer != "byte") resolve("model.tokenizer", c.model.tokenizer);
   resolve("data.train", c.data.train);
   resolve("data.val", c.data.val);
   resolve("logging.dir", c.logging.dir);
@@ -821,11 +839,46 @@ void resolve_relative_paths(Config& c, const std::string& config_path) {
   if (c.checkpoint.resume != "auto" && c.checkpoint.resume != "never") resolve("checkpoint.resume", c.checkpoint.resume);
 }
 
+// model.init_from: the [model] keys its config.json determines. A key the config left at its
+// default takes the folder's value; one it set must agree, since a silently ignored n_layer or a
+// silently overridden vocab_size would build a model the weights do not fit.
+void apply_init_from(Config& c) {
+  if (c.model.init_from.empty()) return;
+  std::vector<HfConfigValue> values;
+  try {
+    values = read_hf_config(c.model.init_from);
+  } catch (const DataError& e) {
+    throw ConfigError(std::string(e.what()) + " [model.init_from at " + c.where("model.init_from") + "]");
+  }
+  const std::string file = c.model.init_from + "/config.json";
+  for (const HfConfigValue& v : values) {
+    const size_t dot = v.key.rfind('.');
+    const KeyDesc* k = find_key(v.key.substr(0, dot), v.key.substr(dot + 1));
+    FEAST_CHECK(k, "config.json maps to unknown key " << v.key);
+    const toml::table parsed = toml::parse("v = " + v.toml, std::string_view("config.json"));
+    Config from_file = c;
+    const std::string where = file + " (\"" + v.hf_key + "\")";
+    assign(from_file, *k, *parsed.get("v"), where);
+    if (c.where(v.key) == "default") {
+      assign(c, *k, *parsed.get("v"), where);
+      c.origin[v.key] = where;
+      continue;
+    }
+    const std::string mine = value_text(*k, c), theirs = value_text(*k, from_file);
+    if (mine != theirs)
+      fail(c.where(v.key), v.key + " = " + mine + " conflicts with model.init_from's config.json, which has \"" +
+                               v.hf_key + "\" = " + theirs + " (" + file + "); remove " + v.key +
+                               " from the config to use the model as it is");
+  }
+  validate_cross(c);
+}
+
 }  // namespace
 
 Config parse_config(const std::string& toml_text, const std::string& source_name,
                     const std::vector<std::string>& overrides) {
   Config c = parse_unresolved(toml_text, source_name, overrides);
+  apply_init_from(c);
   infer_checkpoint_dir(c);
   return c;
 }
@@ -842,6 +895,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   Config c = parse_unresolved(text, path, overrides);
   c.source = path;
   resolve_relative_paths(c, path);
+  apply_init_from(c);
   infer_checkpoint_dir(c);
   return c;
 }
@@ -852,9 +906,11 @@ std::string to_toml(const Config& config) {
   // Paths are written absolute: a file's relative paths are read relative to the file, so the
   // printed config (the run directory's config.toml, print-config's output) reads back the same
   // wherever it is kept.
-  for (std::string* path : {&c.data.train, &c.data.val, &c.logging.dir, &c.checkpoint.dir})
+  for (std::string* path : {&c.data.train, &c.data.val, &c.logging.dir, &c.checkpoint.dir, &c.model.init_from})
     if (!path->empty() && std::filesystem::path(*path).is_relative())
       *path = std::filesystem::absolute(*path).lexically_normal().string();
+  if (!c.model.tokenizer.empty() && c.model.tokenizer != "byte" && std::filesystem::path(c.model.tokenizer).is_relative())
+    c.model.tokenizer = std::filesystem::absolute(c.model.tokenizer).lexically_normal().string();
   if (c.checkpoint.resume != "auto" && c.checkpoint.resume != "never" &&
       std::filesystem::path(c.checkpoint.resume).is_relative())
     c.checkpoint.resume = std::filesystem::absolute(c.checkpoint.resume).lexically_normal().string();

@@ -19,10 +19,16 @@
 #include "parallel/runtime.h"
 #include "trainer/bench_checkpoint.h"
 #include "trainer/bench_command.h"
+#include "trainer/bench_generate.h"
 #include "trainer/bench_parallel.h"
 #include "trainer/config.h"
 #include "trainer/cli_args.h"
+#include "trainer/check_data_command.h"
+#include "trainer/eval_command.h"
+#include "trainer/export_command.h"
+#include "trainer/generate_command.h"
 #include "trainer/inspect_command.h"
+#include "trainer/tokenize_command.h"
 #include "trainer/layout_plan.h"
 #include "trainer/threads.h"
 #include "trainer/prepare_data_command.h"
@@ -36,9 +42,15 @@ constexpr const char* kHelp =
     "       trainer print-config [CONFIG.toml] [--set ...]      print the resolved config\n"
     "       trainer prepare-data ...                            text files -> token shards\n"
     "       trainer inspect CHECKPOINT.h5                       what a checkpoint holds; verifies it\n"
+    "       [mpirun -np N] trainer eval CONFIG.toml [--set ...]  validation loss of the configured model\n"
+    "       trainer generate CONFIG.toml --prompt TEXT ...      continue a prompt (KV cache, one process)\n"
+    "       trainer export CHECKPOINT --out FOLDER              checkpoint -> Hugging Face model folder\n"
+    "       trainer tokenize --tokenizer FOLDER [--decode]      text on stdin -> ids on stdout (and back)\n"
+    "       trainer check-data PATTERN [--vocab-size N]         validate token shards fully\n"
     "       trainer bench ...                                   time GPT-2 training steps\n"
     "       mpirun -np N trainer bench --parallel ...           time every parallel layout\n"
     "       [mpirun -np N] trainer bench --checkpoint ...       checkpoint save/load throughput\n"
+    "       trainer bench --generate ...                        generation speed (KV cache)\n"
     "       trainer --version                                   version and the devices it can use\n"
     "       trainer --help | VERB --help\n"
     "Launch one process per CPU slot (or GPU) with mpirun. Every config key is documented in\n"
@@ -68,6 +80,34 @@ ConfigArgs parse_config_args(const std::vector<std::string>& args) {
   }
   return out;
 }
+
+// A verb that takes a config (eval, generate): the config path and its --set overrides, and
+// the verb's own flags (those in `with_value` take the next argument).
+std::pair<ConfigArgs, std::vector<std::string>> split_verb_args(const std::vector<std::string>& args,
+                                                                const std::vector<std::string>& with_value) {
+  std::vector<std::string> config_args, verb_args;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--set" && i + 1 < args.size()) {
+      config_args.push_back(a);
+      config_args.push_back(args[++i]);
+    } else if (a.rfind("--set=", 0) == 0 || a.rfind("--", 0) != 0) {
+      config_args.push_back(a);
+    } else {
+      verb_args.push_back(a);
+      if (std::find(with_value.begin(), with_value.end(), a) != with_value.end() && i + 1 < args.size())
+        verb_args.push_back(args[++i]);
+    }
+  }
+  return {parse_config_args(config_args), verb_args};
+}
+
+constexpr const char* kEvalHelp =
+    "usage: [mpirun -np N] trainer eval CONFIG.toml [--set section.key=value ...]\n"
+    "The validation loss of the configured model over training.eval_batches batches of data.val (every\n"
+    "window once when 0), at any layout. Weights: the checkpoint checkpoint.resume selects (a file, a\n"
+    "directory, or with \"auto\" the newest in checkpoint.dir), else model.init_from. Prints perplexity and\n"
+    "then, as its last line, val_loss=<value>.\n";
 
 constexpr const char* kPrintConfigHelp =
     "usage: [mpirun -np N] trainer print-config [CONFIG.toml] [--set section.key=value ...] [--world N]\n"
@@ -145,11 +185,35 @@ int run(const std::vector<std::string>& args, const Runtime& runtime, const std:
     return bench_checkpoint_command(rest, make_mpi_world(std::chrono::minutes(5)));
   if (verb == "bench" && std::find(rest.begin(), rest.end(), "--parallel") != rest.end())
     return bench_parallel_command(rest, make_mpi_world(std::chrono::minutes(5)));
-  if (verb == "prepare-data" || verb == "bench" || verb == "inspect") {
+  const bool wants_help = std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
+                          std::find(rest.begin(), rest.end(), "-h") != rest.end();
+  if (verb == "prepare-data" || verb == "bench" || verb == "inspect" || verb == "export" || verb == "tokenize" ||
+      verb == "check-data" || verb == "generate") {
     if (world_size != 1) throw ConfigError("`trainer " + verb + "` runs as a single process, not under mpirun -np " +
                                            std::to_string(world_size));
     if (verb == "inspect") return inspect_command(rest);
+    if (verb == "export") return export_command(rest);
+    if (verb == "tokenize") return tokenize_command(rest);
+    if (verb == "check-data") return check_data_command(rest);
+    if (verb == "generate") {
+      if (wants_help) return generate_help();
+      const auto [ca, flags] = split_verb_args(
+          rest, {"--prompt", "--prompt-ids", "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed"});
+      return generate_command(load_config(ca.path, ca.overrides), flags);
+    }
+    if (verb == "bench" && std::find(rest.begin(), rest.end(), "--generate") != rest.end())
+      return bench_generate_command(rest);
     return verb == "bench" ? bench_command(rest) : prepare_data_command(rest);
+  }
+  if (verb == "eval") {
+    if (wants_help) {
+      log::info(kEvalHelp);
+      return 0;
+    }
+    const ConfigArgs ca = parse_config_args(rest);
+    const Config config = load_config(ca.path, ca.overrides);
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000));
+    return eval_command(config, make_mpi_world(timeout));
   }
   if (verb == "print-config") return print_config_command(rest, world_size);
   if (std::find(args.begin(), args.end(), "--help") != args.end() ||

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <string>
 
+#include "checkpoint/hf_weights.h"
+#include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/plural.h"
@@ -30,7 +32,7 @@ std::string mib(double bytes) {
 Dataset open_split(const Config& config, const std::string& key, const std::string& pattern, Split split) {
   try {
     Dataset d(pattern, split);
-    d.check_vocab(config.model.vocab_size);
+    d.set_vocab_limit(config.model.vocab_size, "model.vocab_size");
     return d;
   } catch (const DataError& e) {
     throw DataError(std::string(e.what()) + " [" + key + " set at " + config.where(key) + "]");
@@ -77,8 +79,11 @@ void report_memory(Communicator& world, const std::vector<double>& mine) {
 
 }  // namespace
 
-LayoutPlan check_training_config(const Config& config, int world_size) {
-  if (config.data.train.empty())
+LayoutPlan check_training_config(const Config& config, int world_size, RunPurpose purpose) {
+  if (purpose == RunPurpose::kEvaluate && config.data.val.empty())
+    throw ConfigError("data.val is not set: name the validation shards in [data] val = \"...\" or with "
+                      "--set data.val=PATH (make them with `trainer prepare-data`)");
+  if (purpose == RunPurpose::kTrain && config.data.train.empty())
     throw ConfigError("data.train is not set: name the training shards in [data] train = \"...\" or with "
                       "--set data.train=PATH (make them with `trainer prepare-data`)");
   if (config.training.device != "cpu")
@@ -87,8 +92,8 @@ LayoutPlan check_training_config(const Config& config, int world_size) {
   return plan_layout(config, world_size);
 }
 
-TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> world)
-    : config_(config), plan_(check_training_config(config, world->size())) {
+TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> world, RunPurpose purpose)
+    : config_(config), purpose_(purpose), plan_(check_training_config(config, world->size(), purpose)) {
   const TrainingConfig& tc = config.training;
   const ParallelLayout& layout = plan_.layout;
   const int world_rank = world->rank();
@@ -124,6 +129,7 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
   stage_ = std::make_unique<DecoderStage>(config.model, spec, StageShape{B, T, slots}, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr);
   initialize_parameters(*stage_, tc.seed);
+  if (!config.model.init_from.empty()) import_initial_weights();
 
   const size_t bucket_elems = static_cast<size_t>(config.parallel.bucket_mb * 1024 * 1024 / sizeof(float));
   stage_->set_gradient_range_limit(bucket_elems);
@@ -155,14 +161,35 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
 
 TrainingRun::~TrainingRun() = default;
 
+void TrainingRun::import_initial_weights() {
+  const std::string& folder = config_.model.init_from;
+  std::string error;
+  Timer timer;
+  try {
+    const SafetensorsModel model(folder);
+    const TensorView params = stage_->parameters();
+    FEAST_CHECK(params.device == kCpu && params.dtype == DType::kFloat32,
+                "Hugging Face import fills host float32 parameters");
+    import_hf_weights(model, config_.model, stage_->table(), static_cast<float*>(params.data));
+  } catch (const DataError& e) {
+    error = std::string(e.what()) + " [model.init_from at " + config_.where("model.init_from") + "]";
+  }
+  agree_on_error(*groups_.world, error);
+  char line[64];
+  std::snprintf(line, sizeof line, " in %.2f s", timer.seconds());
+  log::info("model: weights from " + folder + line);
+}
+
 void TrainingRun::open_data() {
   const TrainingConfig& tc = config_.training;
-  train_data_.emplace(open_split(config_, "data.train", config_.data.train, Split::kTrain));
-  sampler_.emplace(*train_data_, tc.seed, tc.seq_len);
+  if (purpose_ == RunPurpose::kTrain) {
+    train_data_.emplace(open_split(config_, "data.train", config_.data.train, Split::kTrain));
+    sampler_.emplace(*train_data_, tc.seed, tc.seq_len);
+  }
   if (!config_.data.val.empty()) {
     val_data_.emplace(open_split(config_, "data.val", config_.data.val, Split::kVal));
     // A shard in both splits would be trained on and then flatter the validation loss.
-    for (size_t i = 0; i < train_data_->num_shards(); ++i)
+    for (size_t i = 0; train_data_ && i < train_data_->num_shards(); ++i)
       for (size_t j = 0; j < val_data_->num_shards(); ++j) {
         std::error_code ec;
         if (std::filesystem::equivalent(train_data_->shard(i).path(), val_data_->shard(j).path(), ec))
@@ -183,8 +210,10 @@ int64_t TrainingRun::tokens_per_step() const {
 void TrainingRun::report_start(const std::vector<double>& memory) {
   const ParallelLayout& layout = plan_.layout;
   const int B = config_.parallel.micro_batch_size, T = config_.training.seq_len, m = plan_.micro_batches;
-  log::info("data: train " + count_of(train_data_->total_tokens(), "token") + " in " +
-            std::to_string(train_data_->num_shards()) + " shard(s)" +
+  log::info("data: " +
+            (train_data_ ? "train " + count_of(train_data_->total_tokens(), "token") + " in " +
+                               std::to_string(train_data_->num_shards()) + " shard(s)"
+                         : std::string("no training data (evaluation)")) +
             (val_data_ ? ", val " + count_of(val_data_->total_tokens(), "token") : ", no validation"));
   log::info("model: " + config_.model.arch + ", " + count_of(config_.model.n_layer, "layer") + " over " +
             count_of(layout.pp(), "stage") + " " + format_list(plan_.stage_layers) + ", tp " +
@@ -194,7 +223,7 @@ void TrainingRun::report_start(const std::vector<double>& memory) {
             count_of(m, "micro-batch", "micro-batches") + " x " + count_of(B, "sequence") + " x " +
             count_of(T, "token") + "; " + count_of(omp_get_max_threads(), "thread") + " per rank; " +
             backend_->name() + " backend");
-  if (val_sampler_ && config_.training.eval_interval > 0) {
+  if (val_sampler_ && config_.training.eval_interval > 0 && config_.training.eval_batches > 0) {
     const int64_t needed = int64_t{config_.training.eval_batches} * layout.dp() * m * B;
     if (val_sampler_->num_windows() < needed)
       log::info("data: warning: data.val holds " + count_of(val_sampler_->num_windows(), "window") + " of " +
@@ -227,7 +256,12 @@ StepResult TrainingRun::step(const StopVote& vote) {
   const BatchFill fill = [&](int k, int32_t* x, int32_t* y) {
     sampler_->fill(state_.data_step(), (int64_t{me_.dp} * m + k) * B, B, x, y);
   };
-  const float loss_scale = 1.0f / float(tokens_per_step());
+  // The loss is the mean over the step's counted targets (all of them, unless a loss mask leaves
+  // prompt tokens out), as Hugging Face's mean over labels != -100: every rank counts the whole
+  // global batch from the masks alone, so the scale is the same at every layout.
+  const int64_t global_rows = int64_t{layout.dp()} * m * B;
+  const int64_t counted = std::max<int64_t>(1, sampler_->counted_targets(state_.data_step(), 0, int(global_rows)));
+  const float loss_scale = float(1.0 / double(counted));
   const double local_loss = executor_->train(fill, *sync_, loss_scale);
   const double backward_waits = sync_->take_wait_seconds();  // ZeRO 2 waiting inside the backward
   Timer dp_timer;
@@ -245,7 +279,9 @@ StepResult TrainingRun::step(const StopVote& vote) {
                        vote.time_limit ? 1.0 : 0.0};
   world.allreduce(reduced, 5, DType::kFloat64)->wait();
   StepResult r;
-  r.loss = reduced[0] / double(layout.dp() * m);
+  // The stages return each micro-batch's loss summed over its B T targets and divided by B T.
+  const double tokens_per_micro_batch = double(B) * config_.training.seq_len;
+  r.loss = reduced[0] * tokens_per_micro_batch / double(counted);
   r.grad_norm = std::sqrt(reduced[1]);
   r.lr = state_.learning_rate(config_.training);
   r.stop = {reduced[2] > 0, reduced[3] > 0, reduced[4] > 0};
@@ -286,22 +322,36 @@ void TrainingRun::handle_nonfinite(const StepResult& r, bool mine_finite) {
                     groups_.world->rank() == 0);
 }
 
+int64_t TrainingRun::validation_windows() const {
+  if (!val_sampler_) return 0;
+  const int64_t global = int64_t{plan_.layout.dp()} * plan_.micro_batches * config_.parallel.micro_batch_size;
+  const int eval_batches = config_.training.eval_batches;
+  return eval_batches > 0 ? eval_batches * global : val_sampler_->num_windows();
+}
+
 std::optional<double> TrainingRun::validate() {
   if (!val_sampler_) return std::nullopt;
   const ParallelLayout& layout = plan_.layout;
-  const TrainingConfig& tc = config_.training;
-  const int B = config_.parallel.micro_batch_size, m = plan_.micro_batches;
-  // eval_batches validation batches of the global batch size, their rows dealt to the replicas
-  // as a training step's are: the same tokens at every layout.
-  const int64_t global = int64_t{layout.dp()} * m * B;
+  const int B = config_.parallel.micro_batch_size, m = plan_.micro_batches, T = config_.training.seq_len;
+  // Batches of the global batch size, their rows dealt to the replicas as a training step's are:
+  // the same tokens at every layout. eval_batches = 0 scores every window once; the rows of the
+  // last batch past the end get no targets.
+  const int64_t global = int64_t{layout.dp()} * m * B, windows = validation_windows();
+  const int64_t batches = (windows + global - 1) / global;
   const BatchFill val_fill = [&](int k, int32_t* x, int32_t* y) {
     const int64_t batch = k / m, micro = k % m;
-    val_sampler_->fill(batch * global + (int64_t{me_.dp} * m + micro) * B, B, x, y);
+    const int64_t first = batch * global + (int64_t{me_.dp} * m + micro) * B;
+    val_sampler_->fill(first, B, x, y);
+    for (int64_t row = std::max<int64_t>(0, windows - first); row < B; ++row)
+      std::fill(y + row * T, y + (row + 1) * T, -1);
   };
-  double val = executor_->evaluate(tc.eval_batches * m, val_fill);
+  double val = executor_->evaluate(int(batches * m), val_fill);
   val = owns_loss_ ? val : 0.0;
   groups_.world->allreduce(&val, 1, DType::kFloat64)->wait();
-  return val / (double(tc.eval_batches) * layout.dp() * m);
+  int64_t counted = 0;
+  for (int64_t first = 0; first < windows; first += int64_t{1} << 30)
+    counted += val_sampler_->counted_targets(first, int(std::min<int64_t>(windows - first, int64_t{1} << 30)));
+  return val * double(B) * T / double(std::max<int64_t>(counted, 1));
 }
 
 std::vector<std::pair<std::string, double>> TrainingRun::gradient_norms_per_tensor() {

@@ -54,24 +54,31 @@ struct StepResult {
   StepTiming timing;     // this rank's
 };
 
-// The checks of a config that need no data and no memory (data.train set, the device, the
-// whole layout plan); the same on every rank. Throws ConfigError.
-LayoutPlan check_training_config(const Config& config, int world_size);
+// What a run is built for: training (data.train, optionally data.val) or evaluation only
+// (`trainer eval`: data.val alone, no optimizer steps).
+enum class RunPurpose { kTrain, kEvaluate };
+
+// The checks of a config that need no data and no memory (data.train set, or data.val for an
+// evaluation; the device; the whole layout plan); the same on every rank. Throws ConfigError.
+LayoutPlan check_training_config(const Config& config, int world_size, RunPurpose purpose = RunPurpose::kTrain);
 
 class TrainingRun {
  public:
   // Collective over world (its size is checked against the layout). Throws ConfigError, or
   // AgreedError for data every rank agrees is bad, before allocating the model.
-  TrainingRun(const Config& config, std::unique_ptr<Communicator> world);
+  TrainingRun(const Config& config, std::unique_ptr<Communicator> world, RunPurpose purpose = RunPurpose::kTrain);
   ~TrainingRun();
 
   // Runs step state().step and advances the state. `vote` is this rank's wish to stop after it.
   // A non-finite loss or gradient norm skips the update while training.skip_nonfinite allows,
   // else throws AgreedError on every rank naming the step and the first rank that saw it.
   StepResult step(const StopVote& vote = {});
-  // The mean validation loss over training.eval_batches batches (the same on every rank);
-  // nothing without validation data.
+  // The mean validation loss per counted target over training.eval_batches batches of the
+  // global batch size, or over every window of data.val once when eval_batches is 0 (the same
+  // on every rank); nothing without validation data.
   std::optional<double> validate();
+  // Validation windows that validate() scores.
+  int64_t validation_windows() const;
 
   TrainingState& state() { return state_; }
   PipelineStage& stage() { return *stage_; }
@@ -88,11 +95,14 @@ class TrainingRun {
 
  private:
   void open_data();
+  // model.init_from: this rank's slices of the Hugging Face weights into its parameters.
+  void import_initial_weights();
   // A step's loss or norm was not finite: skip its update or fail (see step()).
   void handle_nonfinite(const StepResult& r, bool mine_finite);
   void report_start(const std::vector<double>& memory);
 
   const Config& config_;
+  RunPurpose purpose_;
   LayoutPlan plan_;
   RankCoord me_;
   bool owns_loss_ = false;  // reports the loss: the last stage's tensor-parallel rank 0

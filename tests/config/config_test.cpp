@@ -177,7 +177,7 @@ TEST(ConfigErrors, OutOfRange) {
       {"[training]\neps = 0.0", "training.eps = 0.0 is not allowed; expected > 0"},
       {"[training]\ngrad_clip = -1", "training.grad_clip = -1"},
       {"[training]\neval_interval = -5", "training.eval_interval = -5"},
-      {"[training]\neval_batches = 0", "training.eval_batches = 0"},
+      {"[training]\neval_batches = -1", "training.eval_batches = -1"},
       {"[training]\nthreads = -1", "training.threads = -1"},
       {"[parallel]\ntp = 0", "parallel.tp = 0 is not allowed; expected >= 1"},
       {"[parallel]\npp = 0", "parallel.pp = 0"},
@@ -515,6 +515,74 @@ TEST(ConfigFiles, ShippedConfigsLoad) {
   EXPECT_EQ(gpt2.model.max_seq_len, 1024);
   EXPECT_EQ(gpt2.training.device, "cuda");
   EXPECT_EQ(gpt2.data.val, FEAST_SOURCE_DIR "/datasets/fineweb10B/fineweb_val_*.bin");
+}
+
+// model.init_from: config.json sets the [model] keys the config left at their defaults; an
+// explicit key that disagrees names both values; what feast cannot compute is refused by name.
+TEST(ConfigInitFrom, ConfigJsonSetsTheModelKeys) {
+  const std::string gpt2 = FEAST_SOURCE_DIR "/tests/fixtures/hf/gpt2-tiny";
+  const Config g = parse_config("", "t", {"model.init_from=\"" + gpt2 + "\""});
+  EXPECT_EQ(g.model.arch, "gpt2");
+  EXPECT_EQ(g.model.n_layer, 2);
+  EXPECT_EQ(g.model.n_head, 4);
+  EXPECT_EQ(g.model.n_embd, 32);
+  EXPECT_EQ(g.model.vocab_size, 320);
+  EXPECT_EQ(g.model.max_seq_len, 64);
+  EXPECT_TRUE(g.model.tied());
+  EXPECT_NE(g.where("model.n_layer").find("config.json (\"n_layer\")"), std::string::npos) << g.where("model.n_layer");
+
+  const Config l = parse_config("", "t", {"model.init_from=\"" FEAST_SOURCE_DIR "/tests/fixtures/hf/llama3-tiny\""});
+  EXPECT_EQ(l.model.arch, "llama");
+  EXPECT_EQ(l.model.n_kv_head, 2);
+  EXPECT_EQ(l.model.intermediate_size, 48);
+  EXPECT_EQ(l.model.vocab_size, 400);
+  EXPECT_FALSE(l.model.tied());
+  EXPECT_EQ(l.model.rope_scaling.rope_type, "llama3");
+  EXPECT_EQ(l.model.rope_scaling.original_max_position_embeddings, 16);
+  EXPECT_DOUBLE_EQ(l.model.norm_eps, 1e-5);
+
+  // An explicit key that agrees is fine; one that disagrees names both values and the file.
+  EXPECT_NO_THROW(parse_config("[model]\nn_layer = 2\n", "t.toml", {"model.init_from=\"" + gpt2 + "\""}));
+  try {
+    parse_config("[model]\nn_layer = 6\n", "t.toml", {"model.init_from=\"" + gpt2 + "\""});
+    FAIL() << "a conflicting n_layer was accepted";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("t.toml:2: model.n_layer = 6 conflicts with model.init_from's config.json, which has \"n_layer\" = 2"),
+              std::string::npos) << m;
+  }
+}
+
+TEST(ConfigInitFrom, UnsupportedOrMissingConfigsAreRefusedByName) {
+  const std::string dir = ::testing::TempDir() + "/feast_init_from";
+  std::filesystem::create_directories(dir);
+  auto refused = [&](const std::string& json, const std::string& expected) {
+    std::ofstream(dir + "/config.json") << json;
+    try {
+      parse_config("", "t", {"model.init_from=\"" + dir + "\""});
+      ADD_FAILURE() << json << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  refused(R"({"model_type": "bert"})", "\"model_type\" = \"bert\": feast imports");
+  refused(R"({"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 8, "vocab_size": 10, "n_positions": 8,
+             "activation_function": "relu"})", "\"activation_function\" = \"relu\"");
+  refused(R"({"model_type": "llama", "hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 1,
+             "vocab_size": 10, "max_position_embeddings": 8, "intermediate_size": 16, "attention_bias": true})",
+          "\"attention_bias\" = true");
+  refused(R"({"model_type": "llama", "hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 1,
+             "vocab_size": 10, "max_position_embeddings": 8, "intermediate_size": 16,
+             "rope_scaling": {"rope_type": "yarn", "factor": 2}})", "rope_type \"yarn\"");
+  refused(R"({"model_type": "gpt2", "n_head": 2})", "\"n_layer\" is missing");
+  refused("{not json", "not a JSON object");
+  std::filesystem::remove(dir + "/config.json");
+  try {
+    parse_config("", "t", {"model.init_from=\"" + dir + "\""});
+    ADD_FAILURE() << "a folder without config.json was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("config.json: cannot read"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ConfigFiles, MissingFileNamesThePath) {

@@ -17,7 +17,8 @@ check() {
 }
 check "$trainer" --help
 check "$trainer" configs/demo.toml --help
-for verb in print-config prepare-data bench inspect; do check "$trainer" $verb --help; done
+for verb in print-config prepare-data bench inspect eval generate export tokenize check-data; do check "$trainer" $verb --help; done
 check "$trainer" bench --checkpoint --help
+check "$trainer" bench --generate --help
 check "$mpiexec" --oversubscribe -np 1 "$trainer" bench --parallel --help
 exit $status

@@ -1,0 +1,40 @@
+// Hugging Face's config.json and feast's [model] section, both ways: which keys of a
+// GPT2LMHeadModel or LlamaForCausalLM (and Qwen2ForCausalLM, MistralForCausalLM: the same
+// decoder with q/k/v biases or without) config mean which [model] key, and the config.json an
+// exported model needs so that `transformers` builds the same network. Anything in a config.json
+// that feast would compute differently (another activation, biases on o_proj, sliding windows,
+// a head size that is not n_embd / n_head) is refused by name rather than imported wrongly.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace feast {
+
+// One [model] key as a config.json determines it.
+struct HfConfigValue {
+  std::string key;         // feast's key, "model.n_layer"
+  std::string toml;        // its value as TOML text: 12, 1e-05, "llama", true
+  std::string hf_key;      // where it came from, "num_hidden_layers" (or "model_type")
+};
+
+// The [model] keys `<folder>/config.json` determines, in the order of the key table. Throws
+// DataError naming the file and the key when the file is missing or unreadable, its model_type
+// or architecture is not one feast implements, or a key asks for something feast does not
+// compute (naming the key, its value and what feast supports).
+std::vector<HfConfigValue> read_hf_config(const std::string& folder);
+
+// Token ids an exported config.json names (the tokenizer's, when known).
+struct HfSpecialTokens {
+  std::optional<int> bos_id, eos_id;
+};
+
+// The config.json text of `config` as `transformers` reads it: GPT2LMHeadModel or
+// LlamaForCausalLM (Qwen2ForCausalLM when it has q/k/v biases); `torch_dtype` names the dtype the
+// weights are stored in ("float32", "bfloat16", "float16").
+std::string hf_config_json(const ModelConfig& config, const HfSpecialTokens& tokens, const std::string& torch_dtype);
+
+}  // namespace feast

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# finetune_workflow.sh TRAINER MPIEXEC WORK: docs/finetune.md's path, run on the tiny Hugging Face
+# fixtures with the shipped configs/finetune-{gpt2,llama}.toml: import, prepare data (plain text
+# and prompt/completion), fine-tune with 3D parallelism (tp 2 x pp 2 x dp 2 on 8 ranks),
+# evaluate at two layouts (the same val_loss), export, re-import the export (the same val_loss
+# again: bit-identical weights), and generate.
+set -euo pipefail
+trainer=$1 mpiexec=$2 work=$3
+fixtures=tests/fixtures/hf
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+mpi=("$mpiexec" --oversubscribe --bind-to none)
+rm -rf "$work" && mkdir -p "$work"
+
+# Instruction data: 60 prompt/completion pairs, some with non-ASCII text.
+for i in $(seq 1 60); do
+  printf '{"prompt": "Question %d: what is %d plus %d? ", "completion": "It is %d. Très bien! 👍"}\n' \
+    "$i" "$i" "$((i % 7))" "$((i + i % 7))"
+done > "$work/sft.jsonl"
+
+val_loss() { grep -E '^val_loss=' <<<"$1" | tail -1 | cut -d= -f2; }
+
+for family in gpt2 llama; do
+  model=$fixtures/$family-tiny
+  config=configs/finetune-$family.toml
+  echo "== $family: prepare data"
+  "$trainer" prepare-data --quiet --tokenizer "$model" --out "$work/$family-text" --val-fraction 0.2 "$fixtures/corpus.txt"
+  "$trainer" prepare-data --quiet --tokenizer "$model" --out "$work/$family-sft" --val-fraction 0.2 "$work/sft.jsonl"
+  ls "$work/$family-sft"/train_*.mask "$work/$family-sft"/val_*.mask > /dev/null  # prompt tokens are masked out
+  "$trainer" check-data "$work/$family-sft" --tokenizer "$model"
+
+  common=(--set "model.init_from=$model" --set training.seq_len=32 --set parallel.micro_batch_size=1
+          --set training.threads=1)
+  for data in text sft; do
+    echo "== $family: fine-tune on $data with tp 2 x pp 2 x dp 2"
+    run=$work/$family-$data-run
+    out=$("${mpi[@]}" -np 8 "$trainer" "$config" "${common[@]}" --set "data.train=$work/$family-$data/train_*.bin" \
+          --set "data.val=$work/$family-$data/val_*.bin" --set training.steps=6 --set training.batch_size=8 \
+          --set training.warmup_steps=1 --set training.lr=1e-3 --set training.min_lr=1e-4 \
+          --set training.eval_interval=3 --set training.eval_batches=0 --set checkpoint.interval=6 \
+          --set "logging.dir=$run" 2>&1) || { echo "$out"; exit 1; }
+    grep -E "^model: weights from $model" <<<"$out"
+    grep -E "^done: 6 steps" <<<"$out"
+    test -f "$run/checkpoints/step_00000006.h5"
+  done
+  run=$work/$family-sft-run
+  eval_args=(--set "data.val=$work/$family-sft/val_*.bin" --set training.eval_batches=0)
+
+  echo "== $family: evaluate the checkpoint at two layouts"
+  one=$("$trainer" eval "$config" "${common[@]}" "${eval_args[@]}" --set parallel.tp=1 --set parallel.pp=1 \
+        --set "checkpoint.resume=$run/checkpoints")
+  grep -E "^eval: weights of the checkpoint at step 6" <<<"$one"
+  four=$("${mpi[@]}" -np 4 "$trainer" eval "$config" "${common[@]}" "${eval_args[@]}" --set parallel.tp=2 \
+         --set parallel.pp=2 --set "checkpoint.resume=$run/checkpoints")
+  a=$(val_loss "$one") b=$(val_loss "$four")
+  echo "val_loss on 1 rank $a, at tp 2 x pp 2 $b"
+  awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-5 * a) }'
+
+  echo "== $family: export, re-import"
+  "$trainer" export "$run/checkpoints" --out "$work/$family-export"
+  for f in config.json model.safetensors; do test -f "$work/$family-export/$f"; done
+  ls "$work/$family-export"/tokenizer* > /dev/null
+  again=$("$trainer" eval "$config" "${common[@]}" "${eval_args[@]}" --set parallel.tp=1 --set parallel.pp=1 \
+          --set "model.init_from=$work/$family-export" --set checkpoint.resume=never)
+  c=$(val_loss "$again")
+  echo "val_loss of the re-imported export $c"
+  [[ $c == "$a" ]]
+
+  echo "== $family: generate"
+  text=$("$trainer" generate "$config" --set "model.init_from=$work/$family-export" --set checkpoint.resume=never --set training.seq_len=32 \
+         --prompt "Question 3: what is 3 plus 3? " --max-new-tokens 8 --temperature 0)
+  [[ $text == "Question 3: what is 3 plus 3? "* ]]
+  ids=$("$trainer" generate "$config" --set "model.init_from=$work/$family-export" --set checkpoint.resume=never --set training.seq_len=32 \
+        --prompt "Question 3" --max-new-tokens 8 --temperature 0.7 --top-k 5 --top-p 0.9 --ignore-eos --ids)
+  [[ $(wc -w <<<"$ids") -eq 8 ]]
+  echo "generated: ${text:0:80} / ids $ids"
+done
+echo "finetune workflow: ok"

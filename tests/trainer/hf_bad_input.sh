@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# hf_bad_input.sh TRAINER WORK: Hugging Face import, export, eval and generate on bad input.
+# Each case must exit non-zero with one message naming the file or key and the problem.
+set -u
+trainer=$1 work=$2
+fixtures=tests/fixtures/hf
+rm -rf "$work" && mkdir -p "$work"
+status=0
+fails() {  # fails REGEX COMMAND...
+  local regex=$1 out code
+  shift
+  out=$("$@" 2>&1); code=$?
+  if [[ $code -eq 0 ]]; then
+    echo "FAIL (exit 0): $*"; status=1
+  elif ! grep -Eq -- "$regex" <<<"$out"; then
+    echo "FAIL (message): $*"; echo "  wanted: $regex"; echo "  got: ${out:0:400}"; status=1
+  else
+    echo "ok: $(grep -E -m1 -- "$regex" <<<"$out" | cut -c1-160)"
+  fi
+}
+on_data=(--set "data.train=$fixtures/finetune-gpt2-tiny.bin" --set training.seq_len=16 --set training.steps=1
+         --set "logging.dir=$work/run" --set checkpoint.resume=never --set training.eval_interval=0)
+
+fails "no/such/config.json: cannot read" "$trainer" --set model.init_from=no/such "${on_data[@]}"
+fails "model.n_layer = 3 conflicts with model.init_from's config.json, which has \"n_layer\" = 2" \
+  "$trainer" --set "model.init_from=$fixtures/gpt2-tiny" --set model.n_layer=3 "${on_data[@]}"
+
+# Weights that do not match their config.json: the tensor and both shapes are named.
+mkdir -p "$work/wide" && cp "$fixtures/gpt2-tiny/model.safetensors" "$work/wide/"
+sed 's/"n_embd": 32/"n_embd": 64/' "$fixtures/gpt2-tiny/config.json" > "$work/wide/config.json"
+fails "tensor transformer.wte.weight has shape \(320, 32\), but the model's config.json and \[model\] need \(320, 64\)" \
+  "$trainer" --set "model.init_from=$work/wide" "${on_data[@]}"
+# A truncated weights file: the file and what is wrong.
+mkdir -p "$work/truncated" && cp "$fixtures/gpt2-tiny/config.json" "$work/truncated/"
+head -c 5000 "$fixtures/gpt2-tiny/model.safetensors" > "$work/truncated/model.safetensors"
+fails "truncated/model.safetensors: .*(past the end|end of the file|truncated)" \
+  "$trainer" --set "model.init_from=$work/truncated" "${on_data[@]}"
+# No weights at all.
+mkdir -p "$work/noweights" && cp "$fixtures/gpt2-tiny/config.json" "$work/noweights/"
+fails "noweights.*model.safetensors" "$trainer" --set "model.init_from=$work/noweights" "${on_data[@]}"
+# A shard of the sharded Llama missing.
+mkdir -p "$work/shard" && cp "$fixtures/llama-tiny/"* "$work/shard/" && rm "$work/shard/model-00002-of-00003.safetensors"
+fails "model-00002-of-00003.safetensors" "$trainer" --set "model.init_from=$work/shard" \
+  --set "data.train=$fixtures/finetune-llama-tiny.bin" --set training.seq_len=16 --set training.steps=1 \
+  --set "logging.dir=$work/run2" --set checkpoint.resume=never --set training.eval_interval=0
+
+# eval without validation data; export of nothing; generate with bad flags.
+fails "data.val is not set" "$trainer" eval --set "model.init_from=$fixtures/gpt2-tiny"
+fails "export: no/such.h5: no such checkpoint file or directory" "$trainer" export no/such.h5 --out "$work/x"
+fails "export: --out FOLDER is required" "$trainer" export no/such.h5
+fails "export: --dtype int8: expected float32, bfloat16 or float16" "$trainer" export no/such.h5 --out "$work/x" --dtype int8
+fails "give exactly one of --prompt TEXT and --prompt-ids LIST" "$trainer" generate --set "model.init_from=$fixtures/gpt2-tiny"
+fails "--temperature" "$trainer" generate --set "model.init_from=$fixtures/gpt2-tiny" --prompt hi --temperature -1
+fails "prompt token 999 is outside the vocabulary \(model.vocab_size = 320\)" \
+  "$trainer" generate --set "model.init_from=$fixtures/gpt2-tiny" --prompt-ids 1,999
+fails "the tokenizer .* has 1000 tokens, more than model.vocab_size = 320" \
+  "$trainer" generate --set "model.init_from=$fixtures/gpt2-tiny" --set "model.tokenizer=$fixtures/llama-tiny" --prompt hi
+exit $status

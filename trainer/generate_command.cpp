@@ -1,0 +1,232 @@
+// `trainer generate CONFIG --prompt TEXT`: text from the configured model with a key/value
+// cache (model/kv_cache_decoder.h) on one process. The weights are those a run of the config
+// would start from or reached: the checkpoint checkpoint.resume names (or the newest in
+// checkpoint.dir), else model.init_from, else the random initialisation (with a warning).
+#include "trainer/generate_command.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "checkpoint/checkpoint_file.h"
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/hf_weights.h"
+#include "checkpoint/safetensors.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "data/tokenizer.h"
+#include "model/architecture.h"
+#include "model/kv_cache_decoder.h"
+#include "model/token_sampling.h"
+#include "trainer/cli_args.h"
+
+namespace feast {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kUsage =
+    "usage: trainer generate CONFIG.toml [--set section.key=value ...]\n"
+    "                        (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]\n"
+    "                        [--temperature T] [--top-k K] [--top-p P] [--seed S] [--bos] [--ignore-eos] [--ids]\n"
+    "Continues the prompt with the configured model on one process, with a key/value cache. Weights:\n"
+    "the checkpoint checkpoint.resume names (or the newest in checkpoint.dir), else model.init_from.\n"
+    "  --prompt TEXT       encoded with model.tokenizer (or model.init_from's tokenizer)\n"
+    "  --prompt-ids LIST   token ids, used verbatim (no BOS added)\n"
+    "  --bos               put the tokenizer's BOS token before a --prompt text\n"
+    "  --max-new-tokens N  tokens to generate (default 64); fewer when the context is full\n"
+    "  --temperature T     0 = greedy; otherwise sample from softmax(logits / T) (default 1)\n"
+    "  --top-k K           sample among the K most likely tokens (default 0: all)\n"
+    "  --top-p P           sample within the smallest set of probability >= P (default 1)\n"
+    "  --seed S            seed of the draws (default training.seed)\n"
+    "  --ignore-eos        go on past the end-of-text token (default: stop there)\n"
+    "  --ids               print the generated ids (space-separated) instead of the text\n"
+    "Prints the prompt and its continuation as text (stdout), or with --ids only the new ids.\n";
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v < 0 || v > INT32_MAX)
+      throw ConfigError("generate: --prompt-ids expects comma-separated token ids, got '" + item + "' in '" + text + "'");
+    ids.push_back(int32_t(v));
+  }
+  if (ids.empty()) throw ConfigError("generate: --prompt-ids is empty");
+  return ids;
+}
+
+// The tokenizer folder in use: model.tokenizer, else model.init_from when it holds one.
+std::string tokenizer_folder(const ModelConfig& m) {
+  if (!m.tokenizer.empty()) return m.tokenizer;
+  if (!m.init_from.empty())
+    for (const char* f : {"tokenizer.model", "tokenizer.json", "vocab.json"})
+      if (fs::exists(fs::path(m.init_from) / f)) return m.init_from;
+  return "byte";
+}
+
+// The checkpoint a run of this config would resume, if any.
+std::optional<std::string> checkpoint_to_use(const Config& config) {
+  const std::string& resume = config.checkpoint.resume;
+  if (resume == "never") return std::nullopt;
+  std::string dir = resume == "auto" ? config.checkpoint.dir : resume;
+  if (dir.empty()) return std::nullopt;
+  if (resume != "auto" && fs::is_regular_file(resume)) return resume;
+  if (!fs::is_directory(dir)) {
+    if (resume == "auto") return std::nullopt;
+    throw ConfigError("generate: checkpoint.resume = " + resume + ": no such checkpoint file or directory");
+  }
+  const std::vector<std::string> all = CheckpointStore(dir).complete();
+  if (all.empty()) {
+    if (resume == "auto") return std::nullopt;
+    throw ConfigError("generate: " + dir + " holds no complete checkpoint");
+  }
+  return all.front();
+}
+
+}  // namespace
+
+int generate_command(const Config& config, const std::vector<std::string>& args) {
+  std::optional<std::string> prompt;
+  std::optional<std::vector<int32_t>> prompt_ids;
+  int max_new = 64;
+  SamplingOptions sampling;
+  sampling.seed = config.training.seed;
+  bool bos = false, ignore_eos = false, print_ids = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw ConfigError("generate: " + a + " needs a value\n" + kUsage);
+      return args[++i];
+    };
+    // A count or seed: a whole number in [0, max].
+    auto whole_number = [](const std::string& flag, const std::string& v, double max) {
+      const double x = parse_number("generate: " + flag, v);
+      if (x < 0 || x > max || x != std::floor(x))
+        throw ConfigError("generate: " + flag + " expects a whole number >= 0, got '" + v + "'");
+      return x;
+    };
+    if (a == "--prompt") prompt = value();
+    else if (a == "--prompt-ids") prompt_ids = parse_ids(value());
+    else if (a == "--max-new-tokens") max_new = parse_positive_int("generate: --max-new-tokens", value(), kUsage);
+    else if (a == "--temperature") sampling.temperature = parse_number("generate: " + a, value());
+    else if (a == "--top-k") sampling.top_k = int(whole_number(a, value(), INT32_MAX));
+    else if (a == "--top-p") sampling.top_p = parse_number("generate: " + a, value());
+    else if (a == "--seed") sampling.seed = uint64_t(whole_number(a, value(), 9.007199254740992e15));
+    else if (a == "--bos") bos = true;
+    else if (a == "--ignore-eos") ignore_eos = true;
+    else if (a == "--ids") print_ids = true;
+    else throw ConfigError("generate: unknown option '" + a + "'\n" + kUsage);
+  }
+  if (prompt.has_value() == prompt_ids.has_value())
+    throw ConfigError(std::string("generate: give exactly one of --prompt TEXT and --prompt-ids LIST\n") + kUsage);
+  validate_sampling_options(sampling);
+  const ModelConfig& model = config.model;
+
+  const std::string tok_folder = tokenizer_folder(model);
+  std::unique_ptr<Tokenizer> tokenizer;
+  try {
+    tokenizer = load_tokenizer(tok_folder);
+  } catch (const DataError& e) {
+    if (prompt || !print_ids) throw ConfigError(std::string("generate: ") + e.what());
+  }
+  if (tokenizer && tokenizer->vocab_size() > model.vocab_size)
+    throw ConfigError("generate: the tokenizer (" + tok_folder + ") has " + std::to_string(tokenizer->vocab_size()) +
+                      " tokens, more than model.vocab_size = " + std::to_string(model.vocab_size) +
+                      "; set model.tokenizer to the model's tokenizer");
+  std::vector<int32_t> context;
+  if (prompt) {
+    if (bos) {
+      const auto b = tokenizer->bos_id();
+      if (!b) throw ConfigError("generate: --bos, but the tokenizer (" + tok_folder + ") has no BOS token");
+      context.push_back(*b);
+    }
+    const std::vector<int32_t> ids = tokenizer->encode(*prompt);
+    context.insert(context.end(), ids.begin(), ids.end());
+    if (context.empty()) throw ConfigError("generate: the prompt is empty; give some text or --bos");
+  } else {
+    context = *prompt_ids;
+  }
+  for (int32_t id : context)
+    if (id >= model.vocab_size)
+      throw ConfigError("generate: prompt token " + std::to_string(id) + " is outside the vocabulary (model.vocab_size = " +
+                        std::to_string(model.vocab_size) + ")");
+  if (int(context.size()) >= model.max_seq_len)
+    throw ConfigError("generate: the prompt has " + std::to_string(context.size()) +
+                      " tokens; the model's context (model.max_seq_len) is " + std::to_string(model.max_seq_len));
+
+  // The weights, whole, on this process.
+  KvCacheDecoder::WeightSource source;
+  std::optional<SafetensorsModel> hf;
+  const std::optional<std::string> checkpoint = checkpoint_to_use(config);
+  const ParamTable table = decoder_param_table(model);
+  if (checkpoint) {
+    log::note("generate: weights of " + *checkpoint);
+    source = [&](const std::string& name, std::span<const int64_t>, float* out) {
+      const ParamSpec& spec = table.at(name);
+      const std::vector<float> v = read_checkpoint_tensor(*checkpoint, name, spec.shape);
+      std::copy(v.begin(), v.end(), out);
+    };
+  } else if (!model.init_from.empty()) {
+    log::note("generate: weights from " + model.init_from);
+    hf.emplace(model.init_from);
+    check_hf_weights(*hf, model);
+    source = [&](const std::string& name, std::span<const int64_t>, float* out) {
+      const std::vector<float> v = read_hf_logical_tensor(*hf, model, table.at(name));
+      std::copy(v.begin(), v.end(), out);
+    };
+  } else {
+    log::note("generate: warning: no checkpoint and no model.init_from: the model is its random initialisation");
+    source = [&](const std::string& name, std::span<const int64_t>, float* out) {
+      const ParamSpec& spec = table.at(name);
+      for (size_t i = 0; i < spec.numel; ++i) out[i] = initial_value(spec, config.training.seed, int64_t(i));
+    };
+  }
+  KvCacheDecoder decoder(model, source);
+
+  const std::optional<int32_t> eos = tokenizer && !ignore_eos ? tokenizer->eos_id() : std::nullopt;
+  std::vector<int32_t> generated;
+  std::vector<float> logits = decoder.forward(context);
+  for (int k = 0; k < max_new; ++k) {
+    const int32_t next = sample_token(logits, sampling, uint64_t(k));
+    generated.push_back(next);
+    if (eos && next == *eos) break;
+    if (decoder.position() >= model.max_seq_len) {
+      log::note("generate: stopped after " + std::to_string(generated.size()) +
+                 " tokens: the context (model.max_seq_len) is full");
+      break;
+    }
+    if (k + 1 < max_new) logits = decoder.forward(std::span(&next, 1));
+  }
+  if (print_ids) {
+    std::string line;
+    for (size_t i = 0; i < generated.size(); ++i) {
+      if (i) line += ' ';
+      line += std::to_string(generated[i]);
+    }
+    std::printf("%s\n", line.c_str());
+  } else {
+    std::vector<int32_t> all = context;
+    all.insert(all.end(), generated.begin(), generated.end());
+    const std::string text = tokenizer->decode(all);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fputc('\n', stdout);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+int generate_help() {
+  log::info(kUsage);
+  return 0;
+}
+
+}  // namespace feast
