@@ -38,6 +38,7 @@ class Reader {
     throw DataError(path_ + ": \"" + key + "\" " + what);
   }
   const std::string& path() const { return path_; }
+  bool present(const std::string& key) const { return j_.contains(key); }
   bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
   const json& at(const std::string& key) const { return j_[key]; }
 
@@ -135,7 +136,8 @@ void read_llama(const Reader& r, const std::string& type, Out& out) {
   if (const auto hd = r.optional_integer("head_dim"); hd && NH > 0 && *hd != C / NH)
     r.fail("head_dim", "= " + std::to_string(*hd) + ": feast's head size is hidden_size / num_attention_heads = " +
                            std::to_string(C / NH));
-  const int64_t max_pos = r.integer("max_position_embeddings");
+  int64_t max_pos = r.integer("max_position_embeddings");
+  std::string context_key = "max_position_embeddings";
   bool qkv_bias = false;
   if (type == "qwen2") {
     qkv_bias = true;  // Qwen2 always has q/k/v biases and none on o_proj
@@ -146,9 +148,15 @@ void read_llama(const Reader& r, const std::string& type, Out& out) {
     if (r.boolean("attention_bias", false))
       r.fail("attention_bias", "= true (biases on q, k, v and o): feast's Llama has q/k/v biases only (Qwen2)");
     if (type == "mistral") {
-      if (const auto w = r.optional_integer("sliding_window"); w && *w < max_pos)
-        r.fail("sliding_window", "= " + std::to_string(*w) + " is shorter than max_position_embeddings = " +
-                                     std::to_string(max_pos) + ": feast attends over the whole context");
+      // Within its window, sliding-window attention is full causal attention: the window becomes
+      // feast's context. An absent key is transformers' default window of 4096; null is none.
+      std::optional<int64_t> w = r.optional_integer("sliding_window");
+      if (!r.present("sliding_window")) w = 4096;
+      if (w && *w < 1) r.fail("sliding_window", "= " + std::to_string(*w) + " must be positive");
+      if (w && *w < max_pos) {
+        max_pos = *w;
+        context_key = "sliding_window";
+      }
     }
   }
   out.add("arch", "\"llama\"", "model_type");
@@ -156,7 +164,7 @@ void read_llama(const Reader& r, const std::string& type, Out& out) {
   out.add_int("n_head", NH, "num_attention_heads");
   out.add_int("n_embd", C, "hidden_size");
   out.add_int("vocab_size", r.integer("vocab_size"), "vocab_size");
-  out.add_int("max_seq_len", max_pos, "max_position_embeddings");
+  out.add_int("max_seq_len", max_pos, context_key);
   out.add_int("n_kv_head", r.optional_integer("num_key_value_heads").value_or(NH), "num_key_value_heads");
   out.add_int("intermediate_size", r.integer("intermediate_size"), "intermediate_size");
   out.add_double("norm_eps", r.number("rms_norm_eps", 1e-6), "rms_norm_eps");

@@ -18,7 +18,7 @@
 
 namespace feast {
 
-KvCacheDecoder::KvCacheDecoder(const ModelConfig& config, const WeightSource& weights)
+KvCacheDecoder::KvCacheDecoder(const ModelConfig& config, const WeightSource& weights, int max_positions)
     : config_(config), arch_(decoder_arch(config)), table_(decoder_param_table(config)) {
   FEAST_CHECK(config.n_head % config.kv_heads() == 0, "model.n_head = " << config.n_head
                                                                          << " is not a multiple of model.n_kv_head = "
@@ -55,7 +55,8 @@ KvCacheDecoder::KvCacheDecoder(const ModelConfig& config, const WeightSource& we
   ln_f_ = norm_of("ln_f");
 
   if (!arch_.learned_positions) rope_tables(config, cos_, sin_);
-  const size_t cache = size_t(config.n_layer) * size_t(config.max_seq_len) * size_t(config.kv_heads()) *
+  capacity_ = max_positions > 0 ? std::min(max_positions, config.max_seq_len) : config.max_seq_len;
+  const size_t cache = size_t(config.n_layer) * size_t(capacity_) * size_t(config.kv_heads()) *
                        size_t(config.head_dim());
   k_cache_.assign(cache, 0.0f);
   v_cache_.assign(cache, 0.0f);
@@ -85,7 +86,7 @@ void KvCacheDecoder::attend(float* y, const float* qkv, int layer, int n) {
   const int NH = config_.n_head, NKV = config_.kv_heads(), hs = config_.head_dim();
   const int W = (NH + 2 * NKV) * hs, KW = NKV * hs, C = NH * hs, group = NH / NKV, P = pos_ + n;
   const float scale = 1.0f / std::sqrt(float(hs));
-  const size_t layer_off = size_t(layer) * size_t(config_.max_seq_len) * size_t(KW);
+  const size_t layer_off = size_t(layer) * size_t(capacity_) * size_t(KW);
   const float* keys = k_cache_.data() + layer_off;
   const float* values = v_cache_.data() + layer_off;
   scores_.resize(size_t(NH) * size_t(n) * size_t(P));
@@ -122,10 +123,12 @@ std::vector<float> KvCacheDecoder::forward(std::span<const int32_t> tokens) {
   const ModelConfig& c = config_;
   if (tokens.empty()) throw Error("KvCacheDecoder::forward: no tokens given; pass at least one");
   const int n = int(tokens.size());
-  if (int64_t{pos_} + n > c.max_seq_len)
+  if (int64_t{pos_} + n > capacity_)
     throw Error("generation context of " + std::to_string(int64_t{pos_} + n) + " tokens (" + std::to_string(pos_) +
-                " cached + " + std::to_string(n) + " new) exceeds model.max_seq_len = " +
-                std::to_string(c.max_seq_len) + ": shorten the prompt or generate fewer tokens");
+                " cached + " + std::to_string(n) + " new) exceeds " +
+                (capacity_ == c.max_seq_len ? "model.max_seq_len = " + std::to_string(c.max_seq_len)
+                                            : "the cache of " + std::to_string(capacity_) + " positions") +
+                ": shorten the prompt or generate fewer tokens");
   for (int i = 0; i < n; ++i)
     if (tokens[size_t(i)] < 0 || tokens[size_t(i)] >= c.vocab_size)
       throw Error("token " + std::to_string(tokens[size_t(i)]) + " at prompt index " + std::to_string(i) +
@@ -164,7 +167,7 @@ std::vector<float> KvCacheDecoder::forward(std::span<const int32_t> tokens) {
       const size_t off = size_t(pos_) * size_t(hs / 2);
       cpu::rope_forward(qkv_.data(), cos_.data() + off, sin_.data() + off, 1, n, NH, NKV, hs);
     }
-    const size_t layer_off = size_t(l) * size_t(c.max_seq_len) * size_t(KW);
+    const size_t layer_off = size_t(l) * size_t(capacity_) * size_t(KW);
     for (size_t i = 0; i < N; ++i) {
       const float* row = qkv_.data() + i * size_t(W);
       const size_t at = layer_off + (size_t(pos_) + i) * size_t(KW);

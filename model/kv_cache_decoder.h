@@ -32,7 +32,9 @@ class KvCacheDecoder {
   // for the pipeline- or tensor-parallel layouts training may use. Throws ConfigError for an
   // unknown family or rope type, Error when n_head is not a multiple of n_kv_head or a rotary
   // head size is odd.
-  KvCacheDecoder(const ModelConfig& config, const WeightSource& weights);
+  // `max_positions` (0 = max_seq_len) bounds the cache: a generation that needs 100 positions of
+  // a model with a 128k context should not hold 128k positions of keys and values per layer.
+  KvCacheDecoder(const ModelConfig& config, const WeightSource& weights, int max_positions = 0);
 
   // Empties the cache: the next forward starts at position 0.
   void reset() { pos_ = 0; }
@@ -78,6 +80,7 @@ class KvCacheDecoder {
   std::vector<float> cos_, sin_;  // rotary tables (maxT, hs/2); empty with learned positions
   std::vector<float> k_cache_, v_cache_;  // (L, maxT, NKV hs) each
   int pos_ = 0;
+  int capacity_ = 0;  // positions the cache holds: max_positions, at most max_seq_len
   // Activations of one forward, sized for n new tokens on use.
   std::vector<float> x_, ln_, qkv_, y_, tmp_, fc_, act_, stats_, scores_;
 };

@@ -43,6 +43,12 @@ class AdamW {
   // the global gradient norm (before clipping); grads (float32) hold elements [begin, end).
   void step(const TensorView& grads, int64_t t, double lr, double grad_norm);
 
+  // The parameters were replaced from outside (imported weights): the master copy, when there is
+  // one, takes them again.
+  void reload_master_from_params() {
+    if (separate_master()) backend_.cast(master_, params_);
+  }
+
   size_t begin() const { return begin_; }
   size_t end() const { return end_; }
   bool separate_master() const { return static_cast<bool>(master_copy_.data()); }

@@ -41,6 +41,8 @@ CheckpointMeta meta_of(TrainingRun& run, const Config& config) {
 
 // The [model] keys whose values differ between the checkpoint's config and this one, one line
 // each; empty when the stored config cannot be read (the tensor shapes are compared anyway).
+}  // namespace
+
 std::vector<std::string> model_differences(const Config& config, const CheckpointMeta& meta, const std::string& path) {
   std::vector<std::string> out;
   if (meta.config.empty()) return out;  // written by another tool: the tensors' shapes decide
@@ -61,6 +63,8 @@ std::vector<std::string> model_differences(const Config& config, const Checkpoin
   }
   return out;
 }
+
+namespace {
 
 // The checkpoints to try, newest first: one file, or the complete ones of a directory.
 std::vector<std::string> candidates(const Config& config, bool& explicit_file) {
@@ -222,7 +226,8 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
       try {
         meta = read_checkpoint_meta(path);
         differences = model_differences(config, meta, path);
-        if (meta.seed != config.training.seed)
+        // The seed fixes the data order a resumed run continues; an evaluation reads no training data.
+        if (run.purpose() == RunPurpose::kTrain && meta.seed != config.training.seed)
           differences.push_back("training.seed: " + std::to_string(meta.seed) + " in the checkpoint, " +
                                 std::to_string(config.training.seed) + " configured (" +
                                 config.where("training.seed") + "); a resumed run keeps the data order it began with");
@@ -284,6 +289,12 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
   throw AgreedError("no checkpoint in " + searched + " could be loaded:\n  " +
                         join_lines(failures, "\n  ") + "\nmove the broken files away or set checkpoint.resume = \"never\"",
                     world.rank() == 0);
+}
+
+std::optional<CheckpointMeta> start_from_checkpoint_or_import(TrainingRun& run, const Config& config) {
+  std::optional<CheckpointMeta> resumed = resume_from_checkpoint(run, config);
+  if (!resumed && !config.model.init_from.empty()) run.import_initial_weights();
+  return resumed;
 }
 
 }  // namespace feast

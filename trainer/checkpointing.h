@@ -47,4 +47,13 @@ class CheckpointSaver {
 // (listing the differences), CheckpointError when no candidate checkpoint loads.
 std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Config& config);
 
+// Collective: resume_from_checkpoint, or, when no checkpoint is resumed, the weights of
+// model.init_from (so a resumed run neither reads nor needs the Hugging Face folder).
+std::optional<CheckpointMeta> start_from_checkpoint_or_import(TrainingRun& run, const Config& config);
+
+// How the model a checkpoint's stored config describes differs from `config`'s ("model.n_layer:
+// 4 in the checkpoint, 6 configured"); empty when they agree or the file stores no config. The
+// initialisation, init_from and the tokenizer's place do not count.
+std::vector<std::string> model_differences(const Config& config, const CheckpointMeta& meta, const std::string& path);
+
 }  // namespace feast

@@ -8,6 +8,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "checkpoint/checkpoint_file.h"
@@ -17,6 +19,7 @@
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "data/shard.h"
 #include "data/tokenizer.h"
 #include "trainer/config.h"
 #include "trainer/cli_args.h"
@@ -117,6 +120,8 @@ int export_command(const std::vector<std::string>& args) {
     const ModelConfig& model = config.model;
     if (tokenizer.empty()) {
       tokenizer = stored_model_key(meta.config, "tokenizer");
+      // model.tokenizer may name a tokenizer file; its folder holds the files to copy.
+      if (fs::is_regular_file(tokenizer)) tokenizer = fs::path(tokenizer).parent_path().string();
       if (tokenizer == "byte") tokenizer.clear();
       const std::string init_from = stored_model_key(meta.config, "init_from");
       if (tokenizer.empty() && !init_from.empty() && has_tokenizer(init_from)) tokenizer = init_from;
@@ -134,23 +139,34 @@ int export_command(const std::vector<std::string>& args) {
     }
 
     fs::create_directories(out);
+    // Nothing is written before everything is read: an export into the folder the model was
+    // imported from must not clobber what it still has to copy.
     const HfExport hf = export_hf_tensors(model, [&](const ParamSpec& spec) {
       return read_checkpoint_tensor(path, spec.name, spec.shape);
     });
     const std::vector<std::string> files = write_safetensors_model(out, hf.tensors, max_shard, dtype);
-    {
-      const std::string cfg = out + "/config.json";
-      std::FILE* f = std::fopen(cfg.c_str(), "wb");
-      const std::string text = hf_config_json(model, special, torch_dtype);
-      if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0)
-        throw Error("export: cannot write " + cfg);
-    }
+    const std::string config_text = hf_config_json(model, special, torch_dtype);
+    write_file_atomically(out + "/config.json", [&](std::ostream& o) { o << config_text; });
+    // The tokenizer's files: copied (each atomically) unless `out` is their folder already;
+    // tokenizer files of an earlier export that this one does not have are removed, so that
+    // a stale tokenizer.model cannot shadow a new tokenizer.json.
     int copied = 0;
+    const bool same_folder = !tokenizer.empty() && fs::equivalent(tokenizer, out);
     for (const char* name : kTokenizerFiles) {
-      if (tokenizer.empty()) break;
-      const fs::path from = fs::path(tokenizer) / name;
-      if (!fs::exists(from)) continue;
-      fs::copy_file(from, fs::path(out) / name, fs::copy_options::overwrite_existing);
+      const fs::path from = fs::path(tokenizer) / name, to = fs::path(out) / name;
+      const bool have = !tokenizer.empty() && fs::exists(from);
+      if (same_folder) {
+        copied += have;
+        continue;
+      }
+      if (!have) {
+        fs::remove(to);
+        continue;
+      }
+      std::ifstream in(from, std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!in && !in.eof()) throw Error("export: cannot read " + from.string());
+      write_file_atomically(to.string(), [&](std::ostream& o) { o << bytes; });
       ++copied;
     }
     std::ostringstream os;

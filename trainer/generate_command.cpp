@@ -19,6 +19,7 @@
 #include "model/architecture.h"
 #include "model/kv_cache_decoder.h"
 #include "model/token_sampling.h"
+#include "trainer/checkpointing.h"
 #include "trainer/cli_args.h"
 
 namespace feast {
@@ -132,6 +133,15 @@ int generate_command(const Config& config, const std::vector<std::string>& args)
   const ModelConfig& model = config.model;
 
   const std::string tok_folder = tokenizer_folder(model);
+  // Bytes are the tokenizer only of byte-level models: a Hugging Face model without tokenizer
+  // files would otherwise read a prompt as byte ids it never saw.
+  const bool text_needed = prompt.has_value() || !print_ids;
+  if (text_needed && tok_folder == "byte" && model.tokenizer != "byte" && model.vocab_size != 256)
+    throw ConfigError("generate: no tokenizer for this model (model.vocab_size = " + std::to_string(model.vocab_size) +
+                      "): model.tokenizer is not set and " +
+                      (model.init_from.empty() ? std::string("there is no model.init_from")
+                                               : model.init_from + " holds no tokenizer files") +
+                      "; set model.tokenizer=FOLDER, or give --prompt-ids and --ids");
   std::unique_ptr<Tokenizer> tokenizer;
   try {
     tokenizer = load_tokenizer(tok_folder);
@@ -169,6 +179,13 @@ int generate_command(const Config& config, const std::vector<std::string>& args)
   const std::optional<std::string> checkpoint = checkpoint_to_use(config);
   const ParamTable table = decoder_param_table(model);
   if (checkpoint) {
+    // The checkpoint must be of the configured model (eval and resume check the same).
+    const std::vector<std::string> differences = model_differences(config, read_checkpoint_meta(*checkpoint), *checkpoint);
+    if (!differences.empty()) {
+      std::string list;
+      for (const std::string& d : differences) list += "\n  " + d;
+      throw ConfigError("generate: " + *checkpoint + " holds another model than the config describes:" + list);
+    }
     log::note("generate: weights of " + *checkpoint);
     source = [&](const std::string& name, std::span<const int64_t>, float* out) {
       const ParamSpec& spec = table.at(name);
@@ -190,7 +207,8 @@ int generate_command(const Config& config, const std::vector<std::string>& args)
       for (size_t i = 0; i < spec.numel; ++i) out[i] = initial_value(spec, config.training.seed, int64_t(i));
     };
   }
-  KvCacheDecoder decoder(model, source);
+  // The cache holds the positions this generation can reach, not the model's whole context.
+  KvCacheDecoder decoder(model, source, int(std::min<int64_t>(model.max_seq_len, int64_t(context.size()) + max_new)));
 
   const std::optional<int32_t> eos = tokenizer && !ignore_eos ? tokenizer->eos_id() : std::nullopt;
   std::vector<int32_t> generated;

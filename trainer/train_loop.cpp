@@ -54,7 +54,7 @@ TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world,
   const Timer wall;  // exit_after_minutes counts from the start, set-up included
   const StopSignals signals;
   TrainingRun run(config, std::move(world));
-  const std::optional<CheckpointMeta> resumed = resume_from_checkpoint(run, config);
+  const std::optional<CheckpointMeta> resumed = start_from_checkpoint_or_import(run, config);
 
   std::optional<MetricsWriter> metrics;
   if (run.world().rank() == 0) {

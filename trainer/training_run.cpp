@@ -129,7 +129,6 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
   stage_ = std::make_unique<DecoderStage>(config.model, spec, StageShape{B, T, slots}, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr);
   initialize_parameters(*stage_, tc.seed);
-  if (!config.model.init_from.empty()) import_initial_weights();
 
   const size_t bucket_elems = static_cast<size_t>(config.parallel.bucket_mb * 1024 * 1024 / sizeof(float));
   stage_->set_gradient_range_limit(bucket_elems);
@@ -173,8 +172,11 @@ void TrainingRun::import_initial_weights() {
     import_hf_weights(model, config_.model, stage_->table(), static_cast<float*>(params.data));
   } catch (const DataError& e) {
     error = std::string(e.what()) + " [model.init_from at " + config_.where("model.init_from") + "]";
+  } catch (const std::exception& e) {  // any failure on one rank ends every rank, not a hang
+    error = folder + ": importing the weights failed: " + e.what();
   }
   agree_on_error(*groups_.world, error);
+  if (optimizer_) optimizer_->reload_master_from_params();
   char line[64];
   std::snprintf(line, sizeof line, " in %.2f s", timer.seconds());
   log::info("model: weights from " + folder + line);

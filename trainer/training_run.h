@@ -80,6 +80,12 @@ class TrainingRun {
   // Validation windows that validate() scores.
   int64_t validation_windows() const;
 
+  RunPurpose purpose() const { return purpose_; }
+  // Collective: model.init_from's Hugging Face weights (this rank's slices) replace the
+  // initialisation, and the optimizer's master copy takes them. A run that resumes a checkpoint
+  // does not call it (start_from_checkpoint_or_import in trainer/checkpointing.h decides).
+  void import_initial_weights();
+
   TrainingState& state() { return state_; }
   PipelineStage& stage() { return *stage_; }
   Communicator& world() { return *groups_.world; }
@@ -95,14 +101,13 @@ class TrainingRun {
 
  private:
   void open_data();
-  // model.init_from: this rank's slices of the Hugging Face weights into its parameters.
-  void import_initial_weights();
   // A step's loss or norm was not finite: skip its update or fail (see step()).
   void handle_nonfinite(const StepResult& r, bool mine_finite);
   void report_start(const std::vector<double>& memory);
 
   const Config& config_;
   RunPurpose purpose_;
+
   LayoutPlan plan_;
   RankCoord me_;
   bool owns_loss_ = false;  // reports the loss: the last stage's tensor-parallel rank 0

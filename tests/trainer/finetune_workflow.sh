@@ -66,12 +66,19 @@ for family in gpt2 llama; do
   [[ $c == "$a" ]]
 
   echo "== $family: generate"
-  text=$("$trainer" generate "$config" --set "model.init_from=$work/$family-export" --set checkpoint.resume=never --set training.seq_len=32 \
-         --prompt "Question 3: what is 3 plus 3? " --max-new-tokens 8 --temperature 0)
-  [[ $text == "Question 3: what is 3 plus 3? "* ]]
-  ids=$("$trainer" generate "$config" --set "model.init_from=$work/$family-export" --set checkpoint.resume=never --set training.seq_len=32 \
-        --prompt "Question 3" --max-new-tokens 8 --temperature 0.7 --top-k 5 --top-p 0.9 --ignore-eos --ids)
-  [[ $(wc -w <<<"$ids") -eq 8 ]]
-  echo "generated: ${text:0:80} / ids $ids"
+  gen=("$trainer" generate "$config" --set "model.init_from=$work/$family-export" --set checkpoint.resume=never
+       --set training.seq_len=32)
+  prompt="Question 3: what is 3 plus 3? "
+  # Greedy text is the prompt's ids and the greedy ids, decoded: the text and --ids paths agree.
+  new_ids=$("${gen[@]}" --prompt "$prompt" --max-new-tokens 8 --temperature 0 --ignore-eos --ids)
+  [[ $(wc -w <<<"$new_ids") -eq 8 ]]
+  text=$("${gen[@]}" --prompt "$prompt" --max-new-tokens 8 --temperature 0 --ignore-eos)
+  prompt_ids=$(printf '%s' "$prompt" | "$trainer" tokenize --tokenizer "$work/$family-export")
+  expected=$(echo "$prompt_ids $new_ids" | "$trainer" tokenize --tokenizer "$work/$family-export" --decode)
+  [[ $text == "$expected" ]] || { echo "generate's text differs from its ids decoded"; exit 1; }
+  sampled=$("${gen[@]}" --prompt "Question 3" --max-new-tokens 8 --temperature 0.7 --top-k 5 --top-p 0.9 --ignore-eos --ids)
+  again=$("${gen[@]}" --prompt "Question 3" --max-new-tokens 8 --temperature 0.7 --top-k 5 --top-p 0.9 --ignore-eos --ids)
+  [[ $sampled == "$again" ]] || { echo "sampling with the same seed differs"; exit 1; }
+  echo "greedy ids: $new_ids; sampled: $sampled"
 done
 echo "finetune workflow: ok"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# hf_bad_input.sh TRAINER WORK: Hugging Face import, export, eval and generate on bad input.
-# Each case must exit non-zero with one message naming the file or key and the problem.
+# hf_bad_input.sh TRAINER MPIEXEC WORK: Hugging Face import, export, eval and generate on bad
+# input. Each case must exit non-zero with one message naming the file or key and the problem;
+# under mpirun every rank must exit, with the message printed once.
 set -u
-trainer=$1 work=$2
+trainer=$1 mpiexec=$2 work=$3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 fixtures=tests/fixtures/hf
 rm -rf "$work" && mkdir -p "$work"
 status=0
@@ -35,6 +37,15 @@ mkdir -p "$work/truncated" && cp "$fixtures/gpt2-tiny/config.json" "$work/trunca
 head -c 5000 "$fixtures/gpt2-tiny/model.safetensors" > "$work/truncated/model.safetensors"
 fails "truncated/model.safetensors: .*(past the end|end of the file|truncated)" \
   "$trainer" --set "model.init_from=$work/truncated" "${on_data[@]}"
+# The same at tp 2 x pp 2: every rank stops (no hang), the message once.
+out=$(timeout 120 "$mpiexec" --oversubscribe --bind-to none -np 4 "$trainer" --set "model.init_from=$work/truncated" \
+      --set parallel.tp=2 --set parallel.pp=2 "${on_data[@]}" 2>&1); code=$?
+count=$(grep -c "runs past the end of the file" <<<"$out")
+if [[ $code -eq 0 || $code -eq 124 || $count -ne 1 ]]; then
+  echo "FAIL (mpirun -np 4): exit $code, message $count times: ${out:0:400}"; status=1
+else
+  echo "ok (mpirun -np 4, exit $code): the truncated file named once"
+fi
 # No weights at all.
 mkdir -p "$work/noweights" && cp "$fixtures/gpt2-tiny/config.json" "$work/noweights/"
 fails "noweights.*model.safetensors" "$trainer" --set "model.init_from=$work/noweights" "${on_data[@]}"
@@ -53,6 +64,9 @@ fails "give exactly one of --prompt TEXT and --prompt-ids LIST" "$trainer" gener
 fails "--temperature" "$trainer" generate --set "model.init_from=$fixtures/gpt2-tiny" --prompt hi --temperature -1
 fails "prompt token 999 is outside the vocabulary \(model.vocab_size = 320\)" \
   "$trainer" generate --set "model.init_from=$fixtures/gpt2-tiny" --prompt-ids 1,999
+mkdir -p "$work/notok" && cp "$fixtures/llama-tiny/"*.json "$fixtures/llama-tiny/"*.safetensors "$work/notok/"
+fails "no tokenizer for this model \(model.vocab_size = 1000\).*holds no tokenizer files; set model.tokenizer=FOLDER" \
+  "$trainer" generate --set "model.init_from=$work/notok" --prompt hi
 fails "the tokenizer .* has 1000 tokens, more than model.vocab_size = 320" \
   "$trainer" generate --set "model.init_from=$fixtures/gpt2-tiny" --set "model.tokenizer=$fixtures/llama-tiny" --prompt hi
 exit $status
