@@ -327,5 +327,40 @@ TEST(GradCheck, CrossEntropyOverPaddedVocabulary) {
   EXPECT_DOUBLE_EQ(loss(), reference);
 }
 
+// A target < 0 (left out by a loss mask) adds no loss and no gradient; the other rows are as
+// they would be alone, and finite differences agree with the masked gradient.
+TEST(GradCheck, CrossEntropyIgnoresNegativeTargets) {
+  const int N = 4, V = 10, Vp = 16;
+  auto logits = random_vector(N * Vp, 27, 3.0);
+  const std::vector<int32_t> targets = {2, -1, 7, -1};
+  const double dloss = 0.5;
+  std::vector<double> losses(N);
+  auto loss = [&] {
+    cpu::cross_entropy_forward(losses.data(), logits.data(), targets.data(), N, V, Vp);
+    double s = 0;
+    for (double l : losses) s += dloss * l;
+    return s;
+  };
+  const double reference = loss();
+  EXPECT_EQ(losses[1], 0.0);
+  EXPECT_EQ(losses[3], 0.0);
+  std::vector<double> grad = logits, losses2(N);
+  cpu::cross_entropy_forward_backward(grad.data(), losses2.data(), targets.data(), N, V, Vp, dloss);
+  for (int v = 0; v < Vp; ++v) {
+    EXPECT_EQ(grad[1 * Vp + v], 0.0);
+    EXPECT_EQ(grad[3 * Vp + v], 0.0);
+  }
+  expect_gradient_matches("cross-entropy dlogits with ignored targets", logits, grad, loss);
+  // The counted rows alone give the same losses.
+  std::vector<double> kept(logits.begin(), logits.begin() + Vp);
+  kept.insert(kept.end(), logits.begin() + 2 * Vp, logits.begin() + 3 * Vp);
+  const std::vector<int32_t> kept_targets = {2, 7};
+  std::vector<double> kept_losses(2);
+  cpu::cross_entropy_forward(kept_losses.data(), kept.data(), kept_targets.data(), 2, V, Vp);
+  EXPECT_DOUBLE_EQ(kept_losses[0], losses[0]);
+  EXPECT_DOUBLE_EQ(kept_losses[1], losses[2]);
+  EXPECT_NEAR(dloss * (kept_losses[0] + kept_losses[1]), reference, 1e-12);
+}
+
 }  // namespace
 }  // namespace feast

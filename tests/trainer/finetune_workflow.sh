@@ -42,6 +42,17 @@ for family in gpt2 llama; do
     grep -E "^done: 6 steps" <<<"$out"
     test -f "$run/checkpoints/step_00000006.h5"
   done
+  # Loss masks at every layout: the same losses on one rank as at tp 2 x pp 2 x dp 2.
+  one_rank=$("$trainer" "$config" "${common[@]}" --set "data.train=$work/$family-sft/train_*.bin" \
+             --set "data.val=$work/$family-sft/val_*.bin" --set training.steps=6 --set training.batch_size=8 \
+             --set training.warmup_steps=1 --set training.lr=1e-3 --set training.min_lr=1e-4 \
+             --set training.eval_interval=3 --set training.eval_batches=0 --set parallel.tp=1 --set parallel.pp=1 \
+             --set "logging.dir=$work/$family-sft-one-rank" 2>&1) || { echo "$one_rank"; exit 1; }
+  losses() { grep -o '"loss": *[0-9.e+-]*' "$1/metrics.jsonl" | cut -d: -f2 | tr -d ' '; }
+  paste <(losses "$work/$family-sft-run") <(losses "$work/$family-sft-one-rank") |
+    awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $2) { print "loss differs at step " NR ": " $1 " vs " $2; bad = 1 } }
+         END { exit bad + (NR != 6) }'
+  echo "masked training: the same 6 losses on 1 rank and on 8"
   run=$work/$family-sft-run
   eval_args=(--set "data.val=$work/$family-sft/val_*.bin" --set training.eval_batches=0)
 
