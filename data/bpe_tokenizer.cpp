@@ -296,7 +296,9 @@ struct BpeTokenizer::Impl {
   void set_vocab(const json& vocab_json, const std::string& where);
   void add_merge(const std::string& left, const std::string& right, int32_t rank, const std::string& where);
   void set_added_tokens(const std::vector<AddedToken>& tokens);
-  void set_special_ids(const std::string& config_json, const StringMap& by_content);
+  // `gpt2_defaults`: GPT2Tokenizer's, <|endoftext|> for bos and eos unless the config has the key
+  // (a null value there means none).
+  void set_special_ids(const std::string& config_json, const StringMap& by_content, bool gpt2_defaults = false);
 };
 
 // ---- Loading --------------------------------------------------------------------------------
@@ -427,7 +429,8 @@ void BpeTokenizer::Impl::set_added_tokens(const std::vector<AddedToken>& tokens)
   normalized_split = AddedTokenSplitter(std::move(normalized));
 }
 
-void BpeTokenizer::Impl::set_special_ids(const std::string& config_json, const StringMap& by_content) {
+void BpeTokenizer::Impl::set_special_ids(const std::string& config_json, const StringMap& by_content,
+                                         bool gpt2_defaults) {
   json config = json::object();
   if (!config_json.empty()) config = read_json(config_json);
   auto find = [&](const char* key, std::initializer_list<const char*> defaults) -> std::optional<int32_t> {
@@ -436,6 +439,11 @@ void BpeTokenizer::Impl::set_special_ids(const std::string& config_json, const S
       if (it == by_content.end())
         throw DataError(config_json + ": " + key + " '" + *name + "' is not a token of " + path);
       return it->second;
+    }
+    if (gpt2_defaults) {
+      if (config.contains(key)) return std::nullopt;
+      const auto it = by_content.find(std::string_view("<|endoftext|>"));
+      return it == by_content.end() ? std::nullopt : std::optional<int32_t>(it->second);
     }
     for (const char* name : defaults) {
       const auto it = by_content.find(std::string_view(name));
@@ -551,7 +559,7 @@ BpeTokenizer BpeTokenizer::from_vocab_and_merges(const std::string& vocab_json, 
     m.steps.push_back(std::move(gpt2));
 
     // Added tokens: tokenizer_config.json's added_tokens_decoder, then added_tokens.json, then
-    // its special tokens; with no config GPT-2's <|endoftext|>.
+    // its special tokens; GPT2Tokenizer's <|endoftext|> for those the config does not name.
     StringMap by_content;
     for (const auto& [token, id] : vocab.items()) by_content.emplace(token, id.get<int32_t>());
     std::vector<AddedToken> added;
@@ -573,15 +581,16 @@ BpeTokenizer BpeTokenizer::from_vocab_and_merges(const std::string& vocab_json, 
         add(AddedToken{content, id.get<int32_t>(), false, false, false, false, true});
     }
     std::vector<std::string> specials;
-    for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"})
+    for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
       if (const auto name = config_token(config, key)) specials.push_back(*name);
-    if (config_json.empty()) specials.push_back("<|endoftext|>");
+      else if (!config.contains(key) && std::string_view(key) != "pad_token") specials.push_back("<|endoftext|>");
+    }
     for (const std::string& name : specials) {
       const auto it = by_content.find(name);
       if (it != by_content.end()) add(AddedToken{name, it->second, true, false, false, false, false});
     }
     m.set_added_tokens(added);
-    m.set_special_ids(config_json, by_content);
+    m.set_special_ids(config_json, by_content, /*gpt2_defaults=*/true);
   } catch (const json::exception& e) {
     throw DataError(vocab_json + ": unexpected structure (" + e.what() + ")");
   }

@@ -35,6 +35,9 @@ class BpeTokenizer final : public Tokenizer {
   std::string kind() const override { return "bpe"; }
   int64_t vocab_size() const override;
   std::vector<int32_t> encode(std::string_view text) const override;
+  // encode(text): no pre-tokenizer piece spans the boundary before `text`. (A ByteLevel step with
+  // add_prefix_space adds its space here too, as HF does to every text it encodes.)
+  std::vector<int32_t> encode_continuation(std::string_view text) const override { return encode(text); }
   // Ids in range that no token has (gaps in a vocabulary) decode to nothing, as in HF. With the
   // NFC normalizer, decode(encode(t)) is NFC(t).
   std::string decode(std::span<const int32_t> ids) const override;

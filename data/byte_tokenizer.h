@@ -22,6 +22,7 @@ class ByteTokenizer final : public Tokenizer {
   int64_t vocab_size() const override { return kVocabSize; }
   // Any bytes, valid UTF-8 or not: every byte is its own token, so nothing is rejected.
   std::vector<int32_t> encode(std::string_view text) const override;
+  std::vector<int32_t> encode_continuation(std::string_view text) const override { return encode(text); }
   // Throws DataError on an id outside [0, 256): a model with a larger vocabulary sampled it.
   std::string decode(std::span<const int32_t> tokens) const override;
   // No special tokens: documents are simply concatenated.

@@ -397,7 +397,8 @@ void encode_json_line(const Tokenizer& tok, const std::string& line, Encoded& e)
   if (!prompt || !completion) return;
   e.tokens = tok.encode(*prompt);
   e.prompt_tokens = static_cast<int64_t>(e.tokens.size());
-  const std::vector<int32_t> c = tok.encode(*completion);
+  // The completion continues the prompt: no SentencePiece dummy prefix unless it starts the text.
+  const std::vector<int32_t> c = prompt->empty() ? tok.encode(*completion) : tok.encode_continuation(*completion);
   e.tokens.insert(e.tokens.end(), c.begin(), c.end());
 }
 

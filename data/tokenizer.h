@@ -28,6 +28,12 @@ class Tokenizer {
   // and added tokens written literally in the text become their ids; no BOS or EOS is added.
   // Throws DataError on invalid UTF-8 (naming the byte offset).
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // Ids of `text` as it is tokenized after other text, for a completion that follows its prompt:
+  // SentencePiece gives it no dummy-prefix space, so decode(encode(a) + encode_continuation(b))
+  // == a + b. The boundary between the two texts is always a token boundary, as in encode(a) +
+  // encode(b); byte-level tokenizers, whose pre-tokenizers start afresh there anyway, give
+  // encode(text). Throws as encode() does.
+  virtual std::vector<int32_t> encode_continuation(std::string_view text) const = 0;
   // The text of `ids` (special tokens included literally), so decode(encode(t)) == t for any
   // UTF-8 text t. Throws DataError naming an id outside [0, vocab_size()).
   virtual std::string decode(std::span<const int32_t> ids) const = 0;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <span>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -398,6 +399,55 @@ TEST(PrepareTokenizer, Gpt2BpeGivesTheTokenizersIdsWithEndOfTextAfterEachDocumen
   EXPECT_EQ(meta.at("eos_id"), 317);
   EXPECT_EQ(meta.at("loss_mask"), true);
   EXPECT_EQ(meta.at("shard_version"), 1);
+}
+
+TEST(PrepareTokenizer, SentencePieceCompletionsContinueTheirPromptsWithoutADummyPrefix) {
+  // continuation.json: Hugging Face's slow LlamaTokenizer ids of each prompt, and of its completion
+  // tokenized as text that follows other text (add_prefix_space=False); the prepared example is
+  // exactly those, so it decodes to prompt + completion ({"completion": " 4"} is '▁4', not '▁▁4').
+  const std::string folder = std::string(FEAST_SOURCE_DIR) + "/tests/fixtures/hf/tokenizers";
+  std::ifstream in(folder + "/continuation.json");
+  const auto ref = nlohmann::json::parse(in).at("cases");
+  ASSERT_GE(ref.size(), 10u);
+  TempDir dir;
+  std::ofstream f(dir.file("sft.jsonl"));
+  for (const auto& c : ref) f << nlohmann::json{{"prompt", c.at("prompt")}, {"completion", c.at("completion")}}.dump() << "\n";
+  f << R"({"prompt": "", "completion": " 4"})" << "\n";  // no prompt: the completion starts the text
+  f.close();
+  PrepareOptions o{dir.file("out"), 0.1};
+  o.tokenizer = folder + "/sentencepiece";
+  const PreparedData d = prepare_text({dir.file("sft.jsonl")}, o);
+  const auto tok = load_tokenizer(o.tokenizer);
+  ASSERT_EQ(tok->eos_id(), 2);
+  std::vector<int32_t> expected;
+  std::vector<uint8_t> mask;
+  std::vector<std::string> texts;
+  std::vector<size_t> lengths;  // of each example, without its EOS
+  for (const auto& c : ref) {
+    const auto p = c.at("prompt_ids").get<std::vector<int32_t>>(), comp = c.at("completion_ids").get<std::vector<int32_t>>();
+    expected = cat({expected, p, comp, {2}});
+    mask.insert(mask.end(), p.size(), 0);
+    mask.insert(mask.end(), comp.size() + 1, 1);
+    texts.push_back(c.at("prompt").get<std::string>() + c.at("completion").get<std::string>());
+    lengths.push_back(p.size() + comp.size());
+  }
+  expected = cat({expected, {262, 435}, {2}});  // HF: encode(" 4") = '▁▁', '4' with the text's '▁'
+  mask.insert(mask.end(), 3, 1);
+  texts.push_back(" 4");
+  lengths.push_back(2);
+  const std::vector<int32_t> got = cat({tokens_of(d.train_shards), tokens_of(d.val_shards)});
+  ASSERT_EQ(got, expected);
+  auto masks = masks_of(d.train_shards);
+  const auto val = masks_of(d.val_shards);
+  masks.insert(masks.end(), val.begin(), val.end());
+  EXPECT_EQ(masks, mask);
+  // Each example, without its EOS, decodes to its prompt followed by its completion.
+  size_t start = 0;
+  for (size_t k = 0; k < texts.size(); ++k) {
+    EXPECT_EQ(tok->decode(std::span(got).subspan(start, lengths[k])), texts[k]) << "example " << k;
+    start += lengths[k] + 1;
+  }
+  EXPECT_EQ(start, got.size());
 }
 
 TEST(PrepareTokenizer, AChangedTokenizerFilePreparesAgain) {
