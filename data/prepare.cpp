@@ -1,7 +1,8 @@
-// Preparation: tokenise, split train/val, write shards (and loss masks), then meta.json last, so
-// a directory with a meta.json is complete. meta.json's "params" object is the key for reuse:
-// same parameters (including each input file's size and CRC-32, and the tokenizer's files) and
-// every listed file present means nothing to do.
+// Preparation: tokenise, streaming the tokens (and loss masks) to provisional shards, split
+// train/val, write the final shards, then meta.json last, so a directory with a meta.json is
+// complete. Memory holds one shard and the document starts, not the corpus. meta.json's
+// "params" object is the key for reuse: same parameters (including each input file's size and
+// CRC-32, and the tokenizer's files) and every listed file present means nothing to do.
 //
 // Inputs are read in order on the calling thread and cut into documents; batches of documents
 // are parsed (JSON Lines) and tokenized on worker threads, each result stored at its document's
@@ -26,6 +27,8 @@
 #include <regex>
 #include <span>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include <zlib.h>
 
@@ -421,10 +424,166 @@ void encode_text_file(const Tokenizer& tok, const std::string& path, const std::
   e.tokens = tok.encode(text);
 }
 
-// The tokens, masks and document starts of the whole input, appended in input order.
+// ---------------------------------------------------------------------------------------------
+// Writing: tokens stream to disk as they are produced
+//
+// Memory holds one shard's tokens and mask, not the corpus: tokens go into provisional shards
+// of max_shard_tokens in a staging folder inside out_dir as they fill. Only when the input ends
+// is the val cut known (it depends on the total and on the document starts); finish() then
+// renames the provisional shards wholly before the cut to train shards, writes the one the cut
+// falls in cut short, and copies the tail into val shards one shard at a time. The files are
+// byte for byte those of splitting the whole token stream at the cut and writing each split in
+// shards of max_shard_tokens. Until finish() clears the earlier output, a failure leaves out_dir
+// as it was (the staging folder is removed).
+
+constexpr const char* kStagingDir = ".prepare-staging";
+
+class ShardStream {
+ public:
+  ShardStream(const fs::path& dir, int64_t max_shard_tokens, int64_t vocab_size)
+      : dir_(dir), staging_(dir / kStagingDir), max_(max_shard_tokens), vocab_(vocab_size),
+        width_(width_for_vocab(vocab_size)) {
+    std::error_code ec;
+    created_dir_ = !fs::exists(dir_, ec);
+    fs::create_directories(dir_);
+    fs::remove_all(staging_);  // left by a run that was killed
+    fs::create_directory(staging_);
+  }
+  ShardStream(const ShardStream&) = delete;
+  ShardStream& operator=(const ShardStream&) = delete;
+  ~ShardStream() {
+    std::error_code ec;
+    fs::remove_all(staging_, ec);
+    if (!finished_ && created_dir_) fs::remove(dir_, ec);  // only if empty
+  }
+
+  int64_t size() const { return flushed_ + static_cast<int64_t>(tokens_.size()); }
+  bool has_mask() const { return masked_; }
+
+  // Appends one document's tokens. prompt_tokens >= 0: an instruction example whose first
+  // prompt_tokens tokens do not count in the loss; the first one turns masks on, every token
+  // before it counting.
+  void append(std::span<const int32_t> tokens, int64_t prompt_tokens = -1) {
+    if (prompt_tokens >= 0 && !masked_) {
+      masked_ = true;
+      for (size_t k = 0; k < sizes_.size(); ++k) {
+        write_loss_mask(loss_mask_path(part(k)), std::vector<uint8_t>(static_cast<size_t>(sizes_[k]), 1));
+      }
+      mask_.assign(tokens_.size(), 1);
+    }
+    const auto off = static_cast<size_t>(std::max<int64_t>(0, prompt_tokens));
+    for (size_t i = 0; i < tokens.size();) {
+      const size_t n = std::min(tokens.size() - i, static_cast<size_t>(max_) - tokens_.size());
+      // Grows geometrically but never past one shard (max_shard_tokens may be far larger
+      // than the input).
+      if (tokens_.size() + n > tokens_.capacity()) {
+        tokens_.reserve(std::min(static_cast<size_t>(max_),
+                                 std::max({tokens_.capacity() * 2, tokens_.size() + n, size_t{1} << 16})));
+      }
+      tokens_.insert(tokens_.end(), tokens.begin() + i, tokens.begin() + i + n);
+      if (masked_) {
+        for (size_t j = i; j < i + n; ++j) mask_.push_back(j < off ? 0 : 1);
+      }
+      i += n;
+      if (static_cast<int64_t>(tokens_.size()) == max_) flush();
+    }
+  }
+
+  // Writes the final shards with the first n_train tokens as the train split and the rest as
+  // val, clearing out_dir's earlier shards and meta.json first. Returns meta.json's "train"
+  // and "val" objects.
+  std::pair<json, json> finish(int64_t n_train) {
+    flush();
+    const int64_t total = flushed_;  // copy() below fills tokens_ as its buffer
+    clear_previous(dir_);
+    finished_ = true;  // out_dir is changed from here on
+    json train = {{"shards", json::array()}}, val = {{"shards", json::array()}};
+    int64_t train_masked = 0, val_masked = 0;
+    // Train: whole provisional shards are renamed; the one the cut falls in is cut short.
+    for (size_t k = 0; static_cast<int64_t>(k) * max_ < n_train; ++k) {
+      const int64_t begin = static_cast<int64_t>(k) * max_;
+      const std::string name = shard_name("train", k);
+      const std::string path = (dir_ / name).string();
+      if (begin + sizes_[k] <= n_train) {
+        fs::rename(part(k), path);
+        if (masked_) fs::rename(loss_mask_path(part(k)), loss_mask_path(path));
+        train_masked += zeros_[k];
+      } else {
+        train_masked += copy(begin, n_train - begin, path);
+      }
+      add(train, name);
+    }
+    // Val: the tail, a shard's worth at a time.
+    for (int64_t begin = n_train, k = 0; begin < total; begin += max_, ++k) {
+      const std::string name = shard_name("val", static_cast<size_t>(k));
+      val_masked += copy(begin, std::min(max_, total - begin), (dir_ / name).string());
+      add(val, name);
+    }
+    train["tokens"] = n_train;
+    val["tokens"] = total - n_train;
+    if (masked_) {
+      train["masked"] = train_masked;
+      val["masked"] = val_masked;
+    }
+    return {train, val};
+  }
+
+ private:
+  std::string part(size_t k) const { return (staging_ / shard_name("part", k)).string(); }
+
+  void flush() {
+    if (tokens_.empty()) return;
+    const std::string path = part(sizes_.size());
+    write_shard(path, tokens_, width_, vocab_);
+    if (masked_) write_loss_mask(loss_mask_path(path), mask_);
+    sizes_.push_back(static_cast<int64_t>(tokens_.size()));
+    zeros_.push_back(std::count(mask_.begin(), mask_.end(), uint8_t{0}));
+    flushed_ += static_cast<int64_t>(tokens_.size());
+    tokens_.clear();
+    mask_.clear();
+  }
+
+  // Writes tokens [begin, begin + n) of the stream (at most two provisional shards) to path
+  // and its mask; returns the mask's zeros.
+  int64_t copy(int64_t begin, int64_t n, const std::string& path) {
+    tokens_.resize(static_cast<size_t>(n));
+    mask_.resize(masked_ ? static_cast<size_t>(n) : 0);
+    for (int64_t done = 0; done < n;) {
+      const auto k = static_cast<size_t>((begin + done) / max_);
+      const int64_t at = (begin + done) % max_;
+      const int64_t m = std::min(n - done, sizes_[k] - at);
+      const Shard shard(part(k));
+      shard.read(at, m, tokens_.data() + done);
+      if (masked_) {
+        const LossMask mask(loss_mask_path(part(k)), shard);
+        const std::span<const uint8_t> w = mask.window(at, m);
+        std::copy(w.begin(), w.end(), mask_.begin() + done);
+      }
+      done += m;
+    }
+    write_shard(path, tokens_, width_, vocab_);
+    if (masked_) write_loss_mask(loss_mask_path(path), mask_);
+    return std::count(mask_.begin(), mask_.end(), uint8_t{0});
+  }
+
+  void add(json& split, const std::string& name) const {
+    split["shards"].push_back(name);
+    if (masked_) split["masks"].push_back(name.substr(0, name.size() - 4) + ".mask");
+  }
+
+  fs::path dir_, staging_;
+  int64_t max_, vocab_;
+  TokenWidth width_;
+  bool created_dir_ = false, finished_ = false, masked_ = false;
+  std::vector<int32_t> tokens_;  // the shard being filled
+  std::vector<uint8_t> mask_;    // its mask, while masks are on
+  std::vector<int64_t> sizes_, zeros_;  // per provisional shard: tokens, mask zeros
+  int64_t flushed_ = 0;
+};
+
+// What tokenizing found besides the tokens, which stream into a ShardStream: the document
+// starts (8 bytes per document, for the val cut) and the counts and notes for the report.
 struct Corpus {
-  std::vector<int32_t> tokens;
-  std::vector<uint8_t> mask;         // empty until the first prompt/completion example
   std::vector<int64_t> doc_starts;   // token offset of each document
   int64_t documents = 0, instruction_examples = 0;
   std::vector<bool> skipped;         // per input file
@@ -433,8 +592,9 @@ struct Corpus {
 
 class Tokenizing {
  public:
-  Tokenizing(const std::vector<std::string>& files, const TokenizerInfo& t, const PrepareOptions& o, Progress& p)
-      : files_(files), tok_(*t.tokenizer), eos_(t.tokenizer->eos_id()), o_(o), progress_(p) {
+  Tokenizing(const std::vector<std::string>& files, const TokenizerInfo& t, const PrepareOptions& o, Progress& p,
+             ShardStream& stream)
+      : files_(files), tok_(*t.tokenizer), eos_(t.tokenizer->eos_id()), o_(o), progress_(p), stream_(stream) {
     out_.skipped.assign(files.size(), false);
   }
 
@@ -535,18 +695,9 @@ class Tokenizing {
     if (!e.note.empty()) out_.notes.push_back(e.note);
     if (e.tokens.empty()) return;
     ++out_.documents;
-    out_.doc_starts.push_back(static_cast<int64_t>(out_.tokens.size()));
-    if (e.prompt_tokens >= 0) {
-      ++out_.instruction_examples;
-      // The first example with a prompt turns masks on: every token before it counts.
-      if (out_.mask.empty()) out_.mask.assign(out_.tokens.size(), 1);
-    }
-    out_.tokens.insert(out_.tokens.end(), e.tokens.begin(), e.tokens.end());
-    if (out_.instruction_examples > 0) {
-      const auto off = static_cast<size_t>(std::max<int64_t>(0, e.prompt_tokens));
-      out_.mask.insert(out_.mask.end(), off, 0);
-      out_.mask.insert(out_.mask.end(), e.tokens.size() - off, 1);
-    }
+    out_.doc_starts.push_back(stream_.size());
+    if (e.prompt_tokens >= 0) ++out_.instruction_examples;
+    stream_.append(e.tokens, e.prompt_tokens);
     std::vector<int32_t>().swap(e.tokens);
   }
 
@@ -555,6 +706,7 @@ class Tokenizing {
   const std::optional<int32_t> eos_;
   const PrepareOptions& o_;
   Progress& progress_;
+  ShardStream& stream_;
   std::vector<Document> batch_;
   size_t batch_bytes_ = 0;
   Corpus out_;
@@ -562,31 +714,6 @@ class Tokenizing {
 
 // ---------------------------------------------------------------------------------------------
 // Writing
-
-json write_split(const fs::path& dir, const std::string& split, std::span<const int32_t> tokens,
-                 std::span<const uint8_t> mask, int64_t max_shard_tokens, int64_t vocab_size) {
-  json names = json::array(), mask_names = json::array();
-  const auto chunk = static_cast<size_t>(max_shard_tokens);
-  int64_t masked = 0;
-  for (size_t i = 0; i < tokens.size(); i += chunk) {
-    const size_t n = std::min(chunk, tokens.size() - i);
-    const std::string name = shard_name(split, i / chunk);
-    write_shard((dir / name).string(), tokens.subspan(i, n), width_for_vocab(vocab_size), vocab_size);
-    names.push_back(name);
-    if (!mask.empty()) {
-      const std::span<const uint8_t> m = mask.subspan(i, n);
-      write_loss_mask(loss_mask_path((dir / name).string()), m);
-      mask_names.push_back(shard_name(split, i / chunk, ".mask"));
-      masked += std::count(m.begin(), m.end(), uint8_t{0});
-    }
-  }
-  json j = {{"tokens", tokens.size()}, {"shards", names}};
-  if (!mask.empty()) {
-    j["masks"] = mask_names;
-    j["masked"] = masked;
-  }
-  return j;
-}
 
 // The token count of the train split: the last round(n * val_fraction) tokens (at least one)
 // go to val. With an end-of-text token the cut moves to the nearest document start within half
@@ -611,12 +738,10 @@ int64_t train_size(int64_t n, const PrepareOptions& o, const std::vector<int64_t
   return cut;
 }
 
-PreparedData write_prepared(std::span<const int32_t> tokens, std::span<const uint8_t> mask, int64_t n_train,
-                            const TokenizerInfo& t, const PrepareOptions& o, const json& params, json extra) {
+// Writes the shards (see ShardStream::finish), then meta.json last.
+PreparedData write_prepared(ShardStream& stream, int64_t n_train, const TokenizerInfo& t, const PrepareOptions& o,
+                            const json& params, json extra) {
   const fs::path dir(o.out_dir);
-  fs::create_directories(dir);
-  clear_previous(dir);
-
   const int64_t vocab = t.tokenizer->vocab_size();
   json meta = std::move(extra);
   meta["params"] = params;
@@ -625,15 +750,11 @@ PreparedData write_prepared(std::span<const int32_t> tokens, std::span<const uin
   meta["vocab_size"] = vocab;
   const std::optional<int32_t> eos = t.tokenizer->eos_id();
   meta["eos_id"] = eos ? json(*eos) : json(nullptr);
-  meta["loss_mask"] = !mask.empty();
+  meta["loss_mask"] = stream.has_mask();
   const ShardFormat& format = format_for(width_for_vocab(vocab));
   meta["shard_magic"] = format.magic;
   meta["shard_version"] = format.version;
-  const auto split = static_cast<size_t>(n_train);
-  meta["train"] = write_split(dir, "train", tokens.first(split), mask.empty() ? mask : mask.first(split),
-                              o.max_shard_tokens, vocab);
-  meta["val"] = write_split(dir, "val", tokens.subspan(split), mask.empty() ? mask : mask.subspan(split),
-                            o.max_shard_tokens, vocab);
+  std::tie(meta["train"], meta["val"]) = stream.finish(n_train);
 
   const fs::path tmp = dir / (std::string(kMetaFile) + ".tmp");
   {
@@ -706,17 +827,17 @@ PreparedData prepare_text(const std::vector<std::string>& files, const PrepareOp
   if (auto reused = find_reusable(options, params)) return *reused;
 
   Progress p(options, "tokenizing", total_bytes);
-  Corpus c = Tokenizing(files, tok, options, p).run();
+  ShardStream stream(options.out_dir, options.max_shard_tokens, tok.tokenizer->vocab_size());
+  Corpus c = Tokenizing(files, tok, options, p, stream).run();
   p.report(/*finished=*/true);
   const int skipped = static_cast<int>(std::count(c.skipped.begin(), c.skipped.end(), true));
   const int kept = static_cast<int>(files.size()) - skipped;
   if (kept == 0)
     throw DataError("prepare-data: none of the " + std::to_string(files.size()) + " input file(s) is text (" +
                     c.notes.front() + (c.notes.size() > 1 ? ", ..." : "") + ")");
-  const int64_t n_train = train_size(static_cast<int64_t>(c.tokens.size()), options, c.doc_starts,
-                                     tok.tokenizer->eos_id().has_value());
+  const int64_t n_train = train_size(stream.size(), options, c.doc_starts, tok.tokenizer->eos_id().has_value());
   json extra = {{"documents", c.documents}, {"instruction_examples", c.instruction_examples}};
-  PreparedData d = write_prepared(c.tokens, c.mask, n_train, tok, options, params, extra);
+  PreparedData d = write_prepared(stream, n_train, tok, options, params, extra);
   d.files_kept = kept;
   d.files_skipped = skipped;
   d.input_notes = c.notes;
@@ -738,10 +859,11 @@ PreparedData prepare_synthetic(int64_t num_tokens, uint64_t seed, const PrepareO
   if (auto reused = find_reusable(options, params)) return *reused;
 
   const TokenizerInfo tok = open_tokenizer("byte");
-  const std::vector<int32_t> tokens = tok.tokenizer->encode(corpus.generate(num_tokens));
   const int64_t n_train = train_size(num_tokens, options, {}, false);
+  ShardStream stream(options.out_dir, options.max_shard_tokens, tok.tokenizer->vocab_size());
+  stream.append(tok.tokenizer->encode(corpus.generate(num_tokens)));
   const json extra = {{"entropy_floor_nats", corpus.entropy_rate()}, {"unigram_entropy_nats", corpus.unigram_entropy()}};
-  return write_prepared(tokens, {}, n_train, tok, options, params, extra);
+  return write_prepared(stream, n_train, tok, options, params, extra);
 }
 
 }  // namespace feast

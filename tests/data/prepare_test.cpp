@@ -356,6 +356,55 @@ TEST(PrepareJsonl, OutputIsIdenticalAtOneAndTwoThreads) {
   EXPECT_GT(outputs[0].size(), 3000u);
 }
 
+// Tokens stream to disk a shard at a time and the split is made at the end: small shards must
+// hold what one shard holds, cut at the same place, with the masks turned on mid-stream (after
+// a text file that fills several shards) matching too, and nothing left over in the directory.
+TEST(PrepareJsonl, SmallShardsHoldWhatOneShardHolds) {
+  TempDir dir;
+  write_mixed_corpus(dir);
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "text before the examples " + std::to_string(i) + "\n";
+  std::ofstream(dir.file("a.txt")) << text;
+  const std::vector<std::string> inputs = {dir.file("a.txt"), dir.file("mixed.jsonl"), dir.file("z.txt")};
+  for (double val_fraction : {0.05, 0.5}) {
+    PrepareOptions one{dir.file("one"), val_fraction, int64_t{1} << 40};
+    one.tokenizer = kGpt2;
+    one.force = true;
+    const PreparedData whole = prepare_text(inputs, one);
+    ASSERT_TRUE(whole.has_loss_mask);
+    ASSERT_EQ(whole.train_shards.size(), 1u);
+    ASSERT_EQ(whole.val_shards.size(), 1u);
+    for (int64_t max_shard : {int64_t{300}, int64_t{7}}) {
+      SCOPED_TRACE("val_fraction " + std::to_string(val_fraction) + ", max_shard_tokens " + std::to_string(max_shard));
+      PrepareOptions o{dir.file("many"), val_fraction, max_shard};
+      o.tokenizer = kGpt2;
+      o.force = true;
+      const PreparedData d = prepare_text(inputs, o);
+      EXPECT_EQ(d.train_tokens, whole.train_tokens);
+      EXPECT_EQ(d.val_tokens, whole.val_tokens);
+      EXPECT_EQ(d.masked_tokens, whole.masked_tokens);
+      EXPECT_GT(d.masked_tokens, 0);
+      EXPECT_EQ(tokens_of(d.train_shards), tokens_of(whole.train_shards));
+      EXPECT_EQ(tokens_of(d.val_shards), tokens_of(whole.val_shards));
+      EXPECT_EQ(masks_of(d.train_shards), masks_of(whole.train_shards));
+      EXPECT_EQ(masks_of(d.val_shards), masks_of(whole.val_shards));
+      ASSERT_GT(d.train_shards.size(), 2u);
+      ASSERT_GT(d.val_shards.size(), 1u);
+      for (const auto* list : {&d.train_shards, &d.val_shards}) {
+        for (size_t i = 0; i < list->size(); ++i) {
+          const int64_t n = Shard((*list)[i]).size();
+          if (i + 1 < list->size()) EXPECT_EQ(n, max_shard) << (*list)[i];
+          else EXPECT_TRUE(n >= 1 && n <= max_shard) << (*list)[i];
+        }
+      }
+      // meta.json, and a .bin and a .mask per shard: no provisional files stay behind.
+      const size_t entries = static_cast<size_t>(std::distance(std::filesystem::directory_iterator(dir.file("many")),
+                                                               std::filesystem::directory_iterator()));
+      EXPECT_EQ(entries, 1 + 2 * (d.train_shards.size() + d.val_shards.size()));
+    }
+  }
+}
+
 TEST(PrepareTokenizer, Gpt2BpeGivesTheTokenizersIdsWithEndOfTextAfterEachDocument) {
   TempDir dir;
   std::ofstream(dir.file("a.jsonl")) << R"({"text": "hello world"})" << "\n"
