@@ -42,8 +42,9 @@ constexpr const char* kUsage =
     "  --top-p P           sample within the smallest set of probability >= P (default 1)\n"
     "  --seed S            seed of the draws (default training.seed)\n"
     "  --ignore-eos        go on past the end-of-text token (default: stop there)\n"
-    "  --ids               print the generated ids (space-separated) instead of the text\n"
-    "Prints the prompt and its continuation as text (stdout), or with --ids only the new ids.\n";
+    "  --ids               print ids (space-separated) instead of text\n"
+    "Prints the whole sequence, the prompt and its continuation, on stdout: as text, or with --ids as\n"
+    "token ids (the prompt's ids first, as Hugging Face's generate() returns them).\n";
 
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
@@ -224,16 +225,17 @@ int generate_command(const Config& config, const std::vector<std::string>& args)
     }
     if (k + 1 < max_new) logits = decoder.forward(std::span(&next, 1));
   }
+  // The whole sequence, as Hugging Face's generate() returns it: the prompt, then what followed.
+  std::vector<int32_t> all = context;
+  all.insert(all.end(), generated.begin(), generated.end());
   if (print_ids) {
     std::string line;
-    for (size_t i = 0; i < generated.size(); ++i) {
+    for (size_t i = 0; i < all.size(); ++i) {
       if (i) line += ' ';
-      line += std::to_string(generated[i]);
+      line += std::to_string(all[i]);
     }
     std::printf("%s\n", line.c_str());
   } else {
-    std::vector<int32_t> all = context;
-    all.insert(all.end(), generated.begin(), generated.end());
     const std::string text = tokenizer->decode(all);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);

@@ -80,12 +80,15 @@ for family in gpt2 llama; do
   gen=("$trainer" generate "$config" --set "model.init_from=$work/$family-export" --set checkpoint.resume=never
        --set training.seq_len=32)
   prompt="Question 3: what is 3 plus 3? "
-  # Greedy text is the prompt's ids and the greedy ids, decoded: the text and --ids paths agree.
-  new_ids=$("${gen[@]}" --prompt "$prompt" --max-new-tokens 8 --temperature 0 --ignore-eos --ids)
-  [[ $(wc -w <<<"$new_ids") -eq 8 ]]
-  text=$("${gen[@]}" --prompt "$prompt" --max-new-tokens 8 --temperature 0 --ignore-eos)
+  # Greedy text is the greedy ids (the prompt's, then 8 new ones) decoded: the text and --ids
+  # paths agree.
+  all_ids=$("${gen[@]}" --prompt "$prompt" --max-new-tokens 8 --temperature 0 --ignore-eos --ids)
   prompt_ids=$(printf '%s' "$prompt" | "$trainer" tokenize --tokenizer "$work/$family-export")
-  expected=$(echo "$prompt_ids $new_ids" | "$trainer" tokenize --tokenizer "$work/$family-export" --decode)
+  [[ $all_ids == "$prompt_ids "* ]] || { echo "--ids does not start with the prompt's ids"; exit 1; }
+  [[ $(wc -w <<<"$all_ids") -eq $(( $(wc -w <<<"$prompt_ids") + 8 )) ]]
+  new_ids=${all_ids#"$prompt_ids "}
+  text=$("${gen[@]}" --prompt "$prompt" --max-new-tokens 8 --temperature 0 --ignore-eos)
+  expected=$(echo "$all_ids" | "$trainer" tokenize --tokenizer "$work/$family-export" --decode)
   [[ $text == "$expected" ]] || { echo "generate's text differs from its ids decoded"; exit 1; }
   sampled=$("${gen[@]}" --prompt "Question 3" --max-new-tokens 8 --temperature 0.7 --top-k 5 --top-p 0.9 --ignore-eos --ids)
   again=$("${gen[@]}" --prompt "Question 3" --max-new-tokens 8 --temperature 0.7 --top-k 5 --top-p 0.9 --ignore-eos --ids)
