@@ -15,6 +15,7 @@
 #include "model/decoder_stage.h"
 #include "model/rope.h"
 #include "parallel/optimizer.h"
+#include "tests/model/expect_close.h"
 #include "tests/model/fixture.h"
 
 namespace feast {
@@ -22,22 +23,7 @@ namespace {
 
 using testing::FixtureArray;
 
-// |a - b| <= atol + rtol |b| for every element; reports the worst one.
-void expect_close(const std::string& what, const std::vector<float>& actual, const std::vector<float>& expected,
-                  double atol, double rtol) {
-  ASSERT_GE(actual.size(), expected.size()) << what;
-  double worst = -1;
-  size_t worst_i = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const double excess = std::abs(double(actual[i]) - expected[i]) - (atol + rtol * std::abs(expected[i]));
-    if (excess > worst) {
-      worst = excess;
-      worst_i = i;
-    }
-  }
-  EXPECT_LE(worst, 0.0) << what << ": element " << worst_i << " is " << actual[worst_i] << ", expected "
-                        << expected[worst_i];
-}
+using testing::expect_close;
 
 std::vector<float> slice(const std::vector<float>& v, size_t begin, size_t end) {
   return {v.begin() + long(begin), v.begin() + long(end)};

@@ -21,6 +21,7 @@
 #include "model/decoder_stage.h"
 #include "model/kv_cache_decoder.h"
 #include "model/token_sampling.h"
+#include "tests/model/expect_close.h"
 #include "tests/model/fixture.h"
 
 namespace feast {
@@ -28,22 +29,7 @@ namespace {
 
 using testing::FixtureArray;
 
-// |a - b| <= atol + rtol |b| for every element; reports the worst one.
-void expect_close(const std::string& what, const std::vector<float>& actual, const std::vector<float>& expected,
-                  double atol, double rtol) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  double worst = -1;
-  size_t worst_i = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const double excess = std::abs(double(actual[i]) - expected[i]) - (atol + rtol * std::abs(expected[i]));
-    if (excess > worst) {
-      worst = excess;
-      worst_i = i;
-    }
-  }
-  EXPECT_LE(worst, 0.0) << what << ": element " << worst_i << " is " << actual[worst_i] << ", expected "
-                        << expected[worst_i];
-}
+using testing::expect_close;
 
 class KvCacheGolden : public ::testing::TestWithParam<std::string> {
  protected:
