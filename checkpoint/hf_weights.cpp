@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "checkpoint/checkpoint_file.h"
@@ -20,6 +21,38 @@ bool ends_with(const std::string& s, const std::string& tail) {
 // old Llama saves' rotary frequencies, which feast recomputes.
 bool is_buffer(const std::string& name) {
   return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") || ends_with(name, "rotary_emb.inv_freq");
+}
+
+// dst (rows, cols) = src (cols, rows) transposed: GPT-2's Conv1D weights are stored (in, out).
+void transpose(float* dst, const float* src, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < cols; ++k) dst[r * cols + k] = src[k * rows + r];
+}
+
+// Fills the rectangle `s` of logical tensor `t` (row-major, s.count[0] x s.count[1] values at
+// dst) from the Hugging Face tensors its pieces name; rows no piece covers are left as they are.
+void read_rectangle(const SafetensorsModel& model, const HfTensor& t, const LogicalSlice& s, float* dst,
+                    std::vector<float>& scratch) {
+  const bool matrix = s.start.size() == 2;
+  const int64_t cols = matrix ? s.count[1] : 1, col0 = matrix ? s.start[1] : 0;
+  const int64_t r0 = s.start[0], r1 = r0 + s.count[0];
+  for (const HfPiece& hp : t.pieces) {
+    const int64_t a = std::max(r0, hp.row_begin), b = std::min(r1, hp.row_begin + hp.rows), n = b - a;
+    if (n <= 0) continue;
+    float* out = dst + size_t(a - r0) * size_t(cols);
+    if (!matrix) {
+      const int64_t start[] = {a - hp.row_begin}, count[] = {n};
+      model.read_f32(hp.hf_name, start, count, out);
+    } else if (!hp.transposed) {
+      const int64_t start[] = {a - hp.row_begin, col0}, count[] = {n, cols};
+      model.read_f32(hp.hf_name, start, count, out);
+    } else {
+      const int64_t start[] = {col0, a - hp.row_begin}, count[] = {cols, n};
+      scratch.resize(size_t(cols * n));
+      model.read_f32(hp.hf_name, start, count, scratch.data());
+      transpose(out, scratch.data(), n, cols);
+    }
+  }
 }
 
 HfPiece piece(std::string name, std::vector<int64_t> shape, int64_t row_begin, int64_t rows, bool transposed = false) {
@@ -97,8 +130,9 @@ std::string hf_prefix_of(const SafetensorsModel& model, const ModelConfig& c) {
                   ") in its safetensors files: is this a " + (c.is_llama() ? "Llama" : "GPT-2") + " model folder?");
 }
 
-void check_hf_weights(const SafetensorsModel& model, const ModelConfig& c) {
-  const std::vector<HfTensor> map = hf_tensor_map(c, hf_prefix_of(model, c));
+namespace {
+
+void check_against(const SafetensorsModel& model, const ModelConfig& c, const std::vector<HfTensor>& map) {
   std::set<std::string> expected;
   std::vector<std::string> missing;
   for (const HfTensor& t : map)
@@ -133,61 +167,39 @@ void check_hf_weights(const SafetensorsModel& model, const ModelConfig& c) {
   throw DataError(what + ". Check that config.json belongs to these files and that no [model] key overrides it");
 }
 
+}  // namespace
+
+void check_hf_weights(const SafetensorsModel& model, const ModelConfig& c) {
+  check_against(model, c, hf_tensor_map(c, hf_prefix_of(model, c)));
+}
+
 void import_hf_weights(const SafetensorsModel& model, const ModelConfig& c, const LocalTable& table, float* params) {
-  check_hf_weights(model, c);
   const std::vector<HfTensor> map = hf_tensor_map(c, hf_prefix_of(model, c));
+  check_against(model, c, map);
   std::map<std::string, const HfTensor*> by_name;
   for (const HfTensor& t : map) by_name[t.name] = &t;
   std::vector<float> scratch;
   for (const LocalParam& p : table.params()) {
     float* local = params + p.offset;
     std::fill(local, local + p.numel, 0.0f);  // vocabulary padding stays zero
-    const HfTensor& t = *by_name.at(p.logical->name);
-    for (const LogicalSlice& s : p.logical_slices()) {
-      const bool matrix = s.start.size() == 2;
-      const int64_t cols = matrix ? s.count[1] : 1, col0 = matrix ? s.start[1] : 0;
-      const int64_t r0 = s.start[0], r1 = r0 + s.count[0];
-      for (const HfPiece& hp : t.pieces) {
-        const int64_t a = std::max(r0, hp.row_begin), b = std::min(r1, hp.row_begin + hp.rows);
-        if (a >= b) continue;
-        float* dst = local + s.local_offset + size_t(a - r0) * size_t(cols);
-        const int64_t n = b - a;
-        if (!matrix) {
-          const int64_t start[] = {a - hp.row_begin}, count[] = {n};
-          model.read_f32(hp.hf_name, start, count, dst);
-        } else if (!hp.transposed) {
-          const int64_t start[] = {a - hp.row_begin, col0}, count[] = {n, cols};
-          model.read_f32(hp.hf_name, start, count, dst);
-        } else {
-          // Stored (in, out): read the (cols, n) block and transpose it into (n, cols).
-          const int64_t start[] = {col0, a - hp.row_begin}, count[] = {cols, n};
-          scratch.resize(size_t(cols * n));
-          model.read_f32(hp.hf_name, start, count, scratch.data());
-          for (int64_t r = 0; r < n; ++r)
-            for (int64_t k = 0; k < cols; ++k) dst[r * cols + k] = scratch[size_t(k * n + r)];
-        }
-      }
-    }
+    for (const LogicalSlice& s : p.logical_slices())
+      read_rectangle(model, *by_name.at(p.logical->name), s, local + s.local_offset, scratch);
   }
 }
 
-std::vector<float> read_hf_logical_tensor(const SafetensorsModel& model, const ModelConfig& c, const ParamSpec& spec) {
-  std::vector<float> out(spec.numel, 0.0f);
-  const int64_t cols = spec.shape.size() == 2 ? spec.shape[1] : 1;
-  for (const HfTensor& t : hf_tensor_map(c, hf_prefix_of(model, c))) {
-    if (t.name != spec.name) continue;
-    for (const HfPiece& p : t.pieces) {
-      const std::vector<float> v = model.read_f32(p.hf_name);
-      float* dst = out.data() + size_t(p.row_begin * cols);
-      if (!p.transposed) {
-        std::copy(v.begin(), v.end(), dst);
-      } else {
-        for (int64_t r = 0; r < p.rows; ++r)
-          for (int64_t k = 0; k < cols; ++k) dst[r * cols + k] = v[size_t(k * p.rows + r)];
-      }
-    }
-  }
-  return out;
+LogicalTensorSource hf_logical_tensors(const SafetensorsModel& model, const ModelConfig& c) {
+  check_hf_weights(model, c);
+  auto map = std::make_shared<const std::vector<HfTensor>>(hf_tensor_map(c, hf_prefix_of(model, c)));
+  return [&model, map](const ParamSpec& spec) {
+    std::vector<float> out(spec.numel, 0.0f);
+    LogicalSlice whole;
+    whole.start.assign(spec.shape.size(), 0);
+    whole.count = spec.shape;
+    std::vector<float> scratch;
+    for (const HfTensor& t : *map)
+      if (t.name == spec.name) read_rectangle(model, t, whole, out.data(), scratch);
+    return out;
+  };
 }
 
 HfExport export_hf_tensors(const ModelConfig& c, const LogicalTensorSource& source) {
@@ -205,12 +217,8 @@ HfExport export_hf_tensors(const ModelConfig& c, const LogicalTensorSource& sour
     for (const HfPiece& hp : t.pieces) {
       std::vector<float> v(size_t(hp.rows * cols));
       const float* src = full.data() + size_t(hp.row_begin * cols);
-      if (!hp.transposed) {
-        std::memcpy(v.data(), src, v.size() * sizeof(float));
-      } else {
-        for (int64_t r = 0; r < hp.rows; ++r)
-          for (int64_t k = 0; k < cols; ++k) v[size_t(k * hp.rows + r)] = src[r * cols + k];
-      }
+      if (!hp.transposed) std::memcpy(v.data(), src, v.size() * sizeof(float));
+      else transpose(v.data(), src, cols, hp.rows);  // back to (in, out)
       order.emplace_back(&hp, out.storage.size());
       out.storage.push_back(std::move(v));
     }

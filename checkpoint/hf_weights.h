@@ -53,13 +53,12 @@ void check_hf_weights(const SafetensorsModel& model, const ModelConfig& config);
 void import_hf_weights(const SafetensorsModel& model, const ModelConfig& config, const LocalTable& table,
                        float* params);
 
-// One whole logical tensor (padded vocabulary rows zero), read from `model`: for generation,
-// which holds the whole model on one process.
-std::vector<float> read_hf_logical_tensor(const SafetensorsModel& model, const ModelConfig& config,
-                                          const ParamSpec& spec);
-
 // A whole logical tensor's values, by logical name (shape from the parameter table).
 using LogicalTensorSource = std::function<std::vector<float>(const ParamSpec& spec)>;
+
+// Whole logical tensors (padded vocabulary rows zero) read from `model`, which must outlive the
+// source, after check_hf_weights: for generation, which holds the whole model on one process.
+LogicalTensorSource hf_logical_tensors(const SafetensorsModel& model, const ModelConfig& config);
 
 // The Hugging Face tensors of a model whose logical tensors `source` gives, in the order
 // `transformers` lists them. The returned storage backs the TensorToWrite pointers.

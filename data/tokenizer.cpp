@@ -235,4 +235,16 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& folder) {
                   (exists(path / "merges.txt") ? "; merges.txt is there but vocab.json is not" : ""));
 }
 
+bool has_tokenizer_files(const std::string& folder) {
+  for (const char* name : {"tokenizer.model", "tokenizer.json", "vocab.json"})
+    if (std::filesystem::exists(std::filesystem::path(folder) / name)) return true;
+  return false;
+}
+
+std::string tokenizer_folder(const std::string& model_tokenizer, const std::string& init_from) {
+  if (!model_tokenizer.empty()) return model_tokenizer;
+  if (!init_from.empty() && has_tokenizer_files(init_from)) return init_from;
+  return "";
+}
+
 }  // namespace feast

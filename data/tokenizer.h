@@ -54,6 +54,14 @@ class Tokenizer {
 // what it lacks or what in a file is wrong.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& folder);
 
+// Whether `folder` holds a tokenizer load_tokenizer reads (tokenizer.model, tokenizer.json or
+// vocab.json).
+bool has_tokenizer_files(const std::string& folder);
+
+// The tokenizer a model uses: model.tokenizer when set (a folder, a file, or "byte"), else
+// model.init_from's folder when it holds a tokenizer, else "" (none known).
+std::string tokenizer_folder(const std::string& model_tokenizer, const std::string& init_from);
+
 // --- Shared by the implementations (tokenizer.cpp) ---------------------------------------------
 
 // Throws DataError naming the byte offset of the first invalid UTF-8 sequence in `text`

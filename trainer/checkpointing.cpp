@@ -48,8 +48,7 @@ std::vector<std::string> model_differences(const Config& config, const Checkpoin
   if (meta.config.empty()) return out;  // written by another tool: the tensors' shapes decide
   Config saved;
   try {
-    // The stored config lists every [model] key; the folder it was imported from may be gone.
-    saved = parse_config(meta.config, path + " (stored config)", {"model.init_from=\"\""});
+    saved = parse_saved_config(meta.config, path + " (stored config)");
   } catch (const ConfigError&) {
     return out;
   }
@@ -66,8 +65,18 @@ std::vector<std::string> model_differences(const Config& config, const Checkpoin
 
 namespace {
 
-// The checkpoints to try, newest first: one file, or the complete ones of a directory.
-std::vector<std::string> candidates(const Config& config, bool& explicit_file) {
+}  // namespace
+
+bool may_resume(const Config& config) {
+  return config.checkpoint.resume != "never" && (config.checkpoint.resume != "auto" || !config.checkpoint.dir.empty());
+}
+
+std::vector<std::string> checkpoint_candidates(const Config& config) {
+  bool explicit_file = false;
+  return checkpoint_candidates(config, explicit_file);
+}
+
+std::vector<std::string> checkpoint_candidates(const Config& config, bool& explicit_file) {
   const std::string& resume = config.checkpoint.resume;
   explicit_file = false;
   if (resume == "never") {
@@ -96,6 +105,8 @@ std::vector<std::string> candidates(const Config& config, bool& explicit_file) {
   explicit_file = true;
   return {resume};
 }
+
+namespace {
 
 std::string join_lines(const std::vector<std::string>& lines, const std::string& separator = "\n") {
   std::string s;
@@ -185,7 +196,7 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
   bool explicit_file = false;
   if (world.rank() == 0) {
     try {
-      listing = join_lines(candidates(config, explicit_file));
+      listing = join_lines(checkpoint_candidates(config, explicit_file));
     } catch (const ConfigError& e) {
       error = e.what();
     } catch (const std::exception& e) {

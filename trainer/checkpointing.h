@@ -47,6 +47,16 @@ class CheckpointSaver {
 // (listing the differences), CheckpointError when no candidate checkpoint loads.
 std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Config& config);
 
+// Whether checkpoint.resume can name a checkpoint: not "never", and for "auto" a checkpoint.dir
+// is known (eval and generate make no run directory to find one in).
+bool may_resume(const Config& config);
+
+// The checkpoints checkpoint.resume selects, newest first: a file, or the complete ones of a
+// directory (`explicit_file`: the config named a file). "never" gives none (and warns when
+// the directory holds an earlier run's); a named path that holds nothing is a ConfigError.
+std::vector<std::string> checkpoint_candidates(const Config& config, bool& explicit_file);
+std::vector<std::string> checkpoint_candidates(const Config& config);
+
 // Collective: resume_from_checkpoint, or, when no checkpoint is resumed, the weights of
 // model.init_from (so a resumed run neither reads nor needs the Hugging Face folder).
 std::optional<CheckpointMeta> start_from_checkpoint_or_import(TrainingRun& run, const Config& config);

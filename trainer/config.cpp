@@ -883,6 +883,13 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   return c;
 }
 
+Config parse_saved_config(const std::string& toml_text, const std::string& source_name) {
+  Config c = parse_unresolved(toml_text, source_name, {});
+  if (!c.model.init_from.empty()) validate_cross(c);  // parse_unresolved left it to the import
+  infer_checkpoint_dir(c);
+  return c;
+}
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   if (path.empty()) return parse_config("", "(no config file)", overrides);
   if (std::filesystem::is_directory(path)) {

@@ -124,6 +124,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 Config parse_config(const std::string& toml_text, const std::string& source_name,
                     const std::vector<std::string>& overrides);
 
+// A config saved by feast (a checkpoint's, a run directory's config.toml): it lists every
+// [model] key, so model.init_from is kept as a value and its folder, which may be gone, is not
+// read. Throws ConfigError.
+Config parse_saved_config(const std::string& toml_text, const std::string& source_name);
+
 // The resolved config as TOML, printed at start and saved in the run directory.
 std::string to_toml(const Config& config);
 

@@ -20,8 +20,7 @@ int eval_command(const Config& config, std::unique_ptr<Communicator> world) {
   // checkpoint.resume = "auto" looks in checkpoint.dir, which is known only when it or
   // logging.dir is set; eval creates no run directory of its own.
   std::optional<CheckpointMeta> meta;
-  if (config.checkpoint.resume != "never" && (config.checkpoint.resume != "auto" || !config.checkpoint.dir.empty()))
-    meta = resume_from_checkpoint(run, config);
+  if (may_resume(config)) meta = resume_from_checkpoint(run, config);
   if (!meta && !config.model.init_from.empty()) run.import_initial_weights();
   if (meta)
     log::info("eval: weights of the checkpoint at step " + std::to_string(meta->step));

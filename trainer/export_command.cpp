@@ -4,8 +4,6 @@
 // copies, converted to the requested dtype.
 #include "trainer/export_command.h"
 
-#include <toml++/toml.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -47,12 +45,6 @@ constexpr const char* kTokenizerFiles[] = {"tokenizer.json",          "tokenizer
                                            "merges.txt",              "tokenizer_config.json",
                                            "special_tokens_map.json", "added_tokens.json"};
 
-bool has_tokenizer(const std::string& folder) {
-  for (const char* f : {"tokenizer.json", "tokenizer.model", "vocab.json"})
-    if (fs::exists(fs::path(folder) / f)) return true;
-  return false;
-}
-
 std::string resolve_checkpoint(const std::string& path) {
   if (fs::is_directory(path)) {
     const std::vector<std::string> all = CheckpointStore(path).complete();
@@ -61,16 +53,6 @@ std::string resolve_checkpoint(const std::string& path) {
   }
   if (!fs::is_regular_file(path)) throw ConfigError("export: " + path + ": no such checkpoint file or directory");
   return path;
-}
-
-// A string key of the stored config's [model] section ("" when absent).
-std::string stored_model_key(const std::string& toml_text, const char* key) {
-  try {
-    const toml::table t = toml::parse(toml_text);
-    return t["model"][key].value_or(std::string());
-  } catch (const toml::parse_error&) {
-    return "";
-  }
 }
 
 }  // namespace
@@ -115,17 +97,14 @@ int export_command(const std::vector<std::string>& args) {
   const std::string path = resolve_checkpoint(checkpoint);
   try {
     const CheckpointMeta meta = read_checkpoint_meta(path);
-    // The stored config lists every [model] key; the folder it was imported from may be gone.
-    const Config config = parse_config(meta.config, path + " (stored config)", {"model.init_from=\"\""});
+    const Config config = parse_saved_config(meta.config, path + " (stored config)");
     const ModelConfig& model = config.model;
     if (tokenizer.empty()) {
-      tokenizer = stored_model_key(meta.config, "tokenizer");
+      tokenizer = tokenizer_folder(model.tokenizer, model.init_from);
       // model.tokenizer may name a tokenizer file; its folder holds the files to copy.
       if (fs::is_regular_file(tokenizer)) tokenizer = fs::path(tokenizer).parent_path().string();
       if (tokenizer == "byte") tokenizer.clear();
-      const std::string init_from = stored_model_key(meta.config, "init_from");
-      if (tokenizer.empty() && !init_from.empty() && has_tokenizer(init_from)) tokenizer = init_from;
-    } else if (!has_tokenizer(tokenizer)) {
+    } else if (!has_tokenizer_files(tokenizer)) {
       throw ConfigError("export: --tokenizer " + tokenizer + " holds no tokenizer.json, tokenizer.model or vocab.json");
     }
     HfSpecialTokens special;

@@ -66,32 +66,13 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-// The tokenizer folder in use: model.tokenizer, else model.init_from when it holds one.
-std::string tokenizer_folder(const ModelConfig& m) {
-  if (!m.tokenizer.empty()) return m.tokenizer;
-  if (!m.init_from.empty())
-    for (const char* f : {"tokenizer.model", "tokenizer.json", "vocab.json"})
-      if (fs::exists(fs::path(m.init_from) / f)) return m.init_from;
-  return "byte";
-}
-
-// The checkpoint a run of this config would resume, if any.
+// The checkpoint a run of this config would resume, if any: the newest of the candidates
+// resume_from_checkpoint would try.
 std::optional<std::string> checkpoint_to_use(const Config& config) {
-  const std::string& resume = config.checkpoint.resume;
-  if (resume == "never") return std::nullopt;
-  std::string dir = resume == "auto" ? config.checkpoint.dir : resume;
-  if (dir.empty()) return std::nullopt;
-  if (resume != "auto" && fs::is_regular_file(resume)) return resume;
-  if (!fs::is_directory(dir)) {
-    if (resume == "auto") return std::nullopt;
-    throw ConfigError("generate: checkpoint.resume = " + resume + ": no such checkpoint file or directory");
-  }
-  const std::vector<std::string> all = CheckpointStore(dir).complete();
-  if (all.empty()) {
-    if (resume == "auto") return std::nullopt;
-    throw ConfigError("generate: " + dir + " holds no complete checkpoint");
-  }
-  return all.front();
+  if (!may_resume(config)) return std::nullopt;
+  const std::vector<std::string> found = checkpoint_candidates(config);
+  if (found.empty()) return std::nullopt;
+  return found.front();
 }
 
 }  // namespace
@@ -133,7 +114,8 @@ int generate_command(const Config& config, const std::vector<std::string>& args)
   validate_sampling_options(sampling);
   const ModelConfig& model = config.model;
 
-  const std::string tok_folder = tokenizer_folder(model);
+  const std::string found_folder = tokenizer_folder(model.tokenizer, model.init_from);
+  const std::string tok_folder = found_folder.empty() ? "byte" : found_folder;
   // Bytes are the tokenizer only of byte-level models: a Hugging Face model without tokenizer
   // files would otherwise read a prompt as byte ids it never saw.
   const bool text_needed = prompt.has_value() || !print_ids;
@@ -175,10 +157,9 @@ int generate_command(const Config& config, const std::vector<std::string>& args)
                       " tokens; the model's context (model.max_seq_len) is " + std::to_string(model.max_seq_len));
 
   // The weights, whole, on this process.
-  KvCacheDecoder::WeightSource source;
+  LogicalTensorSource weights;
   std::optional<SafetensorsModel> hf;
   const std::optional<std::string> checkpoint = checkpoint_to_use(config);
-  const ParamTable table = decoder_param_table(model);
   if (checkpoint) {
     // The checkpoint must be of the configured model (eval and resume check the same).
     const std::vector<std::string> differences = model_differences(config, read_checkpoint_meta(*checkpoint), *checkpoint);
@@ -188,26 +169,23 @@ int generate_command(const Config& config, const std::vector<std::string>& args)
       throw ConfigError("generate: " + *checkpoint + " holds another model than the config describes:" + list);
     }
     log::note("generate: weights of " + *checkpoint);
-    source = [&](const std::string& name, std::span<const int64_t>, float* out) {
-      const ParamSpec& spec = table.at(name);
-      const std::vector<float> v = read_checkpoint_tensor(*checkpoint, name, spec.shape);
-      std::copy(v.begin(), v.end(), out);
-    };
+    weights = [&](const ParamSpec& spec) { return read_checkpoint_tensor(*checkpoint, spec.name, spec.shape); };
   } else if (!model.init_from.empty()) {
     log::note("generate: weights from " + model.init_from);
-    hf.emplace(model.init_from);
-    check_hf_weights(*hf, model);
-    source = [&](const std::string& name, std::span<const int64_t>, float* out) {
-      const std::vector<float> v = read_hf_logical_tensor(*hf, model, table.at(name));
-      std::copy(v.begin(), v.end(), out);
-    };
+    weights = hf_logical_tensors(hf.emplace(model.init_from), model);
   } else {
     log::note("generate: warning: no checkpoint and no model.init_from: the model is its random initialisation");
-    source = [&](const std::string& name, std::span<const int64_t>, float* out) {
-      const ParamSpec& spec = table.at(name);
-      for (size_t i = 0; i < spec.numel; ++i) out[i] = initial_value(spec, config.training.seed, int64_t(i));
+    weights = [&](const ParamSpec& spec) {
+      std::vector<float> v(spec.numel);
+      for (size_t i = 0; i < spec.numel; ++i) v[i] = initial_value(spec, config.training.seed, int64_t(i));
+      return v;
     };
   }
+  const ParamTable table = decoder_param_table(model);
+  const KvCacheDecoder::WeightSource source = [&](const std::string& name, std::span<const int64_t>, float* out) {
+    const std::vector<float> v = weights(table.at(name));
+    std::copy(v.begin(), v.end(), out);
+  };
   // The cache holds the positions this generation can reach, not the model's whole context.
   KvCacheDecoder decoder(model, source, int(std::min<int64_t>(model.max_seq_len, int64_t(context.size()) + max_new)));
 

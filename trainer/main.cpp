@@ -144,11 +144,6 @@ int print_config_command(const std::vector<std::string>& rest, int world_size) {
     }
     args.push_back(rest[i]);
   }
-  if (std::find(args.begin(), args.end(), "--help") != args.end() ||
-      std::find(args.begin(), args.end(), "-h") != args.end()) {
-    log::info(kHelp);  // `trainer CONFIG.toml --help`: the training verb's usage
-    return 0;
-  }
   const ConfigArgs ca = parse_config_args(args);
   const Config config = load_config(ca.path, ca.overrides);
   InferredValues v;

@@ -350,10 +350,15 @@ std::optional<double> TrainingRun::validate() {
   double val = executor_->evaluate(int(batches * m), val_fill);
   val = owns_loss_ ? val : 0.0;
   groups_.world->allreduce(&val, 1, DType::kFloat64)->wait();
-  int64_t counted = 0;
-  for (int64_t first = 0; first < windows; first += int64_t{1} << 30)
-    counted += val_sampler_->counted_targets(first, int(std::min<int64_t>(windows - first, int64_t{1} << 30)));
-  return val * double(B) * T / double(std::max<int64_t>(counted, 1));
+  // The windows are the same at every evaluation, so their targets are counted (from the masks)
+  // once.
+  if (!val_counted_) {
+    int64_t counted = 0;
+    for (int64_t first = 0; first < windows; first += int64_t{1} << 30)
+      counted += val_sampler_->counted_targets(first, int(std::min<int64_t>(windows - first, int64_t{1} << 30)));
+    val_counted_ = std::max<int64_t>(counted, 1);
+  }
+  return val * double(B) * T / double(*val_counted_);
 }
 
 std::vector<std::pair<std::string, double>> TrainingRun::gradient_norms_per_tensor() {

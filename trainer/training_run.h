@@ -114,6 +114,7 @@ class TrainingRun {
   std::optional<Dataset> train_data_, val_data_;
   std::optional<TrainSampler> sampler_;
   std::optional<ValSampler> val_sampler_;
+  std::optional<int64_t> val_counted_;  // targets validate() scores, counted at its first call
   ProcessGroups groups_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<PipelineStage> stage_;

@@ -169,9 +169,10 @@ TEST_P(HfModels, GreedyGenerationMatchesTransformers) {
   const std::string model = GetParam();
   const Config c = parse_config("", "hf_mpi_test", {"model.init_from=\"" + kFixtures + "/" + model + "\""});
   const SafetensorsModel weights(c.model.init_from);
+  const LogicalTensorSource logical = hf_logical_tensors(weights, c.model);
   const ParamTable table = decoder_param_table(c.model);
   KvCacheDecoder decoder(c.model, [&](const std::string& name, std::span<const int64_t>, float* out) {
-    const std::vector<float> v = read_hf_logical_tensor(weights, c.model, table.at(name));
+    const std::vector<float> v = logical(table.at(name));
     std::copy(v.begin(), v.end(), out);
   });
   const testing::FixtureArray& prompt = ref(model, "greedy_prompt");
