@@ -23,8 +23,6 @@ namespace feast {
 
 namespace fs = std::filesystem;
 
-namespace {
-
 std::vector<std::string> glob_files(const std::string& pattern) {
   glob_t g{};
   const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
@@ -41,6 +39,8 @@ std::vector<std::string> glob_files(const std::string& pattern) {
   }
   return out;
 }
+
+namespace {
 
 const char* split_word(Split split) { return split == Split::kVal ? "val" : "train"; }
 

@@ -26,6 +26,10 @@ enum class Split { kAny, kTrain, kVal };
 // pattern (and suggesting `trainer prepare-data`) when nothing matches.
 std::vector<std::string> resolve_shard_paths(const std::string& pattern, Split split = Split::kAny);
 
+// The regular files a POSIX glob matches (in glob's order; none is not an error). Throws
+// DataError naming the pattern when the glob itself fails.
+std::vector<std::string> glob_files(const std::string& pattern);
+
 // What a full pass over a split found (Dataset::scan).
 struct DatasetScan {
   int64_t tokens = 0;

@@ -9,7 +9,6 @@
 // index and appended in input order, so the output does not depend on the thread count.
 #include "data/prepare.h"
 
-#include <glob.h>
 
 #include <algorithm>
 #include <atomic>
@@ -36,6 +35,7 @@
 
 #include "core/error.h"
 #include "data/byte_tokenizer.h"
+#include "data/dataset.h"
 #include "data/loss_mask.h"
 #include "data/markov_corpus.h"
 #include "data/shard.h"
@@ -149,12 +149,8 @@ struct TokenizerInfo {
 
 TokenizerInfo open_tokenizer(const std::string& name) {
   TokenizerInfo t;
-  if (name.empty() || name == "byte") {
-    t.tokenizer = std::make_unique<ByteTokenizer>();
-  } else {
-    t.tokenizer = load_tokenizer(name);
-    t.folder = fs::absolute(name).lexically_normal().string();
-  }
+  t.tokenizer = load_tokenizer(name);  // "" and "byte" give the byte tokenizer
+  if (t.tokenizer->kind() != "byte") t.folder = fs::absolute(name).lexically_normal().string();
   return t;
 }
 
@@ -780,13 +776,7 @@ std::vector<std::string> expand_input_patterns(const std::vector<std::string>& a
       out.push_back(a);  // a missing plain name is reported, naming it, when it is read
       continue;
     }
-    glob_t g{};
-    const int rc = ::glob(a.c_str(), 0, nullptr, &g);
-    std::vector<std::string> matches;
-    for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i)
-      if (fs::is_regular_file(g.gl_pathv[i], ec)) matches.emplace_back(g.gl_pathv[i]);
-    ::globfree(&g);
-    if (rc != 0 && rc != GLOB_NOMATCH) throw DataError("prepare-data: '" + a + "': glob failed (read error or out of memory)");
+    std::vector<std::string> matches = glob_files(a);
     if (matches.empty()) throw DataError("prepare-data: '" + a + "' matches no file");
     std::sort(matches.begin(), matches.end());  // by byte value, not the locale's collation
     out.insert(out.end(), matches.begin(), matches.end());
