@@ -17,7 +17,7 @@ backward, the global gradient norm with clipping at 1.0, AdamW (lr 3e-4, betas 0
 eps 1e-8, no weight decay). Fresh random tokens each step are made outside the timer; on CUDA
 the timer waits for the device. bf16 means autocast bf16 compute with float32 weights and
 optimizer state. Prints the median, min and max ms/step of --steps timed steps after --warmup,
-tokens/s, and MFU: 6 N tokens / time (N: every parameter once, the tied head once, the untied
+tokens/s, and MFU: (6 N + 6 L T C) tokens / time (llm.c's count; N: every parameter once, the tied head once, the untied
 Llama embedding excluded, as `trainer bench` counts) against the best float32 (CPU) matrix product measured here,
 or --peak-tflops on CUDA (default 989.4: H100/H200 dense bf16).
 """
@@ -216,7 +216,7 @@ def main():
                 print(f"first loss {loss.item():.3f} is not near ln(vocab) = {math.log(a.vocab):.3f}")
                 ok = False
         med = statistics.median(times)
-        gflops = 6 * n_mm * B * T / med / 1e9
+        gflops = (6 * n_mm + 6 * a.layers * T * a.embd) * B * T / med / 1e9  # llm.c's 6N + 6LTC
         print(f"{f'{B}x{T}':<8} {a.steps:>6} {med * 1e3:>10.1f} {min(times) * 1e3:>10.1f} {max(times) * 1e3:>10.1f} "
               f"{B * T / med:>11.1f} {gflops:>10.1f} {100 * gflops / ceiling:>6.1f}%", flush=True)
     raise SystemExit(0 if ok else 1)

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "core/error.h"
 
 namespace feast {
 
@@ -58,6 +59,16 @@ class Communicator {
 
   virtual WorkHandle broadcast(void* data, size_t count, DType dtype, int root,
                                const CollectiveOptions& opts = {}) = 0;
+
+  // Personalised exchange (MPI_Alltoall): send holds size() blocks of count_per_rank elements,
+  // block q going to rank q; recv receives rank q's block for this rank as its block q. send and
+  // recv must be different buffers. Added after the others, so an implementation that lacks it
+  // (a test's fake) inherits this one, which throws naming the group.
+  virtual WorkHandle alltoall(const void* send, void* recv, size_t count_per_rank, DType dtype,
+                              const CollectiveOptions& opts = {}) {
+    (void)send, (void)recv, (void)count_per_rank, (void)dtype, (void)opts;
+    throw Error("alltoall on group '" + name() + "': this communicator does not implement it");
+  }
 
   // Point-to-point with a peer given as a rank of this group; tags keep micro-batches apart.
   virtual WorkHandle send(const void* data, size_t count, DType dtype, int peer, int tag) = 0;

@@ -14,6 +14,12 @@ void set_file(const std::string& path);
 void file_only(const std::string& line);
 void info(const std::string& line);   // rank 0 only, stdout
 void error(const std::string& line);  // every rank, stderr, prefixed "[rank r]" when there are several
+// Rank 0 on a terminal: `line` becomes the status line at the bottom of the screen, redrawn in
+// place (never written to the log file); the next info() line clears it first. Elsewhere (output
+// to a file or a pipe, other ranks, Quiet) it prints nothing.
+void status(const std::string& line);
+// Whether rank 0's stdout is a terminal (status lines show).
+bool stdout_is_terminal();
 // Rank 0 only, stderr, as it is: what a verb whose stdout is its data (generate, tokenize) says
 // about what it does.
 void note(const std::string& line);

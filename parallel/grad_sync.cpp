@@ -169,6 +169,13 @@ void GradientSync::finish_step() {
   while (!pending_.empty()) complete_oldest();
 }
 
+void GradientSync::share_update(const TensorView& params) {
+  if (zero_stage_ == 0) return;
+  const std::vector<size_t> counts = shard_counts(total_, dp_size_, 0, total_);
+  const TensorView mine = params.slice(shard_.begin, shard_.size());
+  dp_->allgather(mine.data, params.data, counts, params.dtype)->wait();
+}
+
 TensorView GradientSync::shard_grads() const {
   return zero_stage_ == 0 ? full_.view().slice(shard_.begin, shard_.size()) : shard_acc_.view();
 }

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "core/communicator.h"
@@ -28,7 +29,43 @@
 
 namespace feast {
 
-class GradientSync final : public GradientSink {
+class GradientSync;
+
+// How a stage's data-parallel replicas combine their gradients and share the updated weights,
+// as one training step sees it: collectives (all-reduce or ZeRO's reduce-scatter and all-gather:
+// GradientSync) or a parameter server (parallel/parameter_server.h). A step runs begin_step,
+// the backward into sink(), finish_step, the optimizer over optimizer_range() with
+// optimizer_grads(), and share_update.
+class DataParallelSync {
+ public:
+  virtual ~DataParallelSync() = default;
+
+  // What backward writes into (the pipeline executor tells it which micro-batch is the last).
+  virtual GradientSync& sink() = 0;
+  // Starts a step: clears the gradients.
+  virtual void begin_step() = 0;
+  // Ends the backward: afterwards shard_grads() holds this rank's shard of the gradient summed
+  // over dp (and the embedding group), and optimizer_grads() the gradients of optimizer_range().
+  virtual void finish_step() = 0;
+  // After the optimizer updated optimizer_range() of `params` (the stage's compute parameters):
+  // the ranks exchange what they updated, so every copy a forward reads is current.
+  virtual void share_update(const TensorView& params) = 0;
+
+  // This rank's shard of the flat buffer (the whole buffer when dp = 1): its part of the
+  // gradient norm, and the elements it owns in a checkpoint.
+  virtual ShardRange shard() const = 0;
+  virtual TensorView shard_grads() const = 0;
+  // What this rank's optimizer updates, and its gradients after finish_step.
+  virtual ShardRange optimizer_range() const = 0;
+  virtual TensorView optimizer_grads() const = 0;
+  virtual size_t gradient_bytes() const = 0;
+  // Seconds spent waiting for reductions since the last call.
+  virtual double take_wait_seconds() = 0;
+  // For the start-up report: "ZeRO 1", "parameter server".
+  virtual std::string describe() const = 0;
+};
+
+class GradientSync final : public GradientSink, public DataParallelSync {
  public:
   // ranges: every range the stage acquires (disjoint, covering the flat buffer of `total`
   // elements), with how often one backward acquires each, which stand alone and which are tied
@@ -38,28 +75,30 @@ class GradientSync final : public GradientSink {
   GradientSync(Backend& backend, size_t total, const std::vector<GradRange>& ranges, int zero_stage,
                size_t bucket_elems, Communicator* dp, Communicator* embedding);
 
+  GradientSync& sink() override { return *this; }
   // Starts a step: clears the gradients.
-  void begin_step();
+  void begin_step() override;
   // Tells which micro-batch's backward comes next; ZeRO 0 and 1 reduce during the last one.
   void set_last_micro_batch(bool last) { last_micro_batch_ = last; }
-  // Ends a step: reduces what is deferred and waits for every reduction. Afterwards
-  // shard_grads() holds this rank's shard of the gradient summed over dp (and the embedding
-  // group), and optimizer_grads() the gradients of optimizer_range().
-  void finish_step();
+  // Ends a step: reduces what is deferred and waits for every reduction (see DataParallelSync).
+  void finish_step() override;
+  // ZeRO 1 and 2: all-gathers every rank's updated shard over dp; nothing under ZeRO 0 (every
+  // rank updated the whole buffer).
+  void share_update(const TensorView& params) override;
 
   TensorView acquire(size_t begin, size_t end) override;
   void release(size_t begin, size_t end) override;
 
   // This rank's ZeRO shard of the flat buffer (the whole buffer when dp = 1).
-  ShardRange shard() const { return shard_; }
-  TensorView shard_grads() const;
+  ShardRange shard() const override { return shard_; }
+  TensorView shard_grads() const override;
   // What this rank's optimizer updates: the whole buffer under ZeRO 0, the shard otherwise.
-  ShardRange optimizer_range() const { return zero_stage_ == 0 ? ShardRange{0, total_} : shard_; }
-  TensorView optimizer_grads() const { return zero_stage_ == 0 ? full_.view() : shard_acc_.view(); }
+  ShardRange optimizer_range() const override { return zero_stage_ == 0 ? ShardRange{0, total_} : shard_; }
+  TensorView optimizer_grads() const override { return zero_stage_ == 0 ? full_.view() : shard_acc_.view(); }
   int zero_stage() const { return zero_stage_; }
-  size_t gradient_bytes() const;
-  // Seconds spent waiting for reductions since the last call.
-  double take_wait_seconds();
+  size_t gradient_bytes() const override;
+  double take_wait_seconds() override;
+  std::string describe() const override { return "ZeRO " + std::to_string(zero_stage_); }
 
  private:
   struct Bucket {

@@ -15,8 +15,12 @@ namespace feast {
 std::vector<std::string> gather_host_names(Communicator& world);
 
 // A multi-line block for rank 0 to print; hosts[r] is world rank r's host. The embedding groups
-// are listed only for a model whose head is tied to its embedding (others have none).
+// are listed only for a model whose head is tied to its embedding (others have none). Up to
+// kEveryRankUpTo ranks, or with every_rank, each rank gets a line and every group is listed;
+// a larger job gets a block that fits a screen: ranks per host as ranges, each kind of group
+// by its count, its first two and its last, and at most three warnings with a count of the rest.
+constexpr int kEveryRankUpTo = 16;
 std::string describe_grid(const ParallelLayout& layout, const std::vector<std::string>& hosts,
-                          bool tied_embedding = true);
+                          bool tied_embedding = true, bool every_rank = false);
 
 }  // namespace feast

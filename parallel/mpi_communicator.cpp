@@ -84,6 +84,9 @@ class MpiWork final : public Work {
   }
   // Keeps the counts and displacements a v-collective reads until it completes.
   void keep(std::vector<int> arrays) { arrays_ = std::move(arrays); }
+  // Keeps a derived datatype the requests read until the handle goes (MPI allows freeing one
+  // a pending call uses, but some implementations' non-blocking collectives did not keep it).
+  void keep(MPI_Datatype type) { types_.types.push_back(type); }
 
   ~MpiWork() override {
     if (done()) return;
@@ -193,6 +196,13 @@ class MpiWork final : public Work {
   std::chrono::milliseconds timeout_;
   std::shared_ptr<const std::vector<int>> group_;
   std::vector<int> arrays_;
+  // Members are destroyed after the destructor's body has waited for (or abandoned) the requests.
+  struct Types {
+    std::vector<MPI_Datatype> types;
+    ~Types() {
+      for (MPI_Datatype& t : types) MPI_Type_free(&t);
+    }
+  } types_;
 };
 
 // Calls post(offset, n) for consecutive pieces [offset, offset + n) of `count` elements of at
@@ -335,6 +345,36 @@ WorkHandle MpiCommunicator::broadcast(void* data, size_t count, DType dtype, int
   in_pieces(count, max_count_, [&](size_t offset, int n) {
     MPI_Request r;
     FEAST_MPI_CHECK(MPI_Ibcast(at(data, offset, dtype), n, to_mpi(dtype), root, comm_, &r));
+    work->add(r);
+  });
+  return work;
+}
+
+WorkHandle MpiCommunicator::alltoall(const void* send, void* recv, size_t count_per_rank, DType dtype,
+                                     const CollectiveOptions& opts) {
+  const std::string what = describe("alltoall of " + amount(count_per_rank, dtype) + " per rank");
+  FEAST_CHECK(send != recv || count_per_rank == 0, what << ": send and recv must be different buffers");
+  auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts), world_ranks_);
+  if (count_per_rank <= max_count_) {
+    MPI_Request r;
+    const int n = static_cast<int>(count_per_rank);
+    FEAST_MPI_CHECK(MPI_Ialltoall(send, n, to_mpi(dtype), recv, n, to_mpi(dtype), comm_, &r));
+    work->add(r);
+    return work;
+  }
+  // Too large for int counts: one all-to-all per piece [offset, offset + n) of every block. The
+  // piece's type is n contiguous elements whose extent is a whole block, so the q-th element of
+  // that type (what goes to or comes from rank q) starts at block q.
+  const MPI_Aint block_bytes = static_cast<MPI_Aint>(count_per_rank * dtype_size(dtype));
+  in_pieces(count_per_rank, max_count_, [&](size_t offset, int n) {
+    MPI_Datatype piece = MPI_DATATYPE_NULL, strided = MPI_DATATYPE_NULL;
+    FEAST_MPI_CHECK(MPI_Type_contiguous(n, to_mpi(dtype), &piece));
+    work->keep(piece);
+    FEAST_MPI_CHECK(MPI_Type_create_resized(piece, 0, block_bytes, &strided));
+    work->keep(strided);
+    FEAST_MPI_CHECK(MPI_Type_commit(&strided));
+    MPI_Request r;
+    FEAST_MPI_CHECK(MPI_Ialltoall(at(send, offset, dtype), 1, strided, at(recv, offset, dtype), 1, strided, comm_, &r));
     work->add(r);
   });
   return work;

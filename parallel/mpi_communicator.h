@@ -40,6 +40,8 @@ class MpiCommunicator final : public Communicator {
   WorkHandle allgather(const void* send, void* recv, std::span<const size_t> counts, DType dtype,
                        const CollectiveOptions& opts = {}) override;
   WorkHandle broadcast(void* data, size_t count, DType dtype, int root, const CollectiveOptions& opts = {}) override;
+  WorkHandle alltoall(const void* send, void* recv, size_t count_per_rank, DType dtype,
+                      const CollectiveOptions& opts = {}) override;
   WorkHandle send(const void* data, size_t count, DType dtype, int peer, int tag) override;
   WorkHandle recv(void* data, size_t count, DType dtype, int peer, int tag) override;
   void barrier() override;

@@ -63,7 +63,9 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
         break;
       case ActionType::kForward: {
         wait_send(act_sends_[size_t(slot)]);  // the slot's previous output may still be sending
+        Timer load;
         fill(k, tokens_.data(), targets_.data());  // the stage keeps its own copy for the backward
+        times_.data += load.seconds();
         Timer t;
         loss_sum += stage_.forward(slot, tokens_.data(), targets_.data(), B_, T_, loss_scale);
         times_.compute += t.seconds();

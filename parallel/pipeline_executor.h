@@ -22,6 +22,7 @@ struct StageTimes {
   double tp_comm = 0;     // tensor-parallel all-reduces inside forward and backward
   double pp_wait = 0;     // blocked receiving from a neighbour stage (bubble + transfer)
   double send_wait = 0;   // completing sends
+  double data = 0;        // filling micro-batches' tokens and targets (the data loader)
 };
 
 // Fills micro-batch k's tokens and targets, each (B, T).

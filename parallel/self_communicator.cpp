@@ -31,6 +31,11 @@ class SelfCommunicator final : public Communicator {
     return done();
   }
   WorkHandle broadcast(void*, size_t, DType, int, const CollectiveOptions&) override { return done(); }
+  WorkHandle alltoall(const void* send, void* recv, size_t count_per_rank, DType dtype,
+                      const CollectiveOptions&) override {
+    copy(recv, send, count_per_rank, dtype);
+    return done();
+  }
   WorkHandle send(const void*, size_t, DType, int, int) override { throw unsupported("send"); }
   WorkHandle recv(void*, size_t, DType, int, int) override { throw unsupported("recv"); }
   void barrier() override {}

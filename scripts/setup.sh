@@ -15,6 +15,8 @@ packages=(
   libsentencepiece-dev            # SentencePiece tokenizers (Llama-2 style tokenizer.model)
   libopenblas-openmp-dev          # sgemm for the CPU backend, sharing OpenMP's threads
   libgtest-dev                    # unit tests
+  libboost-dev                    # CRC-32C (Boost.CRC) framing TensorBoard records
+  python3-matplotlib python3-numpy  # scripts/report.py: pictures of runs and sweeps
 )
 
 missing=()

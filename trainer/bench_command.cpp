@@ -13,10 +13,11 @@
 #include "core/rng.h"
 #include "core/timer.h"
 #include "model/backend.h"
-#include "model/cpu/blas.h"
 #include "model/decoder_stage.h"
+#include "model/flop_count.h"
 #include "parallel/optimizer.h"
 #include "trainer/cli_args.h"
+#include "trainer/device_peak.h"
 
 namespace feast {
 namespace {
@@ -26,8 +27,9 @@ constexpr const char* kUsage =
     "                     [--layers L] [--heads H] [--kv-heads H] [--embd C] [--intermediate I]\n"
     "                     [--vocab V]\n"
     "Times training steps (zero grads + forward + backward + AdamW) on the CPU at each shape\n"
-    "(default 4x64,8x256) after warm-up; prints the median ms/step, tokens/s and MFU (6*N*tokens,\n"
-    "N the parameters in matrix products) against the measured sgemm ceiling. The model is\n"
+    "(default 4x64,8x256) after warm-up; prints the median ms/step, tokens/s and MFU ((6*N + 6*L*T*C)\n"
+    "per token, N the parameters in matrix products, as llm.c counts) against the measured sgemm\n"
+    "ceiling. The model is\n"
     "GPT-2 124M (12 layers, 12 heads, 768 channels, vocab 50257) or, with --arch llama, a Llama\n"
     "of the same depth and width (4 key/value heads, SwiGLU width 2048, vocab 32000, untied\n"
     "head). Exits non-zero if a loss is not finite or the first loss is not near ln(vocab).\n";
@@ -59,21 +61,6 @@ std::vector<Shape> parse_shapes(const std::string& s) {
 }
 
 int parse_int(const std::string& flag, const std::string& value) { return parse_positive_int(flag, value, kUsage); }
-
-// The best of a few large square sgemms: the machine's practical fp32 ceiling for MFU.
-double measure_sgemm_gflops() {
-  const int n = 1536;
-  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
-  double best = 0;
-  for (int rep = 0; rep < 4; ++rep) {
-    Timer t;
-    cpu::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    const double s = t.seconds();
-    if (rep > 0) best = std::max(best, 2.0 * n * n * double(n) / s / 1e9);  // first is warm-up
-  }
-  FEAST_CHECK(std::abs(c[0] - 0.125f * n) < 1e-2f * n, "sgemm returned a wrong result");
-  return best;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -135,10 +122,7 @@ int bench_command(const std::vector<std::string>& args) {
   Tensor grads = backend->allocate(DType::kFloat32, n_total);
   FlatGradientSink sink(grads.view());
   model.set_gradient_sink(&sink);
-  // N counts the parameters of the matrix products once: vocabulary padding excluded, and an
-  // untied token embedding (a lookup, not a product) too.
-  const double padding = double(mc.padded_vocab() - mc.vocab_size) * mc.n_embd;
-  const double n_params = double(n_total) - (mc.tied() ? padding : 2 * padding + double(mc.vocab_size) * mc.n_embd);
+  const double n_params = matmul_parameters(mc);
   AdamWConfig oc;
   oc.weight_decay = 0.0;  // as the PyTorch reference bench
   oc.beta2 = 0.999;
@@ -181,7 +165,7 @@ int bench_command(const std::vector<std::string>& args) {
     }
     const double med = median(times);
     const double tok_s = double(n) / med;
-    const double gflops = 6.0 * n_params * double(n) / med / 1e9;
+    const double gflops = training_flops_per_token(mc, s.T) * double(n) / med / 1e9;
     char name[32];
     std::snprintf(name, sizeof name, "%dx%d", s.B, s.T);
     std::printf("%-8s %6d %10.1f %10.1f %10.1f %11.1f %10.1f %6.1f%%\n", name, steps, med * 1e3,

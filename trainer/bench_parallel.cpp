@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "parallel/agreement.h"
+#include "trainer/bench_comm.h"
 #include "trainer/cli_args.h"
 #include "trainer/shared_temp_dir.h"
 #include "core/log.h"
@@ -24,12 +25,18 @@ namespace {
 constexpr const char* kUsage =
     "usage: mpirun -np N trainer bench --parallel [--layouts tpApBdC,...] [--steps N] [--warmup N]\n"
     "                                  [--layers L] [--heads H] [--embd C] [--seq T] [--batch S]\n"
-    "                                  [--micro-batch B] [--zero 0|1|2] [--schedule 1f1b|gpipe]\n"
-    "Prints the world's all-reduce bandwidth, then for each layout (default: every tp, pp, dp in\n"
-    "{1, 2, 4, 8} with tp * pp * dp = N) the median tokens/s and the split of step time into\n"
-    "compute, tensor-parallel communication, data-parallel communication, pipeline idle and the\n"
-    "optimizer, averaged over ranks. The model defaults to the demo's (4 layers, 4 heads, 128\n"
-    "channels, byte vocabulary) at sequence 64 and a global batch of 32 sequences.\n";
+    "                                  [--micro-batch B] [--micro-batches M,...] [--zero 0|1|2]\n"
+    "                                  [--schedule 1f1b|gpipe]\n"
+    "Prints the world's all-reduce bandwidth (as `trainer bench comm --ops allreduce`), then for\n"
+    "each layout (default: every tp, pp, dp in {1, 2, 4, 8} with tp * pp * dp = N) the median\n"
+    "tokens/s and the split of step time into compute, tensor-parallel communication,\n"
+    "data-parallel communication, pipeline idle, data loading and the optimizer, averaged over\n"
+    "ranks; the pipeline's measured bubble (idle / (compute + tp-comm + pp-idle + data), the\n"
+    "forward-backward span) next to the formula (p-1)/(m+p-1) for m micro-batches per replica;\n"
+    "and E = compute / (compute + tp-comm + dp-comm + pp-idle). The model defaults to the demo's\n"
+    "(4 layers, 4 heads, 128 channels, byte vocabulary) at sequence 64 and a global batch of 32\n"
+    "sequences. --micro-batches runs each layout once per M micro-batches of --micro-batch\n"
+    "sequences per data-parallel replica (the global batch is then dp * M * B, not --batch).\n";
 
 struct Layout {
   int tp, pp, dp;
@@ -52,33 +59,15 @@ std::vector<Layout> parse_layouts(const std::string& s) {
   return out;
 }
 
-// All-reduce bandwidth of the world, nccl-tests style: algbw = bytes / time, busbw = algbw *
-// 2 (n - 1) / n (the bytes each rank's link must carry in a ring).
-void bench_allreduce(Communicator& world) {
-  const int n = world.size();
-  log::info("all-reduce over the world (" + count_of(n, "rank") + "), float32 sum, median of 10:");
-  log::info("      bytes    time (us)   algbw (GB/s)   busbw (GB/s)   check");
-  for (size_t bytes = 4096; bytes <= (size_t(16) << 20); bytes *= 8) {
-    std::vector<float> buf(bytes / 4);
-    std::vector<double> times;
-    bool ok = true;
-    for (int it = 0; it < 12; ++it) {
-      std::fill(buf.begin(), buf.end(), float(world.rank() + 1));
-      world.barrier();
-      Timer t;
-      world.allreduce(buf.data(), buf.size(), DType::kFloat32)->wait();
-      if (it >= 2) times.push_back(t.seconds());
-      ok = ok && buf.front() == float(n * (n + 1) / 2) && buf.back() == buf.front();
-    }
-    std::sort(times.begin(), times.end());
-    const double s = times[times.size() / 2];
-    const double algbw = double(bytes) / s / 1e9;
-    char line[160];
-    std::snprintf(line, sizeof line, "%11zu %12.1f %14.3f %14.3f   %s", bytes, s * 1e6, algbw,
-                  algbw * 2.0 * (n - 1) / std::max(1, n), ok ? "ok" : "WRONG");
-    log::info(line);
-    if (!ok) throw Error("bench: all-reduce returned a wrong sum");
+std::vector<int> parse_counts(const std::string& flag, const std::string& s) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    const size_t comma = std::min(s.find(',', pos), s.size());
+    out.push_back(positive(flag, s.substr(pos, comma - pos)));
+    pos = comma + 1;
   }
+  return out;
 }
 
 }  // namespace
@@ -98,6 +87,7 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
   base.logging.interval = 1000000;
   int steps = 10, warmup = 2;
   std::vector<Layout> layouts;
+  std::vector<int> micro_batches;  // empty: as --batch divides
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--parallel") continue;
@@ -116,6 +106,7 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
     else if (a == "--seq") base.training.seq_len = base.model.max_seq_len = positive(a, v);
     else if (a == "--batch") base.training.batch_size = positive(a, v);
     else if (a == "--micro-batch") base.parallel.micro_batch_size = positive(a, v);
+    else if (a == "--micro-batches") micro_batches = parse_counts(a, v);
     else if (a == "--zero" && (v == "0" || v == "1" || v == "2")) base.parallel.zero_stage = v[0] - '0';
     else if (a == "--schedule") base.parallel.schedule = v;
     else throw ConfigError("bench: unknown option '" + a + "'\n" + kUsage);
@@ -146,7 +137,15 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
     for (const std::string& why : skipped) log::info("bench: skipping " + why);
   }
 
-  bench_allreduce(*world);
+  {
+    CommBenchOptions comm;
+    comm.min_bytes = 4096;
+    comm.max_bytes = size_t(16) << 20;
+    comm.factor = 8;
+    comm.ops = {CommOp::kAllreduce};
+    comm.algorithms = false;
+    run_comm_bench(comm, *world);
+  }
 
   // The data: the synthetic corpus, prepared once by rank 0 in a directory every rank reads,
   // removed however the bench ends (an error unwinds through here; Ctrl-C during a layout's
@@ -167,19 +166,36 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
   base.logging.dir = scratch.path() + "/run";
   base.checkpoint.resume = "never";
 
-  log::info("\ntraining: " + std::to_string(base.model.n_layer) + " layers, " + std::to_string(base.model.n_embd) +
-            " channels, sequence " + std::to_string(base.training.seq_len) + ", global batch " +
-            std::to_string(base.training.batch_size) + " x micro-batch " +
-            std::to_string(base.parallel.micro_batch_size) + ", ZeRO " + std::to_string(base.parallel.zero_stage) + ", " +
-            base.parallel.schedule + "; " + std::to_string(steps) + " timed steps after " + std::to_string(warmup) +
-            "; time split averaged over ranks");
-  log::info("layout          ranks   tokens/s    ms/step   compute   tp-comm   dp-comm   pp-idle   optim   other");
+  const std::string batch = micro_batches.empty()
+                                ? "global batch " + std::to_string(base.training.batch_size) + " x micro-batch " +
+                                      std::to_string(base.parallel.micro_batch_size)
+                                : "global batch dp x m x " + std::to_string(base.parallel.micro_batch_size);
+  log::info("training: " + std::to_string(base.model.n_layer) + " layers, " + std::to_string(base.model.n_embd) +
+            " channels, sequence " + std::to_string(base.training.seq_len) + ", " + batch + ", ZeRO " +
+            std::to_string(base.parallel.zero_stage) + ", " + base.parallel.schedule + "; " + std::to_string(steps) +
+            " timed steps after " + std::to_string(warmup) + "; time split averaged over ranks");
+  log::info("bubble = pp-idle / (compute + tp-comm + pp-idle + data), the pipeline's share of idle, against");
+  log::info("formula = (p-1)/(m+p-1), m micro-batches per replica; E = compute / (compute + tp-comm + dp-comm + pp-idle)");
+  log::info("layout          m ranks   tokens/s   ms/step  compute  tp-comm  dp-comm  pp-idle    data   optim   other"
+            "   bubble  formula       E");
+  // One run per layout and micro-batch count (the count the batch gives when none are listed).
+  std::vector<std::pair<Layout, int>> runs;
   for (const Layout& l : layouts) {
+    if (micro_batches.empty()) runs.push_back({l, 0});
+    for (int m : micro_batches) runs.push_back({l, m});
+  }
+  for (const auto& [l, micro] : runs) {
     Config c = base;
     c.parallel.tp = l.tp;
     c.parallel.pp = l.pp;
     c.parallel.dp = l.dp;
     c.training.steps = warmup + steps;
+    if (micro > 0) {
+      c.training.batch_size = 0;  // dp x m x micro-batch
+      c.parallel.num_micro_batches = micro;
+      c.origin["parallel.num_micro_batches"] = "bench --micro-batches";
+    }
+    const int m = c.micro_batches_per_rank(l.dp);
     TrainSummary s;
     {
       const log::Quiet quiet;  // the table is the output, not each run's progress
@@ -189,27 +205,36 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
       log::info("bench: " + s.ended + "; the temporary data is removed");
       return s.exit_code;
     }
-    // Sums over the timed steps, then averaged over ranks.
-    // total, compute, tp-comm, dp-comm, pp-idle, optimizer
-    double parts[6] = {};
+    // Sums over the timed steps, then over ranks (so shares are averages over ranks).
+    enum { kTotal, kCompute, kTp, kDp, kIdle, kData, kOptim, kParts };
+    double parts[kParts] = {};
     std::vector<double> totals;
     for (size_t i = size_t(warmup); i < s.timings.size(); ++i) {
       const StepTiming& t = s.timings[i];
-      const double v[6] = {t.total,   t.stage.compute, t.stage.tp_comm, t.dp_comm, t.stage.pp_wait + t.stage.send_wait,
-                           t.optimizer};
-      for (int k = 0; k < 6; ++k) parts[k] += v[k];
+      const double v[kParts] = {t.total,   t.stage.compute, t.stage.tp_comm, t.dp_comm, t.stage.pp_wait + t.stage.send_wait,
+                                t.stage.data, t.optimizer};
+      for (int k = 0; k < kParts; ++k) parts[k] += v[k];
       totals.push_back(t.total);
     }
-    world->allreduce(parts, 6, DType::kFloat64)->wait();
+    world->allreduce(parts, kParts, DType::kFloat64)->wait();
     std::sort(totals.begin(), totals.end());
     const double med = totals[totals.size() / 2];
-    const double tokens = double(c.training.batch_size) * c.training.seq_len;
-    auto pct = [&](int k) { return 100.0 * parts[k] / parts[0]; };
-    const double other = 100.0 - pct(1) - pct(2) - pct(3) - pct(4) - pct(5);
-    char name[32], line[200];
+    const double tokens = double(l.dp) * m * c.parallel.micro_batch_size * c.training.seq_len;
+    auto pct = [&](int k) { return 100.0 * parts[k] / parts[kTotal]; };
+    double other = 100.0;
+    for (int k = kCompute; k < kParts; ++k) other -= pct(k);
+    const double span = parts[kCompute] + parts[kTp] + parts[kIdle] + parts[kData];
+    const double bubble = span > 0 ? parts[kIdle] / span : 0.0;
+    const double formula = double(l.pp - 1) / double(m + l.pp - 1);
+    const double busy = parts[kCompute] + parts[kTp] + parts[kDp] + parts[kIdle];
+    const double efficiency = busy > 0 ? parts[kCompute] / busy : 0.0;
+    char name[32], line[260];
     std::snprintf(name, sizeof name, "tp%d pp%d dp%d", l.tp, l.pp, l.dp);
-    std::snprintf(line, sizeof line, "%-14s %6d %10.0f %10.1f %8.1f%% %8.1f%% %8.1f%% %8.1f%% %6.1f%% %6.1f%%", name, n,
-                  tokens / med, med * 1e3, pct(1), pct(2), pct(3), pct(4), pct(5), other);
+    std::snprintf(line, sizeof line,
+                  "%-14s %2d %5d %10.0f %9.1f %7.1f%% %7.1f%% %7.1f%% %7.1f%% %6.1f%% %6.1f%% %6.1f%% %7.1f%% %7.1f%% "
+                  "%6.1f%%",
+                  name, m, n, tokens / med, med * 1e3, pct(kCompute), pct(kTp), pct(kDp), pct(kIdle), pct(kData),
+                  pct(kOptim), other, 100 * bubble, 100 * formula, 100 * efficiency);
     log::info(line);
   }
   return 0;

@@ -1,7 +1,9 @@
 // `mpirun -np N trainer bench --parallel`: the communication bandwidth of the world (all-reduce
-// algbw/busbw by message size, nccl-tests style) and, for every dp x pp x tp layout of N ranks,
-// training throughput and where each step's time goes (compute, tensor-parallel communication,
-// data-parallel communication, pipeline idle, optimizer), averaged over ranks.
+// algbw/busbw by message size, as `trainer bench comm` measures it) and, for every dp x pp x tp
+// layout of N ranks (and each --micro-batches count), training throughput, where each step's
+// time goes (compute, tensor-parallel communication, data-parallel communication, pipeline idle,
+// data loading, optimizer) averaged over ranks, the measured pipeline bubble next to
+// (p-1)/(m+p-1), and E = compute / (compute + tp-comm + dp-comm + pp-idle).
 #pragma once
 
 #include <memory>

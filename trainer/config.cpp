@@ -223,6 +223,18 @@ const std::vector<KeyDesc>& keys() {
        "message naming the call, the group and the ranks that are late (the ranks that did not answer "
        "the watchdog's survey, which lasts a quarter of the timeout, 0.2 to 5 s) instead of hanging"},
 
+      {FEAST_KEY(parallel, dp_sync), one_of({"allreduce", "parameter-server"}),
+       "data-parallel gradient exchange",
+       "how data-parallel replicas combine gradients: `\"allreduce\"` uses collectives (sharded by "
+       "`zero_stage`); `\"parameter-server\"` makes data-parallel rank r the server of shard r of the "
+       "weights and optimizer state: every worker pushes its gradients to the servers, the servers "
+       "update, and the workers pull the weights back (the world is still tp * pp * dp). It takes the "
+       "place of ZeRO: `zero_stage` must be 0 (left unset, it becomes 0)"},
+      {FEAST_KEY(parallel, ps_sparse_embedding), any(), "parameter server: move only touched embedding rows",
+       "with `dp_sync = \"parameter-server\"`: workers push and pull only the rows of the token "
+       "embedding their batch touches (the recommender-system case); the bytes moved per step are "
+       "reported next to the dense exchange"},
+
       {FEAST_KEY(training, steps), at_least(1), "optimizer steps to run",
        "optimizer steps to run"},
       {FEAST_KEY(training, batch_size), at_least(0), "global batch in sequences; 0 = derived",
@@ -319,6 +331,19 @@ const std::vector<KeyDesc>& keys() {
        "`\"\"` (a new directory per run)"},
       {FEAST_KEY(logging, interval), at_least(1), "progress line every N steps",
        "print a progress line every N steps"},
+      {FEAST_KEY(logging, quiet), any(), "batch jobs: no per-step progress lines",
+       "no per-step progress: only the start-up report, evaluations, checkpoints and the end-of-run "
+       "summary are printed (`metrics.jsonl` and TensorBoard still record every step)"},
+      {FEAST_KEY(logging, verbose), any(), "start-up report lists every rank",
+       "the start-up report lists every rank's coordinates, host and memory; otherwise a job of more "
+       "than 16 ranks gets a summary that fits a screen"},
+      {FEAST_KEY(logging, tensorboard), any(), "TensorBoard event files beside metrics.jsonl",
+       "write TensorBoard event files into `<logging.dir>/tensorboard/` (loss, lr, gradient norm, "
+       "throughput, MFU and the step's time split), for `tensorboard --logdir runs/`"},
+      {FEAST_KEY(logging, peak_tflops), at_least(0), "MFU's peak per rank, TFLOP/s; 0 = known or measured",
+       "the peak a rank's device reaches, in TFLOP/s, that MFU divides by; 0 = the datasheet bf16 dense "
+       "peak of a known GPU, or on the CPU the sgemm rate the ranks measure together at start (the best "
+       "of four rounds; docs/observability.md). Set it to compare runs on a machine other jobs share"},
 
       {FEAST_KEY(fault, kill_rank), at_least(-1), "test: this rank SIGKILLs itself at fault.at_step; -1 = none",
        "this rank kills itself with SIGKILL when step `fault.at_step` is about to run (a crash: no "
@@ -726,6 +751,18 @@ void validate_cross(const Config& c) {
     fail(c.where(key), key + " is set but fault.at_step = " + std::to_string(c.fault.at_step) +
                            "; give the step (>= 1) at which the fault strikes");
   }
+  if (c.parallel.dp_sync == "parameter-server" && c.parallel.zero_stage != 0) {
+    fail(c.where("parallel.zero_stage"),
+         "parallel.zero_stage = " + std::to_string(c.parallel.zero_stage) + " cannot be combined with " +
+             "parallel.dp_sync = \"parameter-server\" (" + c.where("parallel.dp_sync") + "): the servers shard " +
+             "the optimizer state in ZeRO's place; remove parallel.zero_stage (or set it to 0), or use " +
+             "dp_sync = \"allreduce\"");
+  }
+  if (c.parallel.ps_sparse_embedding && c.parallel.dp_sync != "parameter-server") {
+    fail(c.where("parallel.ps_sparse_embedding"),
+         "parallel.ps_sparse_embedding = true needs parallel.dp_sync = \"parameter-server\", but it is \"" +
+             c.parallel.dp_sync + "\" (" + c.where("parallel.dp_sync") + ")");
+  }
   if (m.n_embd % m.n_head != 0) {
     fail2("model.n_embd", std::to_string(m.n_embd), "divisible by", "model.n_head",
           std::to_string(m.n_head));
@@ -813,6 +850,11 @@ Config parse_unresolved(const std::string& toml_text, const std::string& source_
   }
   apply_file(c, root, source_name);
   for (const std::string& o : overrides) apply_override(c, o);
+  // A parameter server takes ZeRO's place: an unset zero_stage follows it.
+  if (c.parallel.dp_sync == "parameter-server" && c.where("parallel.zero_stage") == "default") {
+    c.parallel.zero_stage = 0;
+    c.origin["parallel.zero_stage"] = "implied by parallel.dp_sync = \"parameter-server\"";
+  }
   // With model.init_from the [model] keys are known only once its config.json is read
   // (apply_init_from checks them then).
   if (c.model.init_from.empty()) validate_cross(c);

@@ -26,6 +26,12 @@ struct ParallelConfig {
   double bucket_mb = 4.0;     // gradient-reduction bucket size in MiB
   std::vector<int> stage_layers;  // layers per pipeline stage; empty = as even as possible
   double timeout_s = 300;     // a collective or receive waiting longer ends the job (watchdog)
+  // How data-parallel replicas combine gradients: "allreduce" (collectives, ZeRO by zero_stage)
+  // or "parameter-server" (data-parallel rank r serves shard r: workers push gradients to the
+  // servers and pull weights back; zero_stage must be 0).
+  std::string dp_sync = "allreduce";
+  // With a parameter server: the token embedding moves only the rows a batch touches.
+  bool ps_sparse_embedding = false;
 };
 
 struct TrainingConfig {
@@ -93,6 +99,10 @@ struct LoggingConfig {
   // runs/<config name>-<UTC date-time> (trainer/run_directory.h).
   std::string dir;
   int64_t interval = 1;              // print a progress line every N steps
+  bool quiet = false;                // batch jobs: no per-step progress, only start, evaluations and the end
+  bool verbose = false;              // the start-up report lists every rank (else a summary for many ranks)
+  bool tensorboard = true;           // TensorBoard event files beside metrics.jsonl
+  double peak_tflops = 0;            // MFU's peak per rank in TFLOP/s; 0 = known GPU's, or measured GEMM on the CPU
 };
 
 struct Config {

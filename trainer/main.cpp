@@ -18,6 +18,7 @@
 #include "parallel/mpi_world.h"
 #include "parallel/runtime.h"
 #include "trainer/bench_checkpoint.h"
+#include "trainer/bench_comm.h"
 #include "trainer/bench_command.h"
 #include "trainer/bench_generate.h"
 #include "trainer/bench_parallel.h"
@@ -31,6 +32,7 @@
 #include "trainer/tokenize_command.h"
 #include "trainer/layout_plan.h"
 #include "trainer/threads.h"
+#include "trainer/plan_command.h"
 #include "trainer/prepare_data_command.h"
 #include "trainer/train_loop.h"
 
@@ -47,8 +49,10 @@ constexpr const char* kHelp =
     "       trainer export CHECKPOINT --out FOLDER              checkpoint -> Hugging Face model folder\n"
     "       trainer tokenize --tokenizer FOLDER [--decode]      text on stdin -> ids on stdout (and back)\n"
     "       trainer check-data PATTERN [--vocab-size N]         validate token shards fully\n"
+    "       trainer plan CONFIG.toml --gpus N ...               predict every layout's memory and speed\n"
     "       trainer bench ...                                   time GPT-2 training steps\n"
     "       mpirun -np N trainer bench --parallel ...           time every parallel layout\n"
+    "       [mpirun -np N] trainer bench comm ...               collective bandwidth; ring and parameter server\n"
     "       [mpirun -np N] trainer bench --checkpoint ...       checkpoint save/load throughput\n"
     "       trainer bench --generate ...                        generation speed (KV cache)\n"
     "       trainer --version                                   version and the devices it can use\n"
@@ -178,18 +182,22 @@ int run(const std::vector<std::string>& args, const Runtime& runtime, const std:
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (verb == "bench" && std::find(rest.begin(), rest.end(), "--checkpoint") != rest.end())
     return bench_checkpoint_command(rest, make_mpi_world(std::chrono::minutes(5)));
+  if (verb == "bench" && !rest.empty() && rest[0] == "comm")
+    return bench_comm_command(std::vector<std::string>(rest.begin() + 1, rest.end()),
+                              make_mpi_world(std::chrono::minutes(5)));
   if (verb == "bench" && std::find(rest.begin(), rest.end(), "--parallel") != rest.end())
     return bench_parallel_command(rest, make_mpi_world(std::chrono::minutes(5)));
   const bool wants_help = std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
                           std::find(rest.begin(), rest.end(), "-h") != rest.end();
   if (verb == "prepare-data" || verb == "bench" || verb == "inspect" || verb == "export" || verb == "tokenize" ||
-      verb == "check-data" || verb == "generate") {
+      verb == "check-data" || verb == "generate" || verb == "plan") {
     if (world_size != 1) throw ConfigError("`trainer " + verb + "` runs as a single process, not under mpirun -np " +
                                            std::to_string(world_size));
     if (verb == "inspect") return inspect_command(rest);
     if (verb == "export") return export_command(rest);
     if (verb == "tokenize") return tokenize_command(rest);
     if (verb == "check-data") return check_data_command(rest);
+    if (verb == "plan") return plan_command(rest);
     if (verb == "generate") {
       if (wants_help) return generate_help();
       const auto [ca, flags] = split_verb_args(

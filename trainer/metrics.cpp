@@ -50,17 +50,29 @@ void MetricsWriter::write(const StepMetrics& m) {
                       {"lr", m.lr},           {"grad_norm", m.grad_norm},
                       {"tokens_per_s", m.tokens_per_s}, {"ms_per_step", m.ms_per_step}};
   if (m.val_loss) j["val_loss"] = *m.val_loss;
+  j.update(split_json(m.split));
+  j["mfu"] = m.mfu;
   out_ << j.dump() << '\n';
   out_.flush();
   if (!out_) throw Error(path_ + ": writing metrics failed (disk full?)");
 }
 
+std::string format_duration(double seconds) {
+  const long long t = static_cast<long long>(seconds + 0.5);
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%lld:%02lld", t / 60, t % 60);
+  return buf;
+}
+
 std::string format_progress(const StepMetrics& m, int64_t total_steps) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | %.1f ms",
-                static_cast<long long>(m.step), static_cast<long long>(total_steps), m.loss, m.lr,
-                m.grad_norm, m.tokens_per_s, m.ms_per_step);
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | %.1f ms | %s elapsed",
+                static_cast<long long>(m.step), static_cast<long long>(total_steps), m.loss, m.lr, m.grad_norm,
+                m.tokens_per_s, 100.0 * m.mfu, m.ms_per_step, format_duration(m.elapsed_s).c_str());
   std::string s = buf;
+  if (m.eta_s >= 0 && m.step < total_steps) s += ", ETA " + format_duration(m.eta_s);
   if (m.val_loss) {
     std::snprintf(buf, sizeof buf, " | val loss %.4f", *m.val_loss);
     s += buf;

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "trainer/run_summary.h"
+
 namespace feast {
 
 struct StepMetrics {
@@ -17,6 +19,10 @@ struct StepMetrics {
   double tokens_per_s = 0;
   double ms_per_step = 0;
   std::optional<double> val_loss;
+  TimeSplit split;   // seconds, averaged over ranks; its parts sum to ms_per_step / 1000
+  double mfu = 0;    // fraction of the job's peak
+  double elapsed_s = 0;  // wall time since training began (evaluations and checkpoints included)
+  double eta_s = -1;     // estimated wall time to training.steps; < 0 = unknown
 };
 
 class MetricsWriter {
@@ -32,7 +38,11 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
-// "step   12/300 | loss 2.3456 | lr 1.00e-03 | grad norm 0.812 | 1234 tok/s | 56.7 ms"
+// "step   12/300 | loss 2.3456 | lr 1.00e-03 | grad norm 0.812 | 1234 tok/s | MFU 12.3% | 56.7 ms |
+// 0:07 elapsed, ETA 2:51"
 std::string format_progress(const StepMetrics& m, int64_t total_steps);
+
+// Seconds as "m:ss" or "h:mm:ss".
+std::string format_duration(double seconds);
 
 }  // namespace feast

@@ -11,9 +11,12 @@
 #include "core/timer.h"
 #include "trainer/checkpointing.h"
 #include "trainer/fault_injection.h"
+#include "model/flop_count.h"
+#include "trainer/device_peak.h"
 #include "trainer/metrics.h"
 #include "trainer/run_directory.h"
 #include "trainer/stop_signals.h"
+#include "trainer/tensorboard_writer.h"
 
 namespace feast {
 namespace {
@@ -26,6 +29,21 @@ StopVote my_vote(const StopSignals& signals, const TrainingConfig& tc, const Tim
   return v;
 }
 
+
+// One step's scalars, under the tags `tensorboard --logdir runs/` groups as train/, time/ and val/.
+void write_tensorboard(TensorBoardWriter& tb, const StepMetrics& m) {
+  const TimeSplit& s = m.split;
+  std::vector<std::pair<std::string, double>> values = {
+      {"train/loss", m.loss},          {"train/lr", m.lr},
+      {"train/grad_norm", m.grad_norm}, {"train/tokens_per_s", m.tokens_per_s},
+      {"train/mfu", m.mfu},            {"time/step_s", s.total},
+      {"time/compute_s", s.compute},   {"time/tp_comm_s", s.tp_comm},
+      {"time/pp_idle_s", s.pp_idle},   {"time/dp_comm_s", s.dp_comm},
+      {"time/optimizer_s", s.optimizer}, {"time/data_s", s.data},
+      {"time/other_s", s.other}};
+  if (m.val_loss) values.emplace_back("val/loss", *m.val_loss);
+  tb.add_scalars(m.step, values);
+}
 
 // An earlier run's metrics.jsonl in the directory of a fresh run is moved aside, never
 // truncated; returns the new name ("" when there was none).
@@ -57,6 +75,7 @@ TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world,
   const std::optional<CheckpointMeta> resumed = start_from_checkpoint_or_import(run, config);
 
   std::optional<MetricsWriter> metrics;
+  std::optional<TensorBoardWriter> tensorboard;  // rank 0, with logging.tensorboard
   if (run.world().rank() == 0) {
     std::filesystem::create_directories(config.logging.dir);
     const ParallelLayout& layout = run.plan().layout;
@@ -73,7 +92,28 @@ TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world,
                   "; this run writes metrics.jsonl");
     }
     metrics.emplace(config.logging.dir + "/metrics.jsonl", resumed ? std::optional<int64_t>(resumed->step) : std::nullopt);
+    if (config.logging.tensorboard) tensorboard.emplace(config.logging.dir + "/tensorboard");
   }
+
+  // What MFU and the summary need: the model's FLOPs, the devices' peak (measured on the CPU, by
+  // every rank at once) and every rank's memory.
+  RunFacts facts;
+  facts.config = &config;
+  facts.config_path = config.source;
+  facts.world_size = run.world().size();
+  facts.tp = run.plan().layout.tp();
+  facts.pp = run.plan().layout.pp();
+  facts.dp = run.plan().layout.dp();
+  facts.micro_batches = run.plan().micro_batches;
+  facts.tokens_per_step = run.tokens_per_step();
+  facts.parameters = matmul_parameters(config.model);
+  facts.flops_per_token = training_flops_per_token(config.model, tc.seq_len);
+  facts.peak = device_peak(run.world(), tc.device, config.logging.peak_tflops);
+  facts.memory = run.memory_of_ranks();
+  RunStatistics stats;
+  // A parameter server's bytes, summed over this rank's steps: push, pull, refresh.
+  const bool server = config.parallel.dp_sync == "parameter-server";
+  double traffic[3] = {0, 0, 0};
 
   TrainSummary summary;
   summary.first_step = run.state().step;
@@ -83,6 +123,7 @@ TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world,
   const bool checkpoints = config.checkpoint.interval > 0;
   CheckpointSaver saver(run, config);
   double train_seconds = 0;
+  const Timer training_wall;  // elapsed and ETA count from the first step
   try {
     while (run.state().step < tc.steps) {
       maybe_inject_fault(config.fault, run.world().rank(), run.world().size(), run.state().step + 1);
@@ -96,13 +137,30 @@ TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world,
       mt.loss = r.loss;
       mt.lr = r.lr;
       mt.grad_norm = r.grad_norm;
-      mt.ms_per_step = r.timing.total * 1e3;
-      mt.tokens_per_s = double(run.tokens_per_step()) / r.timing.total;
+      mt.split = mean_over_ranks(run.world(), split_of(r.timing));
+      stats.add(mt.split);
+      if (server) {
+        const DpTraffic t = run.dp_bytes_last_step();
+        traffic[0] += t.push_bytes;
+        traffic[1] += t.pull_bytes;
+        traffic[2] += t.refresh_bytes;
+      }
+      mt.ms_per_step = mt.split.total * 1e3;
+      mt.tokens_per_s = double(run.tokens_per_step()) / mt.split.total;
+      mt.mfu = mfu(facts.flops_per_token, facts.tokens_per_step, mt.split.total, facts.peak, facts.world_size);
       const bool last = mt.step == tc.steps;
       if (tc.eval_interval > 0 && (mt.step % tc.eval_interval == 0 || last)) mt.val_loss = run.validate();
+      mt.elapsed_s = training_wall.seconds();
+      const int64_t done = mt.step - summary.first_step;
+      mt.eta_s = mt.elapsed_s / double(done) * double(tc.steps - mt.step);
       if (metrics) metrics->write(mt);
-      if (mt.step % config.logging.interval == 0 || last || mt.step == summary.first_step + 1 || mt.val_loss)
-        log::info(format_progress(mt, tc.steps));
+      if (tensorboard) write_tensorboard(*tensorboard, mt);
+      const std::string progress = format_progress(mt, tc.steps);
+      // Batch jobs (logging.quiet) print evaluations only; a terminal also gets every step as a
+      // status line redrawn in place.
+      const bool line_due = mt.step % config.logging.interval == 0 || last || mt.step == summary.first_step + 1;
+      if (mt.val_loss || (line_due && !config.logging.quiet)) log::info(progress);
+      else if (!config.logging.quiet) log::status(progress);
       summary.losses.push_back(r.loss);
       summary.grad_norms.push_back(r.grad_norm);
       summary.val_losses.push_back(mt.val_loss);
@@ -145,7 +203,33 @@ TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world,
   summary.last_checkpoint = saver.finish();
   summary.steps = run.state().step;
   const int64_t ran = summary.steps - summary.first_step;
-  summary.tokens_per_s = ran > 0 ? double(run.tokens_per_step()) * double(ran) / train_seconds : 0;
+  // The same figure as the printed summary's: the ranks' mean step, the first step left out.
+  const TimeSplit mean_step = stats.mean();
+  summary.tokens_per_s = mean_step.total > 0 ? double(run.tokens_per_step()) / mean_step.total : 0;
+  std::optional<ServerTraffic> server_traffic;
+  if (server && ran > 0) {  // collective: every rank's bytes, and what the dense exchange moves
+    const DpTraffic dense = run.dp_bytes_dense_step();
+    double all[5] = {traffic[0], traffic[1], traffic[2], dense.push_bytes, dense.pull_bytes};
+    run.world().allreduce(all, 5, DType::kFloat64)->wait();
+    const double per_rank_step = 1.0 / (double(run.world().size()) * double(ran));
+    server_traffic = ServerTraffic{all[0] * per_rank_step, all[1] * per_rank_step, all[3] / run.world().size(),
+                                   all[4] / run.world().size(), all[2] / run.world().size()};
+  }
+  if (run.world().rank() == 0) {
+    RunOutcome outcome;
+    outcome.server_traffic = server_traffic;
+    outcome.ended = summary.ended;
+    outcome.first_step = summary.first_step;
+    outcome.steps = summary.steps;
+    outcome.tokens_seen = run.state().tokens_seen;
+    outcome.train_seconds = train_seconds;
+    if (ran > 0) outcome.final_loss = summary.final_loss;
+    outcome.final_val_loss = summary.final_val_loss;
+    outcome.mean_split = mean_step;
+    outcome.measured_steps = stats.steps() > 1 ? stats.steps() - 1 : stats.steps();
+    for (const std::string& line : format_summary(facts, outcome)) log::info(line);
+    write_file_atomically(config.logging.dir + "/summary.json", summary_json(facts, outcome));
+  }
   if (hooks.at_end) hooks.at_end(run);
   run_dir.finish(summary.ended == "finished" ? "finished at step " + std::to_string(summary.steps)
                                              : "stopped at step " + std::to_string(summary.steps) + " (" +

@@ -27,7 +27,7 @@ struct TrainSummary {
   std::vector<std::optional<double>> val_losses;  // of every step run: its evaluation, if it had one
   double final_loss = 0;
   std::optional<double> final_val_loss;
-  double tokens_per_s = 0;  // over the steps run, evaluation excluded
+  double tokens_per_s = 0;  // over the steps run but the first (when more ran), evaluation excluded
   std::vector<StepTiming> timings;  // this rank's, every step run
   // Why it ended: "finished", "exit_at_step", "time limit", "preempted" (SIGTERM/SIGUSR1) or
   // "interrupted" (SIGINT); and the process exit code that goes with it.

@@ -17,6 +17,7 @@
 #include "model/decoder_stage.h"
 #include "parallel/agreement.h"
 #include "parallel/grid_report.h"
+#include "trainer/run_summary.h"
 #include "trainer/threads.h"
 
 namespace feast {
@@ -62,18 +63,29 @@ std::pair<int, std::string> thread_count(const Config& config, Communicator& wor
   return {choice.threads, choice.from};
 }
 
-// Every rank's memory, gathered and printed by rank 0 as one table.
-void report_memory(Communicator& world, const std::vector<double>& mine) {
-  std::vector<double> all(mine.size() * size_t(world.size()));
-  std::vector<size_t> counts(size_t(world.size()), mine.size());
-  world.allgather(mine.data(), all.data(), counts, DType::kFloat64)->wait();
-  log::info("memory per rank (MiB): rank | parameters | gradients | optimizer | activations");
-  for (int r = 0; r < world.size(); ++r) {
-    const double* m = all.data() + size_t(r) * mine.size();
-    char line[160];
-    std::snprintf(line, sizeof line, "  %4d | %10s | %9s | %9s | %11s", r, mib(m[0]).c_str(), mib(m[1]).c_str(),
-                  mib(m[2]).c_str(), mib(m[3]).c_str());
-    log::info(line);
+// parallel.dp_sync = "parameter-server" and its sparse embedding against the rest of the config.
+// (Parsing a config file checks the first two already; a Config built in code gets here too.)
+void check_parameter_server(const Config& config) {
+  const ParallelConfig& pc = config.parallel;
+  const bool server = pc.dp_sync == "parameter-server";
+  if (server && pc.zero_stage != 0)
+    throw ConfigError(config.where("parallel.zero_stage") + ": parallel.zero_stage = " + std::to_string(pc.zero_stage) +
+                      " cannot be combined with parallel.dp_sync = \"parameter-server\" (" +
+                      config.where("parallel.dp_sync") + "): the servers shard the optimizer state in ZeRO's " +
+                      "place; set parallel.zero_stage = 0, or use dp_sync = \"allreduce\"");
+  if (pc.ps_sparse_embedding && !server)
+    throw ConfigError(config.where("parallel.ps_sparse_embedding") +
+                      ": parallel.ps_sparse_embedding = true needs parallel.dp_sync = \"parameter-server\", but it is \"" +
+                      pc.dp_sync + "\" (" + config.where("parallel.dp_sync") + ")");
+  if (pc.ps_sparse_embedding && config.model.tied()) {
+    const std::string tie_from = config.where("model.tie_embeddings") == "default"
+                                     ? "the default for model.arch = \"" + config.model.arch + "\""
+                                     : config.where("model.tie_embeddings");
+    throw ConfigError(config.where("parallel.ps_sparse_embedding") +
+                      ": parallel.ps_sparse_embedding = true needs an untied token embedding, but "
+                      "model.tie_embeddings = true (" + tie_from + "): the tied head reads every row of the " +
+                      "embedding, so its gradient is dense; set model.tie_embeddings = false or remove " +
+                      "parallel.ps_sparse_embedding");
   }
 }
 
@@ -89,6 +101,7 @@ LayoutPlan check_training_config(const Config& config, int world_size, RunPurpos
   if (config.training.device != "cpu")
     throw ConfigError(config.where("training.device") + ": training.device = \"" + config.training.device +
                       "\" is not available in this build yet; use \"cpu\"");
+  check_parameter_server(config);
   return plan_layout(config, world_size);
 }
 
@@ -114,12 +127,18 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
   std::vector<std::string> hosts(1);
   if (w.size() > 1) {
     hosts = gather_host_names(w);
-    log::info(describe_grid(layout, hosts, config.model.tied()));
+    log::info(describe_grid(layout, hosts, config.model.tied(), config.logging.verbose));
   }
   const auto [threads, threads_from] = thread_count(config, w, hosts);
   omp_set_num_threads(threads);
   inferred_ = {w.size(), layout.dp(), plan_.micro_batches, threads, threads_from};
-  log::info("resolved config (inferred values marked):\n" + to_toml(with_inferred_values(config, inferred_)));
+  // The whole config is a hundred lines: the run directory keeps it (config.toml), and the screen
+  // gets it only when asked for.
+  if (config.logging.verbose || config.logging.dir.empty() || purpose_ == RunPurpose::kEvaluate)
+    log::info("resolved config (inferred values marked):\n" + to_toml(with_inferred_values(config, inferred_)));
+  else
+    log::info("resolved config: " + config.logging.dir + "/config.toml (every key, inferred values marked; "
+              "logging.verbose prints it here)");
 
   const int B = config.parallel.micro_batch_size, T = tc.seq_len, m = plan_.micro_batches;
   const StageSpec spec = plan_.stage_of(world_rank);
@@ -135,9 +154,23 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
   Communicator* dp = layout.dp() > 1 ? groups_.dp.get() : nullptr;
   Communicator* embedding = layout.pp() > 1 ? groups_.embedding.get() : nullptr;
   const size_t n_params = stage_->parameters().numel;
-  sync_ = std::make_unique<GradientSync>(*backend_, n_params, stage_->gradient_ranges(), config.parallel.zero_stage,
-                                         bucket_elems, dp, embedding);
-  stage_->set_gradient_sink(sync_.get());
+  if (config.parallel.dp_sync == "parameter-server") {
+    std::optional<EmbeddingRows> rows;
+    if (config.parallel.ps_sparse_embedding && stage_->table().contains("wte.weight")) {
+      const LocalParam& wte = stage_->table().at("wte.weight");
+      FEAST_CHECK(wte.spec->split == TpSplit::kVocabRows && wte.shape.size() == 2,
+                  "the sparse parameter server expects wte.weight as vocabulary-parallel rows");
+      rows = EmbeddingRows{wte.offset, wte.shape[0], wte.shape[1], int64_t{wte.tp_rank} * wte.shape[0]};
+    }
+    auto ps = std::make_unique<ParameterServer>(*backend_, n_params, stage_->gradient_ranges(), bucket_elems, dp,
+                                                embedding, rows);
+    ps_ = ps.get();
+    sync_ = std::move(ps);
+  } else {
+    sync_ = std::make_unique<GradientSync>(*backend_, n_params, stage_->gradient_ranges(), config.parallel.zero_stage,
+                                           bucket_elems, dp, embedding);
+  }
+  stage_->set_gradient_sink(&sync_->sink());
   AdamWConfig oc;
   oc.beta1 = tc.beta1;
   oc.beta2 = tc.beta2;
@@ -149,13 +182,13 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
                                        oc);
   executor_ = std::make_unique<PipelineExecutor>(*stage_, layout.pp() > 1 ? groups_.pp.get() : nullptr,
                                                  plan_.schedule, m, B, T);
-  for (int d = 0; d < layout.dp(); ++d) shard_sizes_.push_back(shard_range(n_params, layout.dp(), d).size());
   state_.seed = tc.seed;
   state_.model = stage_.get();
   state_.optimizer = optimizer_.get();
 
-  report_start({double(stage_->parameters().bytes()), double(sync_->gradient_bytes()),
-                double(optimizer_->state_bytes()), double(stage_->activation_bytes())});
+  memory_of_ranks_ = gather_memory(*groups_.world, memory_bytes());
+  report_start();
+  if (ps_) report_parameter_server();
 }
 
 TrainingRun::~TrainingRun() = default;
@@ -204,12 +237,56 @@ void TrainingRun::open_data() {
   }
 }
 
+MemoryBytes TrainingRun::memory_bytes() const {
+  return {double(stage_->parameters().bytes()), double(sync_->gradient_bytes()), double(optimizer_->state_bytes()),
+          double(stage_->activation_bytes())};
+}
+
+DpTraffic TrainingRun::dp_bytes_last_step() const { return ps_ ? ps_->traffic_last_step() : DpTraffic{}; }
+
+DpTraffic TrainingRun::dp_bytes_dense_step() const {
+  return ps_ ? ps_->dense_traffic(stage_->parameters().dtype) : DpTraffic{};
+}
+
+void TrainingRun::report_parameter_server() {
+  // The busiest worker's dense traffic (ranks differ by stage), and the token embedding's share
+  // of it, which the sparse server moves only for the rows a batch reads.
+  const DpTraffic dense = dp_bytes_dense_step();
+  double embedding = 0;
+  if (stage_->table().contains("wte.weight") && plan_.layout.dp() > 1) {
+    const LocalParam& wte = stage_->table().at("wte.weight");
+    const ShardRange mine = sync_->shard();
+    const size_t lo = std::max(mine.begin, wte.offset), hi = std::min(mine.end, wte.offset + wte.numel);
+    embedding = double(wte.numel - (lo < hi ? hi - lo : 0)) * sizeof(float);  // the part other servers hold
+  }
+  double most[3] = {dense.push_bytes, dense.pull_bytes, embedding};
+  groups_.world->allreduce(most, 3, DType::kFloat64, {ReduceOp::kMax})->wait();
+  const int dp = plan_.layout.dp();
+  std::string line = "parameter server: each worker pushes " + mib(most[0]) + " MiB and pulls " + mib(most[1]) +
+                     " MiB per step (dense, the busiest rank; " +
+                     (dp > 1 ? "each server receives the pushes of " + count_of(dp - 1, "other worker") +
+                                   " for its shard of 1/" + std::to_string(dp) + " of the stage)"
+                             : "dp = 1: no traffic)");
+  if (config_.parallel.ps_sparse_embedding)
+    line += "; sparse embedding: of these, the token embedding's " + mib(most[2]) +
+            " MiB each way move only for the rows a batch reads";
+  log::info(line);
+}
+
+std::vector<int32_t> TrainingRun::step_tokens() const {
+  // All of this rank's micro-batches of the step: the rows the executor's fill gives them.
+  const int B = config_.parallel.micro_batch_size, T = config_.training.seq_len, m = plan_.micro_batches;
+  std::vector<int32_t> tokens(size_t(m) * size_t(B) * size_t(T)), targets(tokens.size());
+  sampler_->fill(state_.data_step(), int64_t{me_.dp} * m * B, m * B, tokens.data(), targets.data());
+  return tokens;
+}
+
 int64_t TrainingRun::tokens_per_step() const {
   return int64_t{plan_.layout.dp()} * plan_.micro_batches * config_.parallel.micro_batch_size *
          config_.training.seq_len;
 }
 
-void TrainingRun::report_start(const std::vector<double>& memory) {
+void TrainingRun::report_start() {
   const ParallelLayout& layout = plan_.layout;
   const int B = config_.parallel.micro_batch_size, T = config_.training.seq_len, m = plan_.micro_batches;
   log::info("data: " +
@@ -219,8 +296,8 @@ void TrainingRun::report_start(const std::vector<double>& memory) {
             (val_data_ ? ", val " + count_of(val_data_->total_tokens(), "token") : ", no validation"));
   log::info("model: " + config_.model.arch + ", " + count_of(config_.model.n_layer, "layer") + " over " +
             count_of(layout.pp(), "stage") + " " + format_list(plan_.stage_layers) + ", tp " +
-            std::to_string(layout.tp()) + ", dp " + std::to_string(layout.dp()) + ", ZeRO " +
-            std::to_string(sync_->zero_stage()) + ", " + config_.parallel.schedule + "; global batch " +
+            std::to_string(layout.tp()) + ", dp " + std::to_string(layout.dp()) + ", " + sync_->describe() + ", " +
+            config_.parallel.schedule + "; global batch " +
             count_of(tokens_per_step(), "token") + "/step = dp " + std::to_string(layout.dp()) + " x " +
             count_of(m, "micro-batch", "micro-batches") + " x " + count_of(B, "sequence") + " x " +
             count_of(T, "token") + "; " + count_of(omp_get_max_threads(), "thread") + " per rank; " +
@@ -232,7 +309,7 @@ void TrainingRun::report_start(const std::vector<double>& memory) {
                 std::to_string(T + 1) + " tokens, but an evaluation reads " + std::to_string(needed) +
                 " (training.eval_batches x the global batch): windows are reused, so val_loss averages repeats");
   }
-  report_memory(*groups_.world, memory);
+  for (const std::string& line : format_memory_table(memory_of_ranks_, config_.logging.verbose)) log::info(line);
 }
 
 RankState TrainingRun::rank_state() {
@@ -255,6 +332,15 @@ StepResult TrainingRun::step(const StopVote& vote) {
   Communicator& world = *groups_.world;
   Timer timer;
   sync_->begin_step();
+  double dp_seconds = 0, data_seconds = 0;
+  if (ps_ && ps_->sparse()) {  // the embedding rows this step's batch reads, before its forward
+    Timer fill;
+    const std::vector<int32_t> tokens = step_tokens();
+    data_seconds += fill.seconds();
+    Timer pull;
+    ps_->pull_rows(tokens, stage_->parameters());
+    dp_seconds += pull.seconds();
+  }
   const BatchFill fill = [&](int k, int32_t* x, int32_t* y) {
     sampler_->fill(state_.data_step(), (int64_t{me_.dp} * m + k) * B, B, x, y);
   };
@@ -264,19 +350,29 @@ StepResult TrainingRun::step(const StopVote& vote) {
   const int64_t global_rows = int64_t{layout.dp()} * m * B;
   const int64_t counted = std::max<int64_t>(1, sampler_->counted_targets(state_.data_step(), 0, int(global_rows)));
   const float loss_scale = float(1.0 / double(counted));
-  const double local_loss = executor_->train(fill, *sync_, loss_scale);
+  const double local_loss = executor_->train(fill, sync_->sink(), loss_scale);
   const double backward_waits = sync_->take_wait_seconds();  // ZeRO 2 waiting inside the backward
+  // 1F1B's cool-down: the later stages finish their backwards before the first stage does. That
+  // wait is the pipeline's idle, measured here, not in whichever collective comes next.
+  double cooldown = 0;
+  if (layout.pp() > 1) {
+    Timer wait;
+    groups_.pp->barrier();
+    cooldown = wait.seconds();
+  }
   Timer dp_timer;
   sync_->finish_step();
   sync_->take_wait_seconds();  // finish_step's waits are in dp_timer
-  double dp_seconds = dp_timer.seconds() + backward_waits;
-  Timer opt_timer;
+  dp_seconds += dp_timer.seconds() + backward_waits;
+  Timer norm_timer;
   // One reduction for the loss (owned by one rank), the squared gradient norm (each logical
-  // element counted once over tp, pp and dp) and the ranks' votes to stop after this step.
+  // element counted once over tp, pp and dp) and the ranks' votes to stop after this step. The
+  // reduction itself is the step's "other" time; the norm and the update are the optimizer's.
   const ShardRange shard = sync_->shard();
   const double my_loss = owns_loss_ ? local_loss : 0.0;
   const double my_squares =
       counted_sum_of_squares(*backend_, stage_->table(), sync_->shard_grads(), shard.begin, shard.end);
+  double opt_seconds = norm_timer.seconds();
   double reduced[5] = {my_loss, my_squares, vote.interrupt ? 1.0 : 0.0, vote.terminate ? 1.0 : 0.0,
                        vote.time_limit ? 1.0 : 0.0};
   world.allreduce(reduced, 5, DType::kFloat64)->wait();
@@ -289,17 +385,27 @@ StepResult TrainingRun::step(const StopVote& vote) {
   r.stop = {reduced[2] > 0, reduced[3] > 0, reduced[4] > 0};
   r.skipped = !std::isfinite(r.loss) || !std::isfinite(r.grad_norm);
   if (r.skipped) handle_nonfinite(r, std::isfinite(my_loss) && std::isfinite(my_squares));
+  Timer opt_timer;
   if (!r.skipped) optimizer_->step(sync_->optimizer_grads(), step + 1, r.lr, r.grad_norm);
-  const double opt_seconds = opt_timer.seconds();
-  if (sync_->zero_stage() > 0 && !r.skipped) {
-    Timer gather;
-    const TensorView params = stage_->parameters();
-    const TensorView mine = params.slice(shard.begin, shard.size());
-    groups_.dp->allgather(mine.data, params.data, shard_sizes_, params.dtype)->wait();
-    dp_seconds += gather.seconds();
+  opt_seconds += opt_timer.seconds();
+  if (!r.skipped) {  // ZeRO's all-gather of the updated shards, or the workers' pull
+    Timer share;
+    sync_->share_update(stage_->parameters());
+    dp_seconds += share.seconds();
+  }
+  // A sparse server's workers hold stale embedding rows; the run's last step leaves every copy
+  // whole for what reads the weights after training (hooks, exports).
+  const bool last_step = step + 1 >= config_.training.steps || r.stop.any() ||
+                         (config_.training.exit_at_step > 0 && step + 1 >= config_.training.exit_at_step);
+  if (ps_ && last_step) {
+    Timer pull;
+    ps_->pull_all_rows(stage_->parameters());
+    dp_seconds += pull.seconds();
   }
   StageTimes st = executor_->take_times();
   st.compute -= backward_waits;  // counted as data-parallel communication
+  st.data += data_seconds;
+  st.pp_wait += cooldown;
   r.timing = {timer.seconds(), st, dp_seconds, opt_seconds};
   state_.step = step + 1;
   state_.tokens_seen += tokens_per_step();
@@ -333,6 +439,7 @@ int64_t TrainingRun::validation_windows() const {
 
 std::optional<double> TrainingRun::validate() {
   if (!val_sampler_) return std::nullopt;
+  if (ps_) ps_->pull_all_rows(stage_->parameters());  // validation batches read any row
   const ParallelLayout& layout = plan_.layout;
   const int B = config_.parallel.micro_batch_size, m = plan_.micro_batches, T = config_.training.seq_len;
   // Batches of the global batch size, their rows dealt to the replicas as a training step's are:

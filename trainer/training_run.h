@@ -19,6 +19,7 @@
 #include "model/pipeline_stage.h"
 #include "parallel/grad_sync.h"
 #include "parallel/optimizer.h"
+#include "parallel/parameter_server.h"
 #include "parallel/pipeline_executor.h"
 #include "parallel/process_groups.h"
 #include "trainer/config.h"
@@ -32,7 +33,8 @@ struct StepTiming {
   double total = 0;
   StageTimes stage;      // forward/backward compute, tensor-parallel and pipeline communication
   double dp_comm = 0;    // gradient reductions, the embedding sum and the parameter all-gather
-                         // (the part not hidden behind the backward)
+                         // (the part not hidden behind the backward); with a parameter server
+                         // its pushes and pulls
   double optimizer = 0;  // norm, clipping and the AdamW update of this rank's shard
 };
 
@@ -52,6 +54,15 @@ struct StepResult {
   bool skipped = false;  // the loss or norm was not finite and the update was skipped
   StopVote stop;         // what any rank voted (the same on every rank)
   StepTiming timing;     // this rank's
+};
+
+// The bytes one rank holds for training, as the start-up report prints them.
+struct MemoryBytes {
+  double parameters = 0;   // this rank's stage and tensor-parallel slice
+  double gradients = 0;    // full buffer, shard or buckets, by ZeRO stage
+  double optimizer = 0;    // AdamW's master copy and moments of what this rank updates
+  double activations = 0;  // the stage's activation slots and work buffers
+  double total() const { return parameters + gradients + optimizer + activations; }
 };
 
 // What a run is built for: training (data.train, optionally data.val) or evaluation only
@@ -95,6 +106,17 @@ class TrainingRun {
   // This rank's parameters, optimizer state and data-parallel share, for checkpoints.
   RankState rank_state();
   int64_t tokens_per_step() const;
+  // This rank's memory, as reported at start.
+  MemoryBytes memory_bytes() const;
+  // Every rank's memory_bytes(), by world rank (gathered once, at construction).
+  const std::vector<MemoryBytes>& memory_of_ranks() const { return memory_of_ranks_; }
+  // With a parameter server (parallel.dp_sync): the bytes this rank pushed to and pulled from
+  // the other servers in the last step; zeros under all-reduce, whose traffic the collective
+  // library's algorithm decides.
+  DpTraffic dp_bytes_last_step() const;
+  // What the same step moves through a dense parameter server (the comparison for
+  // parallel.ps_sparse_embedding); zeros under all-reduce.
+  DpTraffic dp_bytes_dense_step() const;
   // Each logical tensor's gradient norm after the last step (before clipping), in table order
   // with the tensor names; collective over the world. Tied copies count once.
   std::vector<std::pair<std::string, double>> gradient_norms_per_tensor();
@@ -103,7 +125,12 @@ class TrainingRun {
   void open_data();
   // A step's loss or norm was not finite: skip its update or fail (see step()).
   void handle_nonfinite(const StepResult& r, bool mine_finite);
-  void report_start(const std::vector<double>& memory);
+  void report_start();
+  // The parameter server's start-up line: bytes per step, dense and sparse.
+  void report_parameter_server();
+  // Every token this rank's micro-batches of the current step read (the sparse parameter
+  // server pulls the embedding rows they name).
+  std::vector<int32_t> step_tokens() const;
 
   const Config& config_;
   RunPurpose purpose_;
@@ -118,11 +145,12 @@ class TrainingRun {
   ProcessGroups groups_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<PipelineStage> stage_;
-  std::unique_ptr<GradientSync> sync_;
+  std::unique_ptr<DataParallelSync> sync_;  // GradientSync, or the ParameterServer
+  ParameterServer* ps_ = nullptr;           // sync_ when parallel.dp_sync = "parameter-server"
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<PipelineExecutor> executor_;
-  std::vector<size_t> shard_sizes_;  // every dp rank's shard, for the parameter all-gather
   InferredValues inferred_;
+  std::vector<MemoryBytes> memory_of_ranks_;
   TrainingState state_;
 };
 

@@ -321,5 +321,27 @@ TEST_P(Mpi, GathersEveryRanksHostName) {
   EXPECT_EQ(hosts[me], std::string(name, length));
 }
 
+// Rank r sends q * 1000 + r * 10 + k to rank q (k < count): what rank q finds in block r says
+// who sent it and whether it was meant for q. 7 elements per rank also go in pieces when calls
+// are split (at most 5 elements each), and bfloat16 moves as words.
+TEST_P(Mpi, AlltoallDeliversEachRanksBlock) {
+  for (const size_t count : {size_t{7}, size_t{3}, size_t{0}}) {
+    SCOPED_TRACE(count);
+    std::vector<int32_t> send(count * n), recv(count * n, -1);
+    for (int q = 0; q < n; ++q)
+      for (size_t k = 0; k < count; ++k) send[q * count + k] = q * 1000 + me * 10 + int32_t(k);
+    world->alltoall(send.data(), recv.data(), count, DType::kInt32)->wait();
+    for (int r = 0; r < n; ++r)
+      for (size_t k = 0; k < count; ++k) ASSERT_EQ(recv[r * count + k], me * 1000 + r * 10 + int32_t(k)) << r << " " << k;
+  }
+  std::vector<uint16_t> words(n * 6), got(n * 6);
+  for (size_t i = 0; i < words.size(); ++i) words[i] = uint16_t(0x3F80 + me * 100 + i);
+  world->alltoall(words.data(), got.data(), 6, DType::kBFloat16)->wait();
+  for (int r = 0; r < n; ++r)
+    for (size_t k = 0; k < 6; ++k) ASSERT_EQ(got[r * 6 + k], uint16_t(0x3F80 + r * 100 + me * 6 + k));
+  std::vector<int32_t> same(n);
+  EXPECT_THROW(world->alltoall(same.data(), same.data(), 1, DType::kInt32), Error);  // no in-place form
+}
+
 }  // namespace
 }  // namespace feast

@@ -69,5 +69,31 @@ TEST(DescribeGrid, RejectsWrongNumberOfHosts) {
   EXPECT_THROW(describe_grid(ParallelLayout(2, 1, 1), {"a"}), Error);
 }
 
+// 64 ranks on 8 hosts: the block fits a screen (no line per rank), still names every host's
+// ranks, counts the groups, and caps the cross-host warnings.
+TEST(DescribeGrid, SixtyFourRanksFitAScreen) {
+  const ParallelLayout layout(4, 4, 4);
+  std::vector<std::string> hosts;
+  for (int r = 0; r < 64; ++r) hosts.push_back(std::string("node").append(std::to_string(r / 8)));
+  const std::string text = describe_grid(layout, hosts);
+  EXPECT_LE(occurrences(text, "\n"), 12u) << text;
+  EXPECT_EQ(text.find("rank 63:"), std::string::npos) << text;
+  EXPECT_NE(text.find("8 hosts: node0 ranks 0-7; node1 ranks 8-15;"), std::string::npos) << text;
+  EXPECT_NE(text.find("tensor-parallel groups: 16 groups of 4: [0, 1, 2, 3] [4, 5, 6, 7] ... [60, 61, 62, 63]\n"),
+            std::string::npos)
+      << text;
+  for (const char* line : {"pipeline groups: 16 groups of 4", "data-parallel groups: 16 groups of 4"})
+    EXPECT_NE(text.find(line), std::string::npos) << text;
+
+  // A tensor-parallel group of 8 on 4-rank hosts: every group spans two hosts; three are named.
+  std::vector<std::string> small_hosts;
+  for (int r = 0; r < 64; ++r) small_hosts.push_back(std::string("h").append(std::to_string(r / 4)));
+  const std::string spanning = describe_grid(ParallelLayout(8, 1, 8), small_hosts);
+  EXPECT_EQ(occurrences(spanning, "warning: tensor-parallel group ["), 3u) << spanning;
+  EXPECT_NE(spanning.find("warning: 5 more tensor-parallel groups span hosts"), std::string::npos) << spanning;
+  // logging.verbose: every rank again.
+  EXPECT_NE(describe_grid(layout, hosts, true, true).find("rank 63: "), std::string::npos);
+}
+
 }  // namespace
 }  // namespace feast

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench_parallel_messages.sh TRAINER MPIEXEC: `bench --parallel` says which default layouts it
-# skips and why; an error about a value its user gave names the flag; and it leaves no
-# temporary data behind when it fails.
+# skips and why; --micro-batches gives a row per count with the pipeline formula; an error about
+# a value its user gave names the flag; and it leaves no temporary data behind when it fails.
 set -uo pipefail
 trainer=$1 mpiexec=$2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -14,6 +14,14 @@ grep -q "bench: skipping tp2pp1dp1 (tp 2 does not divide 1 heads)" <<<"$out" || 
 grep -q "bench: skipping tp1pp2dp1 (pp 2 > 1 layers)" <<<"$out" || fail "no skip line for pp2"
 grep -q "^tp1 pp1 dp2 " <<<"$out" || fail "the layout that fits did not run"
 echo "ok: skipped layouts are named with the reason"
+
+# --micro-batches: one row per count, the formula (p-1)/(m+p-1) beside the measured bubble, and E.
+out=$("${mpi[@]}" --layers 2 --heads 1 --embd 32 --layouts tp1pp2dp1 --micro-batches 1,4 2>&1) ||
+  fail "--micro-batches failed: ${out: -400}"
+grep -qE '^tp1 pp2 dp1 +1 +2 .* [0-9.]+% +50\.0% +[0-9.]+%$' <<<"$out" || fail "no m = 1 row with formula 50%: $(grep -A4 '^layout' <<<"$out")"
+grep -qE '^tp1 pp2 dp1 +4 +2 .* [0-9.]+% +20\.0% +[0-9.]+%$' <<<"$out" || fail "no m = 4 row with formula 20%"
+grep -q "formula = (p-1)/(m+p-1)" <<<"$out" || fail "the formula is not stated"
+echo "ok: --micro-batches runs each count with the bubble formula and E"
 
 before=$(ls -d "$tmp"/feast_bench_* 2>/dev/null | sort)
 out=$("${mpi[@]}" --batch 3 2>&1) && fail "--batch 3 was accepted"

@@ -1,0 +1,18 @@
+#include "model/flop_count.h"
+
+#include "model/architecture.h"
+
+namespace feast {
+
+double matmul_parameters(const ModelConfig& config) {
+  const double total = double(decoder_param_table(config).total_numel());
+  const double padding = double(config.padded_vocab() - config.vocab_size) * config.n_embd;
+  const double embedding = double(config.vocab_size) * config.n_embd;
+  return config.tied() ? total - padding : total - 2 * padding - embedding;
+}
+
+double training_flops_per_token(const ModelConfig& config, int seq_len) {
+  return 6.0 * matmul_parameters(config) + 6.0 * config.n_layer * double(seq_len) * config.n_embd;
+}
+
+}  // namespace feast

@@ -1,0 +1,20 @@
+// The FLOPs of a training step, counted as llm.c and the MFU literature count them (Kaplan et
+// al.; PaLM's appendix B): 6 N per token for the matrix products of forward and backward (2 N
+// forward, 4 N backward), plus 6 L T C per token for attention's scores and weighted sums over
+// a context of T. MFU divides this model count, not the FLOPs a kernel happens to execute, by
+// the time and the device peak, so recomputation or padding never raises it.
+#pragma once
+
+#include "model/model_config.h"
+
+namespace feast {
+
+// N: the model's parameters without vocabulary padding, an untied token embedding excluded
+// (a lookup, not a product; a tied one counts once, as the head). The same N `trainer bench`
+// reports.
+double matmul_parameters(const ModelConfig& config);
+
+// 6 N + 6 L T C: training FLOPs per token at sequence length T.
+double training_flops_per_token(const ModelConfig& config, int seq_len);
+
+}  // namespace feast

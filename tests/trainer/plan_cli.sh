@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# plan_cli.sh TRAINER (from the source tree): `trainer plan` through the binary:
+#  1. configs/demo.toml on 8 GPUs prints the header, a table of 10 layouts best first and the
+#     Young/Daly interval, and exits 0; --top, --why and a memory too small to fit anything;
+#  2. --json is a JSON array whose layouts carry the fields the sweep scripts read, consistent
+#     with each other (step = the sum of its parts, tokens/s = tokens per step / step);
+#  3. bad input exits non-zero with one "error:" line naming the flag (or the key); --help
+#     prints the usage and exits 0.
+set -uo pipefail
+trainer=$1
+work=$(mktemp -d) || exit 1
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# 1. The table.
+"$trainer" plan configs/demo.toml --gpus 8 > "$work/out" 2> "$work/err" || fail "plan exited $?: $(cat "$work/err")"
+grep -q '^plan: configs/demo.toml on 8 GPUs (1 node of 8)' "$work/out" || fail "no header: $(head -3 "$work/out")"
+grep -q '^assumed: fp32 .* from training.device = "cpu"' "$work/out" || fail "no assumptions line"
+grep -q '^layouts: 92 considered, 90 valid, 90 fit in 80.00 GiB' "$work/out" || fail "wrong layout counts: $(grep '^layouts' "$work/out")"
+rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-2] +[0-9]+ +[0-9]+ \|' "$work/out")
+[[ $rows -eq 10 ]] || fail "expected 10 table rows, got $rows: $(cat "$work/out")"
+grep -qE '^ +1 .*\| +[0-9]+ +[0-9.]+ +[0-9.]+$' "$work/out" || fail "row 1 lacks tokens/s, E and idle"
+grep -q '^reliability: one GPU.s MTTF 50000 h / 8 GPUs = cluster MTTF 260.4 days' "$work/out" || fail "no MTTF line"
+grep -q '^Young/Daly interval sqrt(2 C MTTF) = ' "$work/out" || fail "no Young/Daly line"
+[[ ! -s $work/err ]] || fail "stderr not empty: $(cat "$work/err")"
+echo "ok: the table"
+
+"$trainer" plan configs/demo.toml --gpus=8 --top 3 --why --checkpoint-seconds 30 --mttf-hours 1000 > "$work/out" ||
+  fail "plan --top 3 --why exited $?"
+rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-2] +[0-9]+ +[0-9]+ \|' "$work/out")
+[[ $rows -eq 3 ]] || fail "--top 3 printed $rows rows"
+grep -q '^  tp8 pp1 dp1: parallel.tp = 8 does not divide model.n_head = 4: .*(tried by trainer plan)' "$work/out" || fail "--why lacks the tp 8 refusal"
+grep -q '^  tp1 pp8 dp1: parallel.pp = 8 stages but model.n_layer = 4' "$work/out" || fail "--why lacks the pp 8 refusal"
+# sqrt(2 x 30 s x (1000 h / 8) x 3600 s/h) = 5196 s = 1.44 h
+grep -q 'C = 30.00 s (--checkpoint-seconds)' "$work/out" || fail "--checkpoint-seconds not used"
+grep -q '^Young/Daly interval sqrt(2 C MTTF) = 1.44 h' "$work/out" || fail "wrong interval: $(grep Young "$work/out")"
+
+"$trainer" plan configs/demo.toml --gpus 8 --gpu-memory 2MiB --why > "$work/out" || fail "plan --gpu-memory 2MiB exited $?"
+grep -q '^no layout fits: the smallest, tp.*needs [0-9.]* MiB > 2.0 MiB per GPU' "$work/out" ||
+  fail "no 'no layout fits' line: $(cat "$work/out")"
+grep -qE '^  tp[0-9] pp[0-9] dp[0-9] zero[0-2] mbs[0-9]+ m[0-9]+: needs [0-9.]+ MiB > 2.0 MiB per GPU' "$work/out" ||
+  fail "--why does not say what a dropped layout needs"
+echo "ok: --top, --why, --checkpoint-seconds, nothing fits"
+
+# 2. JSON for the scripts.
+"$trainer" plan configs/demo.toml --gpus 16 --gpus-per-node 4 --dtype bf16 --json > "$work/plan.json" ||
+  fail "plan --json exited $?"
+python3 - "$work/plan.json" <<'EOF' || fail "the JSON is not what the scripts read"
+import json, sys
+layouts = json.load(open(sys.argv[1]))
+assert isinstance(layouts, list) and layouts, "not a non-empty array"
+fits = [l for l in layouts if l["fits"]]
+assert fits, "nothing fits"
+for l in layouts:
+    for k in ("tp", "pp", "dp", "zero_stage", "micro_batch_size", "num_micro_batches", "fits", "valid", "dtype"):
+        assert k in l, k
+    assert l["fits"] or l["why"], l
+    if not l["valid"]:
+        continue
+    assert l["tp"] * l["pp"] * l["dp"] == 16, l
+    assert l["dp"] * l["micro_batch_size"] * l["num_micro_batches"] == 32, l
+    m, t = l["memory_bytes"], l["time"]
+    assert abs(m["total"] - sum(m[k] for k in ("parameters", "gradients", "optimizer", "activations", "buffers"))) < 1, m
+    assert abs(t["step_s"] - sum(t[k] for k in ("compute_s", "tp_comm_s", "pp_idle_s", "dp_comm_s"))) < 1e-12 * t["step_s"] + 1e-15, t
+    assert abs(l["tokens_per_s"] * t["step_s"] - 32 * 64) < 1e-6, l
+    assert 0 < l["efficiency"] <= 1 and abs(l["efficiency"] - t["compute_s"] / t["step_s"]) < 1e-9, l
+    assert abs(l["pp_idle_fraction"] - (l["pp"] - 1) / (l["num_micro_batches"] + l["pp"] - 1)) < 1e-12, l
+    assert len(l["memory_bytes_per_stage"]) == l["pp"], l
+    assert l["dtype"] == "bf16"
+    # 16 GPUs in nodes of 4 (tp-dp-pp): a dp group of 16 / tp ranks spans nodes once it exceeds one node
+    if l["tp"] * l["dp"] > 4 and l["dp"] > 1:
+        assert l["inter_node"]["dp"], l
+assert [l["tokens_per_s"] for l in fits] == sorted((l["tokens_per_s"] for l in fits), reverse=True), "not best first"
+print(f"ok: {len(layouts)} layouts, {len(fits)} fit")
+EOF
+echo "ok: --json"
+
+# 3. Bad input: one error line naming the flag.
+expect_error() {  # REGEX ARGS...
+  local regex=$1
+  shift
+  "$trainer" plan "$@" > "$work/out" 2> "$work/err" && fail "'plan $*' exited 0"
+  grep -qE -- "$regex" "$work/err" || fail "'plan $*': stderr does not match '$regex': $(cat "$work/err")"
+  [[ $(head -1 "$work/err") == error:* ]] || fail "'plan $*': no error: line: $(cat "$work/err")"
+}
+expect_error "unknown option '--gpu-memroy'" configs/demo.toml --gpus 8 --gpu-memroy 80GiB
+expect_error "--gpus N is required" configs/demo.toml
+expect_error "--gpus: expected a positive integer, got 'eight'" configs/demo.toml --gpus eight
+expect_error "--intra-node-bw: expected a bandwidth such as 450GB/s or 400Gb/s, got 'fast'" configs/demo.toml --gpus 8 --intra-node-bw fast
+expect_error "--latency: expected a time such as 5us, 1.5ms or 2s, got '5'" configs/demo.toml --gpus 8 --latency 5
+expect_error "--gpu-memory: expected a size such as 5GB, 500MB or 2GiB, got '80 potatoes'" configs/demo.toml --gpus 8 --gpu-memory "80 potatoes"
+expect_error "--dtype: expected fp32 or bf16, got 'fp8'" configs/demo.toml --gpus 8 --dtype fp8
+expect_error "--top needs a value" configs/demo.toml --gpus 8 --top
+expect_error "name a config file" --gpus 8
+expect_error "unknown key 'model.n_layers'" configs/demo.toml --gpus 8 --set model.n_layers=2
+"$trainer" plan --help > "$work/out" || fail "--help exited $?"
+[[ $(head -1 "$work/out") == usage:* ]] || fail "--help does not start with usage:"
+echo "ok: bad input and --help"
