@@ -54,7 +54,8 @@ run one 1 1 1 --set logging.interval=2
 "$mpiexec" --oversubscribe --bind-to none -np 2 "$trainer" "$src/configs/llama-demo.toml" --set parallel.tp=1 \
   --set parallel.pp=1 --set parallel.zero_stage=0 --set parallel.dp_sync=parameter-server \
   --set parallel.ps_sparse_embedding=true --set model.vocab_size=2048 --set training.steps=3 \
-  --set training.eval_interval=0 --set data.train="$corpus/train_*.bin" --set logging.dir="$work/server" \
+  --set training.eval_interval=0 --set data.train="$corpus/train_*.bin" --set data.val="$corpus/val_*.bin" \
+  --set logging.dir="$work/server" \
   --set checkpoint.resume=never >"$work/server.out" 2>&1 || { fail "server run exited non-zero"; cat "$work/server.out"; }
 python3 - "$work/server/summary.json" <<'PY' || fail "server: bytes missing from summary.json or not fewer than dense"
 import json, sys
