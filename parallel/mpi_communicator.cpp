@@ -4,6 +4,7 @@
 #include "parallel/mpi_communicator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <exception>
@@ -22,14 +23,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A waiting rank tests its requests in a tight loop for this long (a collective between ranks
-// that each own a core finishes in a few microseconds), then sleeps between tests. With more
+// Under WaitPolicy::kBackOff (mpi_world.h), a waiting rank tests its requests in a tight loop for
+// this long (a collective between ranks that each own a core finishes in a few microseconds),
+// then sleeps between tests; under kSpin it never sleeps. With more
 // ranks than cores a spinning waiter takes the CPU from the very rank it waits for, and the
 // kernel's round-robin makes every step of a collective cost a whole time slice. Measured with
 // 8 ranks on 2 cores: 1 ms of compute + a 64K all-reduce per step took 5.0 ms sleeping against
 // 10.1 ms spinning; the price is ~0.6 ms instead of 0.03-0.15 ms for a tiny all-reduce.
 constexpr auto kSpinFor = std::chrono::microseconds(20);
 constexpr auto kPollSleep = std::chrono::microseconds(50);
+// A spinning waiter still answers the watchdog's survey (a rank whose wait timed out asks who is
+// alive), at this interval.
+constexpr auto kServeEvery = std::chrono::milliseconds(1);
+
+std::atomic<WaitPolicy> g_wait_policy{WaitPolicy::kBackOff};
 
 // bfloat16 travels as 16-bit words: MPI has no type for it, and moving bits needs none.
 MPI_Datatype to_mpi(DType dtype) {
@@ -110,6 +117,8 @@ class MpiWork final : public Work {
     if (done()) return;
     const auto start = Clock::now();
     const auto deadline = start + timeout_;
+    const bool back_off = g_wait_policy.load(std::memory_order_relaxed) == WaitPolicy::kBackOff;
+    auto served = start;
     for (;;) {
       if (test()) return;
       const auto now = Clock::now();
@@ -124,9 +133,12 @@ class MpiWork final : public Work {
         os << (report.empty() ? ": another rank may have failed or is stuck" : ": " + report);
         throw CommTimeout(os.str());
       }
-      if (now - start > kSpinFor) {
+      if (back_off && now - start > kSpinFor) {
         watchdog::serve(what_);  // a rank whose wait timed out may be asking about us
         std::this_thread::sleep_for(kPollSleep);
+      } else if (!back_off && now - served > kServeEvery) {
+        watchdog::serve(what_);
+        served = now;
       }
     }
   }
@@ -434,6 +446,9 @@ MPI_Comm mpi_comm_of(const Communicator& c) {
   const auto* mpi = dynamic_cast<const MpiCommunicator*>(&c);
   return mpi ? mpi->comm_ : MPI_COMM_NULL;
 }
+
+void set_wait_policy(WaitPolicy policy) { g_wait_policy.store(policy, std::memory_order_relaxed); }
+WaitPolicy wait_policy() { return g_wait_policy.load(std::memory_order_relaxed); }
 
 std::unique_ptr<Communicator> make_mpi_world(std::chrono::milliseconds default_timeout, size_t max_count) {
   MPI_Comm world = MPI_COMM_NULL;

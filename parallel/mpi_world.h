@@ -16,4 +16,14 @@ namespace feast {
 std::unique_ptr<Communicator> make_mpi_world(std::chrono::milliseconds default_timeout,
                                              size_t max_count = size_t{INT_MAX});
 
+// How this process's MPI communicators wait for their requests.
+//   kSpin: test without pause (a rank whose threads each have a core: a small collective then
+//          costs microseconds, not a scheduler tick);
+//   kBackOff: test for 20 us, then sleep 50 us between tests (more ranks than cores: a spinning
+//          waiter would take the core from the very rank it waits for).
+// kBackOff is the default; the trainer chooses at start (trainer/threads.h, choose_wait_policy).
+enum class WaitPolicy { kSpin, kBackOff };
+void set_wait_policy(WaitPolicy policy);
+WaitPolicy wait_policy();
+
 }  // namespace feast

@@ -17,7 +17,10 @@
 #include "core/timer.h"
 #include "parallel/agreement.h"
 #include "parallel/collective_algorithms.h"
+#include "parallel/grid_report.h"
+#include "parallel/mpi_world.h"
 #include "trainer/cli_args.h"
+#include "trainer/threads.h"
 
 namespace feast {
 namespace {
@@ -479,6 +482,12 @@ int bench_comm_command(const std::vector<std::string>& args, std::unique_ptr<Com
     throw ConfigError("bench comm: --min-bytes " + std::to_string(o.min_bytes) + " is more than --max-bytes " +
                       std::to_string(o.max_bytes));
   if (o.factor < 2) throw ConfigError("bench comm: --factor must be at least 2, got " + std::to_string(o.factor));
+  // Waits as training's would: spinning when every rank has a core, backing off otherwise.
+  const std::vector<std::string> hosts = gather_host_names(*world);
+  set_wait_policy(choose_wait_policy(ranks_sharing_my_cpus(*world, hosts), 1));
+  log::info(std::string("bench comm: communication waits ") +
+            (wait_policy() == WaitPolicy::kSpin ? "spin (a core per rank)" : "back off (ranks share cores)") +
+            "; FEAST_COMM_WAIT=spin|back-off overrides");
   run_comm_bench(o, *world);
   return 0;
 }

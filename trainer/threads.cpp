@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "core/error.h"
+
 namespace feast {
 
 int CpuSet::count() const {
@@ -82,11 +84,45 @@ int choose_threads(std::optional<int> omp_num_threads, int available_cpus, int s
   return std::max(1, available_cpus / std::max(1, sharing_ranks));
 }
 
-ThreadChoice thread_policy(int sharing_ranks) {
+int available_cpus() {
   int available = process_cpus().count();
   if (const std::optional<int> quota = cgroup_cpu_limit()) available = std::min(available, *quota);
+  return available;
+}
+
+bool threads_have_own_cores(int sharing_ranks, int threads, int available) {
+  return int64_t{std::max(1, sharing_ranks)} * std::max(1, threads) <= available;
+}
+
+ThreadChoice thread_policy(int sharing_ranks) {
+  const int available = available_cpus();
   const std::optional<int> env = omp_num_threads_from_env();
   return {choose_threads(env, available, sharing_ranks), describe_thread_choice(env, available, sharing_ranks)};
+}
+
+int ranks_sharing_my_cpus(Communicator& world, const std::vector<std::string>& hosts) {
+  if (world.size() == 1) return 1;
+  const CpuSet mine = process_cpus();
+  const size_t words = mine.words.size();
+  std::vector<uint64_t> all(words * size_t(world.size()));
+  const std::vector<size_t> counts(size_t(world.size()), words);
+  static_assert(sizeof(uint64_t) == sizeof(int64_t), "CPU masks travel as int64 words");
+  world.allgather(mine.words.data(), all.data(), counts, DType::kInt64)->wait();
+  std::vector<CpuSet> masks(size_t(world.size()));
+  for (size_t r = 0; r < masks.size(); ++r)
+    masks[r].words.assign(all.begin() + long(r * words), all.begin() + long((r + 1) * words));
+  return ranks_sharing_cpus(hosts, masks, world.rank());
+}
+
+WaitPolicy choose_wait_policy(int sharing_ranks, int threads) {
+  if (const char* forced = std::getenv("FEAST_COMM_WAIT")) {
+    const std::string f = forced;
+    if (f == "spin") return WaitPolicy::kSpin;
+    if (f == "back-off") return WaitPolicy::kBackOff;
+    throw ConfigError("FEAST_COMM_WAIT = '" + f + "': expected spin or back-off (or unset it to let the trainer "
+                      "choose by whether each thread has a core)");
+  }
+  return threads_have_own_cores(sharing_ranks, threads, available_cpus()) ? WaitPolicy::kSpin : WaitPolicy::kBackOff;
 }
 
 std::string describe_thread_choice(std::optional<int> omp_num_threads, int available_cpus, int sharing_ranks) {

@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "core/communicator.h"
+#include "parallel/mpi_world.h"
+
 namespace feast {
 
 // A set of CPU numbers (as in sched_getaffinity), as 64-bit words.
@@ -42,6 +45,22 @@ struct ThreadChoice {
   std::string from;
 };
 ThreadChoice thread_policy(int sharing_ranks);
+
+// The CPUs this process may use: its affinity, capped by a cgroup CPU quota.
+int available_cpus();
+
+// Whether `sharing_ranks` ranks of `threads` threads each fit in `available_cpus`: then each
+// thread has a core of its own, and a rank waiting for communication may spin (WaitPolicy in
+// parallel/mpi_world.h) instead of sleeping between tests.
+bool threads_have_own_cores(int sharing_ranks, int threads, int available_cpus);
+
+// Collective over world: how many ranks on this rank's host may run on its CPUs (itself
+// included); hosts[r] is world rank r's host name.
+int ranks_sharing_my_cpus(Communicator& world, const std::vector<std::string>& hosts);
+
+// kSpin when this rank's threads each have a core (threads_have_own_cores), else kBackOff;
+// FEAST_COMM_WAIT=spin|back-off overrides it (a container whose CPU count misleads).
+WaitPolicy choose_wait_policy(int sharing_ranks, int threads);
 
 // How choose_threads chose, in words: "OMP_NUM_THREADS = 4", or "2 CPUs available / 1 rank(s)
 // sharing them".

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "model/decoder_stage.h"
 #include "parallel/agreement.h"
 #include "parallel/grid_report.h"
+#include "parallel/mpi_world.h"
 #include "trainer/run_summary.h"
 #include "trainer/threads.h"
 
@@ -43,26 +45,6 @@ Dataset open_split(const Config& config, const std::string& key, const std::stri
 
 // training.threads, or the share of this host's CPUs that threads.h's policy gives this rank
 // (and, in words, how it was chosen).
-std::pair<int, std::string> thread_count(const Config& config, Communicator& world,
-                                         const std::vector<std::string>& hosts) {
-  if (config.training.threads > 0) return {config.training.threads, ""};
-  const CpuSet mine = process_cpus();
-  int sharing = 1;
-  if (world.size() > 1) {
-    const size_t words = mine.words.size();
-    std::vector<uint64_t> all(words * size_t(world.size()));
-    const std::vector<size_t> counts(size_t(world.size()), words);
-    static_assert(sizeof(uint64_t) == sizeof(int64_t), "CPU masks travel as int64 words");
-    world.allgather(mine.words.data(), all.data(), counts, DType::kInt64)->wait();
-    std::vector<CpuSet> masks(size_t(world.size()));
-    for (size_t r = 0; r < masks.size(); ++r)
-      masks[r].words.assign(all.begin() + long(r * words), all.begin() + long((r + 1) * words));
-    sharing = ranks_sharing_cpus(hosts, masks, world.rank());
-  }
-  const ThreadChoice choice = thread_policy(sharing);
-  return {choice.threads, choice.from};
-}
-
 // parallel.dp_sync = "parameter-server" and its sparse embedding against the rest of the config.
 // (Parsing a config file checks the first two already; a Config built in code gets here too.)
 void check_parameter_server(const Config& config) {
@@ -129,8 +111,13 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
     hosts = gather_host_names(w);
     log::info(describe_grid(layout, hosts, config.model.tied(), config.logging.verbose));
   }
-  const auto [threads, threads_from] = thread_count(config, w, hosts);
+  const int sharing = ranks_sharing_my_cpus(w, hosts);
+  const ThreadChoice choice = config.training.threads > 0 ? ThreadChoice{config.training.threads, ""}
+                                                          : thread_policy(sharing);
+  const int threads = choice.threads;
+  const std::string& threads_from = choice.from;
   omp_set_num_threads(threads);
+  set_wait_policy(choose_wait_policy(sharing, threads));
   inferred_ = {w.size(), layout.dp(), plan_.micro_batches, threads, threads_from};
   // The whole config is a hundred lines: the run directory keeps it (config.toml), and the screen
   // gets it only when asked for.
@@ -301,6 +288,9 @@ void TrainingRun::report_start() {
             count_of(tokens_per_step(), "token") + "/step = dp " + std::to_string(layout.dp()) + " x " +
             count_of(m, "micro-batch", "micro-batches") + " x " + count_of(B, "sequence") + " x " +
             count_of(T, "token") + "; " + count_of(omp_get_max_threads(), "thread") + " per rank; " +
+            (groups_.world->size() == 1 ? ""
+             : wait_policy() == WaitPolicy::kSpin ? "communication waits spin (a core per thread); "
+                                                  : "communication waits back off (ranks share cores); ") +
             backend_->name() + " backend");
   if (val_sampler_ && config_.training.eval_interval > 0 && config_.training.eval_batches > 0) {
     const int64_t needed = int64_t{config_.training.eval_batches} * layout.dp() * m * B;

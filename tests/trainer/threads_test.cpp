@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace feast {
 namespace {
 
@@ -54,6 +56,28 @@ TEST(Threads, ReadsThisProcessAndItsEnvironment) {
   EXPECT_EQ(omp_num_threads_from_env(), std::nullopt);
   unsetenv("OMP_NUM_THREADS");
   EXPECT_EQ(omp_num_threads_from_env(), std::nullopt);
+}
+
+// Communication waits spin only when every thread of the ranks sharing these CPUs has a core;
+// FEAST_COMM_WAIT overrides, and a value it does not know is an error naming it.
+TEST(Threads, WaitsSpinOnlyWhenEveryThreadHasACore) {
+  EXPECT_TRUE(threads_have_own_cores(2, 1, 2));
+  EXPECT_TRUE(threads_have_own_cores(1, 4, 4));
+  EXPECT_FALSE(threads_have_own_cores(8, 1, 2));
+  EXPECT_FALSE(threads_have_own_cores(2, 2, 2));
+  setenv("FEAST_COMM_WAIT", "back-off", 1);
+  EXPECT_EQ(choose_wait_policy(1, 1), WaitPolicy::kBackOff);
+  setenv("FEAST_COMM_WAIT", "spin", 1);
+  EXPECT_EQ(choose_wait_policy(1 << 20, 64), WaitPolicy::kSpin);
+  setenv("FEAST_COMM_WAIT", "fast", 1);
+  try {
+    choose_wait_policy(1, 1);
+    ADD_FAILURE() << "FEAST_COMM_WAIT=fast was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("FEAST_COMM_WAIT = 'fast'"), std::string::npos) << e.what();
+  }
+  unsetenv("FEAST_COMM_WAIT");
+  EXPECT_EQ(choose_wait_policy(1 << 20, 1), WaitPolicy::kBackOff);  // a million ranks share these CPUs
 }
 
 }  // namespace
