@@ -442,11 +442,15 @@ void run_comm_bench(const CommBenchOptions& o, Communicator& world) {
             std::to_string(sizes.front()) + " to " + std::to_string(sizes.back()) + " bytes (x" +
             std::to_string(o.factor) + "); time = the slowest rank's median of " + std::to_string(o.iters) +
             " after " + std::to_string(o.warmup) + " warm-up; results checked after the timing\n");
+  // An unwritable --json is found before the bench runs, not after.
+  std::string error;
+  if (!o.json_path.empty() && world.rank() == 0 && !std::ofstream(o.json_path, std::ios::app))
+    error = "bench comm: cannot write --json " + o.json_path + "; give a path in a writable directory";
+  agree_on_error(world, error);
   nlohmann::json report = {{"ranks", n}, {"dtype", "float32"}, {"iters", o.iters}, {"warmup", o.warmup}};
   for (CommOp op : o.ops) bench_op(op, o, world, report);
   if (o.algorithms) bench_algorithms(o, world, report);
   if (o.json_path.empty()) return;
-  std::string error;
   if (world.rank() == 0) {
     std::ofstream out(o.json_path);
     out << report.dump(1) << "\n";

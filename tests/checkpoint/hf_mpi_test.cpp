@@ -55,11 +55,7 @@ const testing::FixtureArray& ref(const std::string& model, const std::string& na
   return reference().at(model + "." + name);
 }
 
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using testing::world_size;
 
 // A directory every rank agrees on.
 std::string shared_dir(const std::string& name) {

@@ -37,11 +37,7 @@ namespace feast {
 namespace {
 
 using testing::world_rank;
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using testing::world_size;
 bool full_grid() {
   const char* v = std::getenv("FEAST_EQUIVALENCE");
   return v && std::string(v) == "full";

@@ -19,6 +19,12 @@ inline int world_rank() {
   return rank;
 }
 
+inline int world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
 // A fresh temporary directory that every rank agrees on, holding the synthetic corpus rank 0
 // prepared in it (train_*.bin, val_*.bin). Collective.
 inline std::string make_shared_corpus(const std::string& prefix) {

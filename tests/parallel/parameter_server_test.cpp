@@ -28,11 +28,7 @@ namespace feast {
 namespace {
 
 using testing::world_rank;
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using testing::world_size;
 
 const std::string& data_dir() {
   static const std::string dir = testing::make_shared_corpus("feast_ps");
