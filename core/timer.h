@@ -1,7 +1,9 @@
 // Wall-clock timing for progress output and benchmarks.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <vector>
 
 namespace feast {
 
@@ -15,5 +17,13 @@ class Timer {
  private:
   std::chrono::steady_clock::time_point start_;
 };
+
+// The median of benchmark times (the mean of the middle two for an even count; 0 for none).
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
 
 }  // namespace feast

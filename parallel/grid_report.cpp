@@ -58,15 +58,7 @@ std::string ranks_per_host(const std::vector<std::string>& hosts) {
   os << order.size() << (order.size() == 1 ? " host" : " hosts") << ":";
   const size_t shown = order.size() > 8 ? 7 : order.size();
   for (size_t h = 0; h < shown; ++h) {
-    os << (h ? "; " : " ") << order[h] << " rank" << (ranks[h].size() > 1 ? "s " : " ");
-    const std::vector<int>& rs = ranks[h];
-    for (size_t i = 0; i < rs.size();) {
-      size_t j = i;
-      while (j + 1 < rs.size() && rs[j + 1] == rs[j] + 1) ++j;
-      os << (i ? "," : "") << rs[i];
-      if (j > i) os << "-" << rs[j];
-      i = j + 1;
-    }
+    os << (h ? "; " : " ") << order[h] << " rank" << (ranks[h].size() > 1 ? "s " : " ") << format_ranges(ranks[h]);
   }
   if (shown < order.size()) os << "; ... and " << order.size() - shown << " more";
   os << "\n";

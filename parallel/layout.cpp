@@ -123,4 +123,17 @@ std::string format_list(const std::vector<int>& values) {
   return s + "]";
 }
 
+std::string format_ranges(const std::vector<int>& ascending) {
+  std::string out;
+  for (size_t i = 0; i < ascending.size();) {
+    size_t j = i;
+    while (j + 1 < ascending.size() && ascending[j + 1] == ascending[j] + 1) ++j;
+    if (i) out += ',';
+    out += std::to_string(ascending[i]);
+    if (j > i) out.append("-").append(std::to_string(ascending[j]));
+    i = j + 1;
+  }
+  return out;
+}
+
 }  // namespace feast

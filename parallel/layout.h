@@ -55,5 +55,7 @@ class ParallelLayout {
 
 // "[0, 2, 4]": a rank list (or layer counts) for messages and the grid report.
 std::string format_list(const std::vector<int>& values);
+// "0-3,8-11": ascending ranks with runs of consecutive ones as ranges (large jobs' reports).
+std::string format_ranges(const std::vector<int>& ascending);
 
 }  // namespace feast

@@ -112,13 +112,11 @@ double median_seconds(Communicator& world, const CommBenchOptions& o, Prepare pr
     const double s = timer.seconds();
     if (it >= o.warmup) times.push_back(s);
   }
-  std::sort(times.begin(), times.end());
-  const size_t m = times.size() / 2;
-  double median = times.size() % 2 ? times[m] : 0.5 * (times[m - 1] + times[m]);
+  double slowest = median(std::move(times));
   CollectiveOptions max;
   max.op = ReduceOp::kMax;
-  world.allreduce(&median, 1, DType::kFloat64, max)->wait();
-  return median;
+  world.allreduce(&slowest, 1, DType::kFloat64, max)->wait();
+  return slowest;
 }
 
 // Every rank learns whether any rank's result of `what` was wrong: the lowest such rank's
@@ -225,10 +223,7 @@ std::vector<double> ping_pong(const std::vector<size_t>& sizes, const CommBenchO
         world.send(buf.data(), buf.size(), DType::kFloat32, 0, kPingPongTag)->wait();
       }
     }
-    if (me == 0) {
-      std::sort(times.begin(), times.end());
-      one_way.push_back(times[times.size() / 2]);
-    }
+    if (me == 0) one_way.push_back(median(times));
   }
   world.barrier();
   return one_way;

@@ -62,12 +62,6 @@ std::vector<Shape> parse_shapes(const std::string& s) {
 
 int parse_int(const std::string& flag, const std::string& value) { return parse_positive_int(flag, value, kUsage); }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
 }  // namespace
 
 int bench_command(const std::vector<std::string>& args) {

@@ -205,36 +205,24 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
       log::info("bench: " + s.ended + "; the temporary data is removed");
       return s.exit_code;
     }
-    // Sums over the timed steps, then over ranks (so shares are averages over ranks).
-    enum { kTotal, kCompute, kTp, kDp, kIdle, kData, kOptim, kParts };
-    double parts[kParts] = {};
+    // The run's own split of every step (averaged over ranks), summed over the timed steps.
+    TimeSplit sum;
     std::vector<double> totals;
-    for (size_t i = size_t(warmup); i < s.timings.size(); ++i) {
-      const StepTiming& t = s.timings[i];
-      const double v[kParts] = {t.total,   t.stage.compute, t.stage.tp_comm, t.dp_comm, t.stage.pp_wait + t.stage.send_wait,
-                                t.stage.data, t.optimizer};
-      for (int k = 0; k < kParts; ++k) parts[k] += v[k];
-      totals.push_back(t.total);
+    for (size_t i = size_t(warmup); i < s.splits.size(); ++i) {
+      sum += s.splits[i];
+      totals.push_back(s.splits[i].total);
     }
-    world->allreduce(parts, kParts, DType::kFloat64)->wait();
-    std::sort(totals.begin(), totals.end());
-    const double med = totals[totals.size() / 2];
+    const double med = median(totals);
     const double tokens = double(l.dp) * m * c.parallel.micro_batch_size * c.training.seq_len;
-    auto pct = [&](int k) { return 100.0 * parts[k] / parts[kTotal]; };
-    double other = 100.0;
-    for (int k = kCompute; k < kParts; ++k) other -= pct(k);
-    const double span = parts[kCompute] + parts[kTp] + parts[kIdle] + parts[kData];
-    const double bubble = span > 0 ? parts[kIdle] / span : 0.0;
-    const double formula = double(l.pp - 1) / double(m + l.pp - 1);
-    const double busy = parts[kCompute] + parts[kTp] + parts[kDp] + parts[kIdle];
-    const double efficiency = busy > 0 ? parts[kCompute] / busy : 0.0;
+    auto pct = [&](double part) { return 100.0 * part / sum.total; };
     char name[32], line[260];
     std::snprintf(name, sizeof name, "tp%d pp%d dp%d", l.tp, l.pp, l.dp);
     std::snprintf(line, sizeof line,
                   "%-14s %2d %5d %10.0f %9.1f %7.1f%% %7.1f%% %7.1f%% %7.1f%% %6.1f%% %6.1f%% %6.1f%% %7.1f%% %7.1f%% "
                   "%6.1f%%",
-                  name, m, n, tokens / med, med * 1e3, pct(kCompute), pct(kTp), pct(kDp), pct(kIdle), pct(kData),
-                  pct(kOptim), other, 100 * bubble, 100 * formula, 100 * efficiency);
+                  name, m, n, tokens / med, med * 1e3, pct(sum.compute), pct(sum.tp_comm), pct(sum.dp_comm),
+                  pct(sum.pp_idle), pct(sum.data), pct(sum.optimizer), pct(sum.other),
+                  100 * sum.pipeline_idle_fraction(), 100 * pipeline_idle_formula(l.pp, m), 100 * sum.efficiency());
     log::info(line);
   }
   return 0;

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/plural.h"
+#include "parallel/layout.h"
 
 namespace feast {
 
@@ -176,12 +177,9 @@ std::vector<std::string> format_summary(const RunFacts& f, const RunOutcome& o) 
   }
   if (o.server_traffic) {
     const ServerTraffic& t = *o.server_traffic;
-    const double mib = 1024.0 * 1024.0;
-    std::snprintf(buf, sizeof buf,
-                  "parameter server: each rank pushed %.3f MiB and pulled %.3f MiB per step (mean over ranks); "
-                  "the dense exchange moves %.3f and %.3f MiB",
-                  t.push / mib, t.pull / mib, t.dense_push / mib, t.dense_pull / mib);
-    lines.push_back(buf);
+    lines.push_back("parameter server: each rank pushed " + mib(t.push) + " MiB and pulled " + mib(t.pull) +
+                    " MiB per step (mean over ranks); the dense exchange moves " + mib(t.dense_push) + " and " +
+                    mib(t.dense_pull) + " MiB");
   }
   const double m = mfu(f.flops_per_token, f.tokens_per_step, s.total, f.peak, f.world_size);
   std::snprintf(buf, sizeof buf,
@@ -193,29 +191,11 @@ std::vector<std::string> format_summary(const RunFacts& f, const RunOutcome& o) 
   return lines;
 }
 
-namespace {
-
 std::string mib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", bytes / (1024.0 * 1024.0));
   return buf;
 }
-
-// "0-3,8-11"
-std::string rank_ranges(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (i) out += ',';
-    out += std::to_string(ranks[i]);
-    if (j > i) out.append("-").append(std::to_string(ranks[j]));
-    i = j + 1;
-  }
-  return out;
-}
-
-}  // namespace
 
 std::vector<std::string> format_memory_table(const std::vector<MemoryBytes>& memory, bool every_rank) {
   std::vector<std::pair<std::vector<std::string>, std::vector<int>>> rows;  // figures, ranks
@@ -230,7 +210,7 @@ std::vector<std::string> format_memory_table(const std::vector<MemoryBytes>& mem
   std::vector<std::string> lines = {"memory per rank (MiB): rank(s) | parameters | gradients | optimizer | activations | total"};
   for (const auto& [f, ranks] : rows) {
     char line[200];
-    std::snprintf(line, sizeof line, "  %6s | %10s | %9s | %9s | %11s | %9s", rank_ranges(ranks).c_str(), f[0].c_str(),
+    std::snprintf(line, sizeof line, "  %6s | %10s | %9s | %9s | %11s | %9s", format_ranges(ranks).c_str(), f[0].c_str(),
                   f[1].c_str(), f[2].c_str(), f[3].c_str(), f[4].c_str());
     lines.push_back(line);
   }

@@ -100,6 +100,9 @@ void write_file_atomically(const std::string& path, const std::string& text);
 // The lines printed at the end of a run: the time split, idle against the formula, E and MFU.
 std::vector<std::string> format_summary(const RunFacts& facts, const RunOutcome& outcome);
 
+// Bytes as MiB with two decimals ("13.06"), as the memory reports print them.
+std::string mib(double bytes);
+
 // The start-up memory table (MiB): one row per rank up to 16 ranks or with every_rank, else one
 // row per distinct set of figures with the ranks that hold it as ranges ("0-3,8-11"), which for
 // a job of any size is a row or two per pipeline stage.

@@ -129,7 +129,6 @@ TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world,
       maybe_inject_fault(config.fault, run.world().rank(), run.world().size(), run.state().step + 1);
       const StepResult r = run.step(my_vote(signals, tc, wall));
       train_seconds += r.timing.total;
-      summary.timings.push_back(r.timing);
       if (hooks.after_step) hooks.after_step(run, r);
 
       StepMetrics mt;
@@ -139,6 +138,7 @@ TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world,
       mt.grad_norm = r.grad_norm;
       mt.split = mean_over_ranks(run.world(), split_of(r.timing));
       stats.add(mt.split);
+      summary.splits.push_back(mt.split);
       if (server) {
         const DpTraffic t = run.dp_bytes_last_step();
         traffic[0] += t.push_bytes;

@@ -15,6 +15,7 @@
 
 #include "core/communicator.h"
 #include "trainer/config.h"
+#include "trainer/run_summary.h"
 #include "trainer/training_run.h"
 
 namespace feast {
@@ -28,7 +29,7 @@ struct TrainSummary {
   double final_loss = 0;
   std::optional<double> final_val_loss;
   double tokens_per_s = 0;  // over the steps run but the first (when more ran), evaluation excluded
-  std::vector<StepTiming> timings;  // this rank's, every step run
+  std::vector<TimeSplit> splits;  // every step run's time split, averaged over ranks (the same on every rank)
   // Why it ended: "finished", "exit_at_step", "time limit", "preempted" (SIGTERM/SIGUSR1) or
   // "interrupted" (SIGINT); and the process exit code that goes with it.
   std::string ended = "finished";

@@ -25,12 +25,6 @@
 namespace feast {
 namespace {
 
-std::string mib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", bytes / (1024.0 * 1024.0));
-  return buf;
-}
-
 // Opens a split, naming the config key that chose it when anything is wrong.
 Dataset open_split(const Config& config, const std::string& key, const std::string& pattern, Split split) {
   try {
