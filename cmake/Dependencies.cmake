@@ -41,8 +41,9 @@ add_library(feast_blas INTERFACE)
 target_link_libraries(feast_blas INTERFACE ${FEAST_OPENBLAS_LIB} OpenMP::OpenMP_CXX)
 target_include_directories(feast_blas SYSTEM INTERFACE ${FEAST_OPENBLAS_INCLUDE})
 
-# The CUDA backend (filled by a later issue) only needs nvcc to be found; with it off nothing
-# needs CUDA.
+# The CUDA backend (model/cuda/) needs nvcc and the toolkit's cuBLAS; with it off nothing needs
+# CUDA. It is built for the A100 (sm_80) and H100/H200 (sm_90) unless CMAKE_CUDA_ARCHITECTURES
+# says otherwise (scripts/gpu_check.sh builds for the GPU it runs on only).
 if(FEAST_CUDA STREQUAL "AUTO")
   include(CheckLanguage)
   check_language(CUDA)
@@ -58,7 +59,7 @@ else()
 endif()
 if(FEAST_WITH_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES 90)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
   endif()
   enable_language(CUDA)
   # CUDA sources are C++20 like the rest. CMake 3.25 knows nvcc's flags only up to C++17 and

@@ -9,6 +9,7 @@ namespace feast {
 #if !defined(FEAST_WITH_CUDA)
 bool cuda_backend_built() { return false; }
 int cuda_device_count() { return 0; }
+std::string cuda_device_name() { return ""; }
 #else
 bool cuda_backend_built() { return true; }
 #endif

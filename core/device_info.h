@@ -9,6 +9,8 @@ namespace feast {
 bool cuda_backend_built();
 // Number of visible CUDA devices (0 when the backend is not built or no driver is present).
 int cuda_device_count();
+// The name CUDA reports for the calling thread's current GPU ("NVIDIA H200"); "" when there is none.
+std::string cuda_device_name();
 // One line per device for the start-up banner.
 std::string describe_devices();
 

@@ -53,6 +53,9 @@ class Backend {
   // against it.
   virtual Stream& stream() = 0;
   virtual std::unique_ptr<Event> create_event() = 0;
+  // The most device memory this backend's allocator has held at once; 0 where it is not tracked
+  // (the CPU's host memory, reported by the run's own accounting).
+  virtual size_t peak_memory_bytes() const { return 0; }
 
   // ---- embedding (vocab-parallel: this rank holds rows [vocab_begin, vocab_end)) ------------
   // out (N, C) = wte[token - vocab_begin] for local tokens, 0 for others; + wpe[t] (maxT, C)
@@ -126,7 +129,8 @@ class Backend {
   virtual void swiglu_forward(const TensorView& out, const TensorView& inp, int N, int I) = 0;
   virtual void swiglu_backward(const TensorView& dinp, const TensorView& inp, const TensorView& dout, int N,
                                int I) = 0;
-  // out = a + b (the residual connection; out may be a or b).
+  // out = a + b (the residual connection; out may be a or b), in the compute dtype or float32
+  // (gradient buffers: ZeRO 2's shard accumulation, the parameter server's pushes).
   virtual void add(const TensorView& out, const TensorView& a, const TensorView& b, size_t n) = 0;
 
   // ---- vocab-parallel cross-entropy (rows (N, Vl) of logits; columns >= V are padding) ------
@@ -158,8 +162,14 @@ class Backend {
   virtual void cast(const TensorView& dst, const TensorView& src) = 0;
 };
 
-// The backend for `training.device`: "cpu" (always built). Throws ConfigError for a device this
-// build has no backend for.
-std::unique_ptr<Backend> make_backend(const std::string& device);
+// The backend for `training.device` ("cpu", always built; "cuda") computing in `training.dtype`
+// ("auto": float32 on the CPU, bfloat16 on a GPU; "fp32"; "bf16"). A CUDA backend uses GPU
+// `local_rank` modulo the visible GPUs, so the ranks of a node spread over its GPUs. Throws
+// ConfigError, naming the key and the fix, for a device this build or machine cannot provide.
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype = "auto",
+                                      int local_rank = 0);
+
+// The compute dtype `training.dtype` means on `device` (throws ConfigError as make_backend).
+DType compute_dtype_for(const std::string& device, const std::string& dtype);
 
 }  // namespace feast

@@ -2,6 +2,8 @@
 // error here (the CPU backend still works); it reads as zero devices.
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "core/device_info.h"
 
 namespace feast {
@@ -13,6 +15,16 @@ int cuda_device_count() {
     return 0;
   }
   return n;
+}
+
+std::string cuda_device_name() {
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return prop.name;
 }
 
 }  // namespace feast

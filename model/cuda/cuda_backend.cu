@@ -1,0 +1,296 @@
+// CudaBackend: checks each op's operands (on this GPU, of the dtype the op expects, large
+// enough; the message names the op and the operand) and calls the op's launcher on the
+// backend's stream. Copies that involve host memory wait for the stream, so the host may use or
+// free its buffer when copy() returns; everything else returns as soon as it is enqueued.
+#include "model/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "model/cuda/cuda_allocator.h"
+#include "model/cuda/cuda_check.h"
+#include "model/cuda/cuda_context.h"
+#include "model/cuda/cuda_stream.h"
+#include "model/cuda/kernels.h"
+
+namespace feast {
+namespace cuda {
+
+DeviceScratch::~DeviceScratch() {
+  if (data_) {
+    cudaStreamSynchronize(stream_);
+    cudaFree(data_);
+  }
+}
+
+void* DeviceScratch::get(size_t bytes) {
+  if (bytes <= bytes_) return data_;
+  const size_t grown = std::max(bytes, bytes_ + bytes_ / 2);
+  if (data_) {
+    FEAST_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier ops may still use it
+    FEAST_CUDA_CHECK(cudaFree(data_));
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+  FEAST_CUDA_CHECK(cudaMalloc(&data_, grown));
+  bytes_ = grown;
+  return data_;
+}
+
+namespace {
+
+size_t n(int a) { return static_cast<size_t>(a); }
+size_t n(int a, int b) { return static_cast<size_t>(a) * static_cast<size_t>(b); }
+
+// A: an operand in the compute dtype; OA: optional; F / OF: float32; I32: int32 token ids.
+#define A(v, count) operand(v, compute_, count, false, __func__, #v)
+#define OA(v, count) operand(v, compute_, count, true, __func__, #v)
+#define F(v, count) static_cast<float*>(operand(v, DType::kFloat32, count, false, __func__, #v))
+#define OF(v, count) static_cast<float*>(operand(v, DType::kFloat32, count, true, __func__, #v))
+#define I32(v, count) static_cast<const int32_t*>(operand(v, DType::kInt32, count, false, __func__, #v))
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device_index, DType compute)
+      : device_{DeviceType::kCuda, device_index},
+        compute_(compute),
+        allocator_(device_index),
+        stream_(device_index),
+        scratch_(stream_.handle()) {
+    FEAST_CHECK(compute == DType::kFloat32 || compute == DType::kBFloat16,
+                "the CUDA backend computes in float32 or bfloat16, not " << dtype_name(compute));
+    FEAST_CUDA_CHECK(cudaDeviceGetAttribute(&ctx_.sm_count, cudaDevAttrMultiProcessorCount, device_index));
+    FEAST_CUBLAS_CHECK(cublasLtCreate(&ctx_.lt));
+    FEAST_CUDA_CHECK(cudaMalloc(&ctx_.lt_workspace, kLtWorkspaceBytes));
+    ctx_.stream = stream_.handle();
+    ctx_.scratch = &scratch_;
+  }
+
+  ~CudaBackend() override {
+    cudaStreamSynchronize(ctx_.stream);
+    if (ctx_.lt_workspace) cudaFree(ctx_.lt_workspace);
+    if (ctx_.lt) cublasLtDestroy(ctx_.lt);
+  }
+
+  std::string name() const override { return device_.name(); }
+  Device device() const override { return device_; }
+  DType compute_dtype() const override { return compute_; }
+
+  Tensor allocate(DType dtype, size_t numel) override { return Tensor(allocator_, dtype, numel); }
+
+  void copy(const TensorView& dst, const TensorView& src) override {
+    FEAST_CHECK(dst.dtype == src.dtype && dst.numel == src.numel,
+                name() << " copy: " << src.numel << " " << dtype_name(src.dtype) << " into " << dst.numel << " "
+                       << dtype_name(dst.dtype));
+    check_place(dst, "copy", "dst", true);
+    check_place(src, "copy", "src", true);
+    if (dst.numel == 0 || dst.data == src.data) return;
+    FEAST_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, dst.bytes(), cudaMemcpyDefault, ctx_.stream));
+    if (dst.device.is_cpu() || src.device.is_cpu()) stream_.synchronize();
+  }
+
+  void zero(const TensorView& x) override {
+    check_place(x, "zero", "x", false);
+    if (x.numel > 0) FEAST_CUDA_CHECK(cudaMemsetAsync(x.data, 0, x.bytes(), ctx_.stream));
+  }
+
+  Stream& stream() override { return stream_; }
+  std::unique_ptr<Event> create_event() override { return std::make_unique<CudaEvent>(); }
+
+  // ---- ops: check, then launch ----------------------------------------------------------------
+  void embedding_forward(const TensorView& out, const TensorView& tokens, const TensorView& wte,
+                         const TensorView& wpe, int B, int T, int C, int vocab_begin, int vocab_end) override {
+    cuda::embedding_forward(ctx_, compute_, A(out, n(B * T, C)), I32(tokens, n(B, T)),
+                            A(wte, n(vocab_end - vocab_begin, C)), OA(wpe, n(T, C)), B, T, C, vocab_begin, vocab_end);
+  }
+  void embedding_backward(const TensorView& dwte, const TensorView& dwpe, const TensorView& dout,
+                          const TensorView& tokens, int B, int T, int C, int vocab_begin, int vocab_end) override {
+    cuda::embedding_backward(ctx_, compute_, F(dwte, n(vocab_end - vocab_begin, C)), OF(dwpe, n(T, C)),
+                             A(dout, n(B * T, C)), I32(tokens, n(B, T)), B, T, C, vocab_begin, vocab_end);
+  }
+  void layernorm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& inp,
+                         const TensorView& weight, const TensorView& bias, int N, int C, float eps) override {
+    cuda::layernorm_forward(ctx_, compute_, A(out, n(N, C)), F(mean, n(N)), F(rstd, n(N)), A(inp, n(N, C)),
+                            A(weight, n(C)), A(bias, n(C)), N, C, eps);
+  }
+  void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
+                          const TensorView& dout, const TensorView& inp, const TensorView& weight,
+                          const TensorView& mean, const TensorView& rstd, int N, int C) override {
+    cuda::layernorm_backward(ctx_, compute_, A(dinp, n(N, C)), F(dweight, n(C)), F(dbias, n(C)), A(dout, n(N, C)),
+                             A(inp, n(N, C)), A(weight, n(C)), F(mean, n(N)), F(rstd, n(N)), N, C);
+  }
+  void rmsnorm_forward(const TensorView& out, const TensorView& rstd, const TensorView& inp, const TensorView& weight,
+                       int N, int C, float eps) override {
+    cuda::rmsnorm_forward(ctx_, compute_, A(out, n(N, C)), F(rstd, n(N)), A(inp, n(N, C)), A(weight, n(C)), N, C,
+                          eps);
+  }
+  void rmsnorm_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
+                        const TensorView& inp, const TensorView& weight, const TensorView& rstd, int N,
+                        int C) override {
+    cuda::rmsnorm_backward(ctx_, compute_, A(dinp, n(N, C)), F(dweight, n(C)), A(dout, n(N, C)), A(inp, n(N, C)),
+                           A(weight, n(C)), F(rstd, n(N)), N, C);
+  }
+  void matmul_forward(const TensorView& out, const TensorView& inp, const TensorView& weight, const TensorView& bias,
+                      int N, int C, int OC) override {
+    cuda::matmul_forward(ctx_, compute_, A(out, n(N, OC)), A(inp, n(N, C)), A(weight, n(OC, C)), OA(bias, n(OC)), N,
+                         C, OC);
+  }
+  void matmul_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
+                       const TensorView& dout, const TensorView& inp, const TensorView& weight, int N, int C,
+                       int OC) override {
+    void* dx = OA(dinp, n(N, C));
+    float* dw = F(dweight, n(OC, C));
+    float* db = OF(dbias, n(OC));
+    const void* dy = A(dout, n(N, OC));
+    const void* x = A(inp, n(N, C));
+    const void* w = A(weight, n(OC, C));
+    if (dx) cuda::matmul_backward_input(ctx_, compute_, dx, dy, w, N, C, OC);
+    cuda::matmul_backward_weight_rows(ctx_, compute_, dw, dy, x, N, C, OC, 0, OC);
+    if (db) cuda::bias_backward(ctx_, compute_, db, dy, N, OC);
+  }
+  void matmul_backward_input(const TensorView& dinp, const TensorView& dout, const TensorView& weight, int N, int C,
+                             int OC) override {
+    cuda::matmul_backward_input(ctx_, compute_, A(dinp, n(N, C)), A(dout, n(N, OC)), A(weight, n(OC, C)), N, C, OC);
+  }
+  void matmul_backward_weight_rows(const TensorView& dweight_rows, const TensorView& dout, const TensorView& inp,
+                                   int N, int C, int OC, int row_begin, int row_end) override {
+    FEAST_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= OC,
+                name() << " matmul_backward_weight_rows: rows [" << row_begin << ", " << row_end << ") of " << OC);
+    cuda::matmul_backward_weight_rows(ctx_, compute_, F(dweight_rows, n(row_end - row_begin, C)), A(dout, n(N, OC)),
+                                      A(inp, n(N, C)), N, C, OC, row_begin, row_end);
+  }
+  // The forward keeps each query row's log-sum-exp, and the backward its row sum of dO * O,
+  // beside it: 2 B NH T floats instead of the CPU's (B, NH, T, T) probabilities.
+  size_t attention_state_size(const AttentionShape& s) const override {
+    return cuda::attention_state_floats(s.B, s.T, s.n_head);
+  }
+  size_t attention_workspace_size(const AttentionShape&) const override { return 0; }
+  void attention_forward(const TensorView& out, const TensorView& state, const TensorView& qkv,
+                         const AttentionShape& s) override {
+    check_heads(s);
+    cuda::attention_forward(ctx_, compute_, A(out, s.rows() * n(s.out_width())), F(state, attention_state_size(s)),
+                            A(qkv, s.rows() * n(s.qkv_width())), s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
+  }
+  void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                          const TensorView& state, const TensorView&, const AttentionShape& s) override {
+    check_heads(s);
+    cuda::attention_backward(ctx_, compute_, A(dqkv, s.rows() * n(s.qkv_width())), A(dout, s.rows() * n(s.out_width())),
+                             A(qkv, s.rows() * n(s.qkv_width())), F(state, attention_state_size(s)), s.B, s.T,
+                             s.n_head, s.n_kv_head, s.head_dim);
+  }
+  void rope_forward(const TensorView& qkv, const TensorView& cos, const TensorView& sin,
+                    const AttentionShape& s) override {
+    FEAST_CHECK(s.head_dim % 2 == 0, name() << " rope: head size " << s.head_dim << " is odd");
+    cuda::rope_forward(ctx_, compute_, A(qkv, s.rows() * n(s.qkv_width())), F(cos, n(s.T, s.head_dim / 2)),
+                       F(sin, n(s.T, s.head_dim / 2)), s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
+  }
+  void rope_backward(const TensorView& dqkv, const TensorView& cos, const TensorView& sin,
+                     const AttentionShape& s) override {
+    FEAST_CHECK(s.head_dim % 2 == 0, name() << " rope: head size " << s.head_dim << " is odd");
+    cuda::rope_backward(ctx_, compute_, A(dqkv, s.rows() * n(s.qkv_width())), F(cos, n(s.T, s.head_dim / 2)),
+                        F(sin, n(s.T, s.head_dim / 2)), s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
+  }
+  void gelu_forward(const TensorView& out, const TensorView& inp, size_t count) override {
+    cuda::gelu_forward(ctx_, compute_, A(out, count), A(inp, count), count);
+  }
+  void gelu_backward(const TensorView& dinp, const TensorView& inp, const TensorView& dout, size_t count) override {
+    cuda::gelu_backward(ctx_, compute_, A(dinp, count), A(inp, count), A(dout, count), count);
+  }
+  void swiglu_forward(const TensorView& out, const TensorView& inp, int N, int I) override {
+    cuda::swiglu_forward(ctx_, compute_, A(out, n(N, I)), A(inp, n(N, 2 * I)), N, I);
+  }
+  void swiglu_backward(const TensorView& dinp, const TensorView& inp, const TensorView& dout, int N, int I) override {
+    cuda::swiglu_backward(ctx_, compute_, A(dinp, n(N, 2 * I)), A(inp, n(N, 2 * I)), A(dout, n(N, I)), N, I);
+  }
+  // The residual stream adds in the compute dtype; ZeRO 2 and the parameter server add float32
+  // gradient buffers.
+  void add(const TensorView& out, const TensorView& a, const TensorView& b, size_t count) override {
+    const DType dt = out.dtype == DType::kFloat32 ? DType::kFloat32 : compute_;
+    cuda::add(ctx_, dt, operand(out, dt, count, false, "add", "out"), operand(a, dt, count, false, "add", "a"),
+              operand(b, dt, count, false, "add", "b"), count);
+  }
+  void cross_entropy_row_max(const TensorView& row_max, const TensorView& logits, int N, int Vl, int vocab_begin,
+                             int V) override {
+    cuda::cross_entropy_row_max(ctx_, compute_, F(row_max, n(N)), A(logits, n(N, Vl)), N, Vl, vocab_begin, V);
+  }
+  void cross_entropy_partials(const TensorView& sum_exp, const TensorView& target_logit, const TensorView& logits,
+                              const TensorView& row_max, const TensorView& targets, int N, int Vl, int vocab_begin,
+                              int V, bool keep_exp) override {
+    cuda::cross_entropy_partials(ctx_, compute_, F(sum_exp, n(N)), F(target_logit, n(N)), A(logits, n(N, Vl)),
+                                 F(row_max, n(N)), I32(targets, n(N)), N, Vl, vocab_begin, V, keep_exp);
+  }
+  void cross_entropy_finish(const TensorView& logits, const TensorView& losses, const TensorView& row_max,
+                            const TensorView& sum_exp, const TensorView& target_logit, const TensorView& targets,
+                            int N, int Vl, int vocab_begin, int V, float dloss) override {
+    cuda::cross_entropy_finish(ctx_, compute_, A(logits, n(N, Vl)), F(losses, n(N)), F(row_max, n(N)),
+                               F(sum_exp, n(N)), F(target_logit, n(N)), I32(targets, n(N)), N, Vl, vocab_begin, V,
+                               dloss);
+  }
+  double sum(const TensorView& x) override { return cuda::sum(ctx_, F(x, x.numel), x.numel); }
+  void adamw_step(const TensorView& params, const TensorView& m, const TensorView& v, const TensorView& grads,
+                  const AdamWStep& step, float grad_scale) override {
+    const size_t count = params.numel;
+    cuda::adamw_step(ctx_, F(params, count), F(m, count), F(v, count), F(grads, count), count, step, grad_scale);
+  }
+  double sum_of_squares(const TensorView& x) override { return cuda::sum_of_squares(ctx_, F(x, x.numel), x.numel); }
+  void cast(const TensorView& dst, const TensorView& src) override {
+    FEAST_CHECK(dst.numel == src.numel, name() << " cast: " << src.numel << " elements into " << dst.numel);
+    check_place(dst, "cast", "dst", false);
+    check_place(src, "cast", "src", false);
+    if (dst.data == src.data && dst.dtype == src.dtype) return;
+    cuda::cast(ctx_, dst.dtype, dst.data, src.dtype, src.data, src.numel);
+  }
+
+  size_t peak_memory_bytes() const override { return allocator_.peak_bytes_in_use(); }
+
+ private:
+  // The view's memory is where this backend can use it: its GPU, or host memory when allowed.
+  void check_place(const TensorView& v, const char* op, const char* operand, bool host_ok) const {
+    FEAST_CHECK(v.device == device_ || (host_ok && v.device.is_cpu()),
+                name() << " " << op << ": operand " << operand << " is on " << v.device.name());
+  }
+  // The operand `name` of `op` after checking it: nullptr for an empty optional operand.
+  void* operand(const TensorView& v, DType dtype, size_t need, bool optional, const char* op, const char* name) const {
+    if (!v) {
+      FEAST_CHECK(optional, this->name() << " " << op << ": operand " << name << " is missing");
+      return nullptr;
+    }
+    check_place(v, op, name, false);
+    FEAST_CHECK(v.dtype == dtype, this->name() << " " << op << ": operand " << name << " is " << dtype_name(v.dtype)
+                                               << ", expected " << dtype_name(dtype));
+    FEAST_CHECK(v.numel >= need, this->name() << " " << op << ": operand " << name << " holds " << v.numel
+                                              << " elements, the op needs " << need);
+    return v.data;
+  }
+  void check_heads(const AttentionShape& s) const {
+    FEAST_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0,
+                "attention: " << s.n_head << " query heads do not share " << s.n_kv_head << " key/value heads evenly");
+    FEAST_CHECK(s.head_dim > 0 && s.head_dim <= 256,
+                name() << " attention: head size " << s.head_dim << " is above the kernels' 256");
+  }
+
+  Device device_;
+  DType compute_;
+  CudaAllocator allocator_;
+  CudaStream stream_;
+  DeviceScratch scratch_;
+  CudaContext ctx_;
+};
+
+#undef A
+#undef OA
+#undef F
+#undef OF
+#undef I32
+
+}  // namespace
+}  // namespace cuda
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index, DType compute) {
+  return std::make_unique<cuda::CudaBackend>(device_index, compute);
+}
+
+}  // namespace feast

@@ -1,0 +1,47 @@
+// What every CUDA launcher needs besides its operands: the stream it enqueues on, the cuBLASLt
+// handle and workspace, a scratch buffer for partial results, and the device's shape (SM count)
+// to size grids. The CudaBackend owns one and passes it to every launcher.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace feast::cuda {
+
+// A grow-only device buffer for an op's temporaries (partial sums of a two-pass reduction, say).
+// Ops on one stream run one after another, so one buffer serves them all. Growing waits for the
+// stream before freeing the old buffer; after the first step it no longer grows, so steps do
+// not allocate.
+class DeviceScratch {
+ public:
+  explicit DeviceScratch(cudaStream_t stream) : stream_(stream) {}
+  ~DeviceScratch();
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  // At least `bytes` of device memory, 256-byte aligned, valid until the next get().
+  void* get(size_t bytes);
+  template <typename T>
+  T* get_as(size_t count) {
+    return static_cast<T*>(get(count * sizeof(T)));
+  }
+  size_t capacity() const { return bytes_; }
+
+ private:
+  cudaStream_t stream_;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+struct CudaContext {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* lt_workspace = nullptr;  // cuBLASLt's workspace (kLtWorkspaceBytes)
+  DeviceScratch* scratch = nullptr;
+  int sm_count = 1;
+};
+
+inline constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
+
+}  // namespace feast::cuda
