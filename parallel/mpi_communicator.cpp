@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_world.h"
+#include "parallel/staged_communicator.h"
 #include "parallel/watchdog.h"
 
 namespace feast {
@@ -443,6 +444,8 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const s
 }
 
 MPI_Comm mpi_comm_of(const Communicator& c) {
+  // A GPU run wraps its MPI groups to stage device buffers; parallel HDF5 still needs the MPI_Comm.
+  if (const auto* staged = dynamic_cast<const StagedCommunicator*>(&c)) return mpi_comm_of(staged->inner());
   const auto* mpi = dynamic_cast<const MpiCommunicator*>(&c);
   return mpi ? mpi->comm_ : MPI_COMM_NULL;
 }

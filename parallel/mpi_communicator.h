@@ -66,7 +66,8 @@ class MpiCommunicator final : public Communicator {
 };
 
 // The MPI communicator behind `c` (for libraries that take one: parallel HDF5), or
-// MPI_COMM_NULL when `c` is not an MpiCommunicator (a group of one that needs no MPI).
+// MPI_COMM_NULL when `c` is not an MpiCommunicator (a group of one that needs no MPI); a
+// StagedCommunicator (GPU runs) answers for the communicator it wraps.
 MPI_Comm mpi_comm_of(const Communicator& c);
 
 }  // namespace feast

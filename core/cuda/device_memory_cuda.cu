@@ -1,0 +1,51 @@
+// The CUDA side of core/device_memory.h.
+#include <cuda_runtime_api.h>
+
+#include <new>
+#include <string>
+
+#include "core/device_memory.h"
+#include "core/error.h"
+
+namespace feast {
+namespace {
+
+void check(cudaError_t err, const char* call) {
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(std::string("CUDA call `") + call + "` failed: " + cudaGetErrorName(err) + " (" +
+                cudaGetErrorString(err) + ")");
+  }
+}
+
+}  // namespace
+
+bool is_device_memory(const void* p) {
+  if (!p) return false;
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    cudaGetLastError();  // no driver, or memory CUDA never saw: host memory either way
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+}
+
+void copy_memory(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  // Kernels run on non-blocking streams, which cudaMemcpy does not wait for.
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize()");
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy(dst, src, bytes, cudaMemcpyDefault)");
+}
+
+void* allocate_pinned(size_t bytes) {
+  void* p = nullptr;
+  if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    throw std::bad_alloc();
+  }
+  return p;
+}
+
+void free_pinned(void* p) noexcept { cudaFreeHost(p); }
+
+}  // namespace feast
