@@ -56,7 +56,7 @@ struct CheckpointMeta {
 // One rank's view of the training state it saves or restores.
 struct RankState {
   const LocalTable* table = nullptr;
-  TensorView params;                          // the stage's flat buffer, host float32
+  TensorView params;                          // the stage's flat buffer (host float32: a GPU run's copy)
   std::vector<AdamW::TensorState> optimizer;  // master weights and moments this rank keeps
   size_t share_begin = 0, share_end = 0;      // this data-parallel rank's share of the flat buffer
 };

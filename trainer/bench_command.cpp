@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device_info.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/timer.h"
@@ -25,11 +26,12 @@ namespace {
 constexpr const char* kUsage =
     "usage: trainer bench [--arch gpt2|llama] [--shapes BxT[,BxT...]] [--warmup N] [--steps N]\n"
     "                     [--layers L] [--heads H] [--kv-heads H] [--embd C] [--intermediate I]\n"
-    "                     [--vocab V]\n"
-    "Times training steps (zero grads + forward + backward + AdamW) on the CPU at each shape\n"
+    "                     [--vocab V] [--device cpu|cuda] [--dtype auto|fp32|bf16]\n"
+    "Times training steps (zero grads + forward + backward + AdamW) on one device at each shape\n"
     "(default 4x64,8x256) after warm-up; prints the median ms/step, tokens/s and MFU ((6*N + 6*L*T*C)\n"
-    "per token, N the parameters in matrix products, as llm.c counts) against the measured sgemm\n"
-    "ceiling. The model is\n"
+    "per token, N the parameters in matrix products, as llm.c counts) against the measured GEMM\n"
+    "ceiling (sgemm on the CPU; on a GPU a 8192^3 product in the compute dtype, and the datasheet\n"
+    "peak beside it), and on a GPU the peak device memory. The model is\n"
     "GPT-2 124M (12 layers, 12 heads, 768 channels, vocab 50257) or, with --arch llama, a Llama\n"
     "of the same depth and width (4 key/value heads, SwiGLU width 2048, vocab 32000, untied\n"
     "head). Exits non-zero if a loss is not finite or the first loss is not near ln(vocab).\n";
@@ -67,6 +69,7 @@ int parse_int(const std::string& flag, const std::string& value) { return parse_
 int bench_command(const std::vector<std::string>& args) {
   std::vector<Shape> shapes = {{4, 64}, {8, 256}};
   int warmup = 2, steps = 7;
+  std::string device = "cpu", dtype = "auto";
   ModelConfig mc = ModelConfig::gpt2_124m();
   // --arch first: it sets the defaults the other flags override.
   for (size_t i = 0; i + 1 < args.size(); ++i) {
@@ -98,6 +101,8 @@ int bench_command(const std::vector<std::string>& args) {
     else if (a == "--embd") mc.n_embd = parse_int(a, v);
     else if (a == "--intermediate") mc.intermediate_size = parse_int(a, v);
     else if (a == "--vocab") mc.vocab_size = parse_int(a, v);
+    else if (a == "--device") device = v;
+    else if (a == "--dtype") dtype = v;
     else throw Error("bench: unknown option '" + a + "'\n" + kUsage);
   }
   FEAST_CHECK(mc.n_embd % mc.n_head == 0, "--embd must be divisible by --heads");
@@ -109,7 +114,8 @@ int bench_command(const std::vector<std::string>& args) {
   }
   FEAST_CHECK(max_t <= mc.max_seq_len, "sequence length above " << mc.max_seq_len);
 
-  const std::unique_ptr<Backend> backend = make_backend("cpu");
+  if (device != "cpu" && device != "cuda") throw Error("bench: --device '" + device + "': expected cpu or cuda\n" + kUsage);
+  const std::unique_ptr<Backend> backend = make_backend(device, dtype);
   DecoderStage model(mc, StageSpec::whole(mc), StageShape{max_b, max_t, 1}, *backend, nullptr);
   initialize_parameters(model, 1337);
   const size_t n_total = model.parameters().numel;
@@ -126,11 +132,23 @@ int bench_command(const std::vector<std::string>& args) {
               "%.1fM parameters, %.1fM in matrix products\n",
               mc.arch.c_str(), mc.n_layer, mc.n_head, mc.kv_heads(), mc.n_embd, mc.mlp_width(), mc.vocab_size,
               mc.padded_vocab(), double(n_total) / 1e6, n_params / 1e6);
-  const double ceiling = measure_sgemm_gflops();
-  std::printf("device: cpu, %d OpenMP threads; sgemm ceiling %.1f GFLOP/s (best 1536^3 sgemm)\n",
-              omp_get_max_threads(), ceiling);
-  std::printf("%-8s %6s %10s %10s %10s %11s %10s %7s\n", "shape", "steps", "ms/step", "min ms",
-              "max ms", "tokens/s", "GFLOP/s", "MFU");
+  double ceiling = 0, datasheet_gflops = 0;
+  if (device == "cpu") {
+    ceiling = measure_sgemm_gflops();
+    std::printf("device: cpu, %d OpenMP threads; sgemm ceiling %.1f GFLOP/s (best 1536^3 sgemm)\n",
+                omp_get_max_threads(), ceiling);
+  } else {
+    ceiling = measure_backend_gemm_gflops(*backend, 8192);
+    const std::string gpu = cuda_device_name();
+    const auto sheet = known_gpu_peak_tflops(gpu);
+    std::printf("device: %s (%s), %s; GEMM ceiling %.1f TFLOP/s (best 8192^3 product in %s)%s\n",
+                backend->name().c_str(), gpu.c_str(), dtype_name(backend->compute_dtype()), ceiling / 1e3,
+                dtype_name(backend->compute_dtype()),
+                sheet ? (", datasheet " + std::to_string(int(sheet->first)) + " TFLOP/s dense bf16").c_str() : "");
+    if (sheet) datasheet_gflops = sheet->first * 1e3;
+  }
+  std::printf("%-8s %6s %10s %10s %10s %11s %10s %7s %9s %9s\n", "shape", "steps", "ms/step", "min ms",
+              "max ms", "tokens/s", "GFLOP/s", "MFU", "MFU(sheet)", "peak MiB");
 
   bool ok = true;
   for (const Shape& s : shapes) {
@@ -149,6 +167,7 @@ int bench_command(const std::vector<std::string>& args) {
       model.backward(0, s.B, s.T);
       const double norm = std::sqrt(counted_sum_of_squares(*backend, model.table(), grads.view(), 0, n_total));
       opt.step(grads.view(), ++t, 3e-4, norm);
+      backend->stream().synchronize();  // a GPU's update is queued, not done
       const double sec = timer.seconds();
       if (it >= warmup) times.push_back(sec);
       if (!std::isfinite(loss) || (it == 0 && std::abs(loss - std::log(double(mc.vocab_size))) > 0.5)) {
@@ -162,9 +181,12 @@ int bench_command(const std::vector<std::string>& args) {
     const double gflops = training_flops_per_token(mc, s.T) * double(n) / med / 1e9;
     char name[32];
     std::snprintf(name, sizeof name, "%dx%d", s.B, s.T);
-    std::printf("%-8s %6d %10.1f %10.1f %10.1f %11.1f %10.1f %6.1f%%\n", name, steps, med * 1e3,
+    char sheet_mfu[16] = "-";
+    if (datasheet_gflops > 0) std::snprintf(sheet_mfu, sizeof sheet_mfu, "%.1f%%", 100.0 * gflops / datasheet_gflops);
+    std::printf("%-8s %6d %10.1f %10.1f %10.1f %11.1f %10.1f %6.1f%% %9s %9.0f\n", name, steps, med * 1e3,
                 *std::min_element(times.begin(), times.end()) * 1e3,
-                *std::max_element(times.begin(), times.end()) * 1e3, tok_s, gflops, 100.0 * gflops / ceiling);
+                *std::max_element(times.begin(), times.end()) * 1e3, tok_s, gflops, 100.0 * gflops / ceiling,
+                sheet_mfu, double(backend->peak_memory_bytes()) / (1024.0 * 1024.0));
     std::fflush(stdout);
   }
   return ok ? 0 : 1;

@@ -257,6 +257,7 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
     if (!problem) {
       try {
         read_checkpoint(path, world, run.rank_state());
+        run.rank_state_loaded();
       } catch (const CheckpointMismatch& e) {
         throw ConfigError(std::string(e.what()) + "\nset checkpoint.resume = \"never\" or another checkpoint.dir "
                           "to start a new run");

@@ -244,7 +244,14 @@ const std::vector<KeyDesc>& keys() {
       {FEAST_KEY(training, seed), at_least(0), "seeds the initialisation and the data order",
        "seeds the initialisation and the data order"},
       {FEAST_KEY(training, device), one_of({"cpu", "cuda"}), "compute backend",
-       "compute backend (`\"cuda\"` comes with the CUDA backend)"},
+       "compute backend: `\"cpu\"` (OpenBLAS, float32) or `\"cuda\"` (one GPU per rank: the rank's "
+       "local rank on its node, modulo the GPUs it sees). Asking for `\"cuda\"` where no GPU is "
+       "visible, or in a build without the CUDA backend, stops every rank with that message"},
+      {FEAST_KEY(training, dtype), one_of({"auto", "fp32", "bf16"}), "compute dtype; auto = fp32 on cpu, bf16 on cuda",
+       "the dtype of parameters and activations in the products: `\"auto\"` is `\"fp32\"` on the CPU "
+       "and `\"bf16\"` on a GPU. With bf16, gradients accumulate in fp32 and the optimizer keeps fp32 "
+       "master weights and moments, refreshing the bf16 copy after each update. The CPU computes in "
+       "fp32 only"},
       {FEAST_KEY(training, seq_len), at_least(1), "tokens per sequence; <= model.max_seq_len",
        "tokens per sequence", nullptr, "1 ..= `model.max_seq_len`"},
       {FEAST_KEY(training, lr), above(0), "peak learning rate",

@@ -41,7 +41,8 @@ struct TrainingConfig {
   // at every layout.
   int64_t batch_size = 0;
   uint64_t seed = 1337;
-  std::string device = "cpu";  // "cpu" ("cuda" comes with the CUDA backend issue)
+  std::string device = "cpu";  // "cpu" or "cuda"
+  std::string dtype = "auto";  // "auto" (fp32 on the CPU, bf16 on a GPU), "fp32" or "bf16"
   int seq_len = 64;            // tokens per sequence; <= model.max_seq_len
   double lr = 1e-3;            // peak learning rate
   double min_lr = 1e-4;        // floor reached at the end of the decay

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include "core/device_info.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "core/timer.h"
 #include "model/cpu/blas.h"
 
@@ -37,10 +39,35 @@ std::optional<std::pair<double, std::string>> known_gpu_peak_tflops(const std::s
   return std::nullopt;
 }
 
+double measure_backend_gemm_gflops(Backend& backend, int n, int repeats) {
+  const size_t nn = size_t(n) * size_t(n);
+  std::vector<float> host(nn);
+  for (size_t i = 0; i < nn; ++i) host[i] = float(uniform_index(11, 0, i, 2001)) / 1000.0f - 1.0f;
+  Tensor f32 = backend.allocate(DType::kFloat32, nn);
+  backend.copy(f32.view(), host_view(host.data(), host.size()));
+  Tensor a = backend.allocate(backend.compute_dtype(), nn), w = backend.allocate(backend.compute_dtype(), nn),
+         out = backend.allocate(backend.compute_dtype(), nn);
+  backend.cast(a.view(), f32.view());
+  backend.cast(w.view(), f32.view());
+  double best = 0;
+  for (int r = 0; r <= repeats; ++r) {  // the first is warm-up (handles, kernel selection)
+    backend.stream().synchronize();
+    const Timer t;
+    backend.matmul_forward(out.view(), a.view(), w.view(), TensorView{}, n, n, n);
+    backend.stream().synchronize();
+    if (r > 0) best = std::max(best, 2.0 * double(n) * double(n) * double(n) / t.seconds());
+  }
+  return best / 1e9;
+}
+
 DevicePeak device_peak(Communicator& world, const std::string& device, double configured_tflops) {
   if (configured_tflops > 0) return {configured_tflops, "logging.peak_tflops"};
-  if (device != "cpu")
-    throw ConfigError("no peak is known for training.device = \"" + device + "\"; set logging.peak_tflops");
+  if (device != "cpu") {
+    const std::string name = cuda_device_name();
+    if (const auto known = known_gpu_peak_tflops(name)) return {known->first, "datasheet: " + known->second};
+    throw ConfigError("no peak is known for the GPU \"" + name + "\" (training.device = \"" + device +
+                      "\"): set logging.peak_tflops to its dense bf16 TFLOP/s so MFU can be reported");
+  }
   // Every rank measures at once, on the threads training uses. A round is one 512^3 product on
   // every rank, started together, and its rate is the work of all of them over the time the last
   // one took: ranks that share cores (more ranks than cores, as in CI) count those cores once,

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/communicator.h"
+#include "model/backend.h"
 
 namespace feast {
 
@@ -19,6 +20,11 @@ struct DevicePeak {
 // GFLOP/s of the best of a few n^3 float32 GEMMs on this rank's threads (the first is warm-up).
 // Throws feast::Error if the product is wrong.
 double measure_sgemm_gflops(int n = 1536, int repeats = 4);
+
+// GFLOP/s of the best of a few n^3 products through `backend`'s matmul in its compute dtype on
+// random operands (zeros would run faster than real data), timed from the host after waiting for
+// the device. For a GPU backend: the ceiling its matrix products can reach.
+double measure_backend_gemm_gflops(Backend& backend, int n, int repeats = 5);
 
 // The dense bf16 tensor-core peak (TFLOP/s) of a GPU whose name (as CUDA reports it) contains a
 // known model ("H100 SXM", "A100", ...), and the name it matched; nullopt for an unknown one.

@@ -11,6 +11,7 @@
 
 #include "checkpoint/hf_weights.h"
 #include "checkpoint/safetensors.h"
+#include "core/device_info.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/plural.h"
@@ -19,6 +20,7 @@
 #include "parallel/agreement.h"
 #include "parallel/grid_report.h"
 #include "parallel/mpi_world.h"
+#include "parallel/staged_communicator.h"
 #include "trainer/run_summary.h"
 #include "trainer/threads.h"
 
@@ -74,10 +76,18 @@ LayoutPlan check_training_config(const Config& config, int world_size, RunPurpos
   if (purpose == RunPurpose::kTrain && config.data.train.empty())
     throw ConfigError("data.train is not set: name the training shards in [data] train = \"...\" or with "
                       "--set data.train=PATH (make them with `trainer prepare-data`)");
-  if (config.training.device != "cpu")
-    throw ConfigError(config.where("training.device") + ": training.device = \"" + config.training.device +
-                      "\" is not available in this build yet; use \"cpu\"");
+  try {
+    compute_dtype_for(config.training.device, config.training.dtype);
+  } catch (const ConfigError& e) {
+    throw ConfigError(config.where("training.dtype") + ": " + e.what());
+  }
+  if (config.training.device != "cpu" && config.parallel.ps_sparse_embedding)
+    throw ConfigError(config.where("parallel.ps_sparse_embedding") + ": the sparse parameter server packs embedding "
+                      "rows in host memory; with training.device = \"" + config.training.device +
+                      "\" remove parallel.ps_sparse_embedding (the dense parameter server works on GPUs)");
   check_parameter_server(config);
+  if (config.training.device == "cuda" && (!cuda_backend_built() || cuda_device_count() == 0))
+    make_backend(config.training.device, config.training.dtype);  // throws the reason, naming the key
   return plan_layout(config, world_size);
 }
 
@@ -99,12 +109,17 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
   agree_on_error(*world, data_error);
 
   groups_ = make_process_groups(std::move(world), layout, config.model.tied());
+  // GPU tensors travel through MPI by way of pinned host copies.
+  if (tc.device != "cpu") stage_device_buffers(groups_);
   Communicator& w = *groups_.world;
   std::vector<std::string> hosts(1);
   if (w.size() > 1) {
     hosts = gather_host_names(w);
     log::info(describe_grid(layout, hosts, config.model.tied(), config.logging.verbose));
   }
+  // This rank's place among the ranks of its host: which of the host's GPUs it takes.
+  int local_rank = 0;
+  for (int r = 0; r < world_rank; ++r) local_rank += hosts[size_t(r)] == hosts[size_t(world_rank)] ? 1 : 0;
   const int sharing = ranks_sharing_my_cpus(w, hosts);
   const ThreadChoice choice = config.training.threads > 0 ? ThreadChoice{config.training.threads, ""}
                                                           : thread_policy(sharing);
@@ -125,7 +140,7 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
   const StageSpec spec = plan_.stage_of(world_rank);
   owns_loss_ = spec.has_head && me_.tp == 0;
   const int slots = PipelineExecutor::slots_needed(plan_.schedule, layout.pp(), me_.pp, m);
-  backend_ = make_backend(tc.device);
+  backend_ = make_backend(tc.device, tc.dtype, local_rank);
   stage_ = std::make_unique<DecoderStage>(config.model, spec, StageShape{B, T, slots}, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr);
   initialize_parameters(*stage_, tc.seed);
@@ -181,9 +196,15 @@ void TrainingRun::import_initial_weights() {
   try {
     const SafetensorsModel model(folder);
     const TensorView params = stage_->parameters();
-    FEAST_CHECK(params.device == kCpu && params.dtype == DType::kFloat32,
-                "Hugging Face import fills host float32 parameters");
-    import_hf_weights(model, config_.model, stage_->table(), static_cast<float*>(params.data));
+    if (params.device == kCpu && params.dtype == DType::kFloat32) {
+      import_hf_weights(model, config_.model, stage_->table(), static_cast<float*>(params.data));
+    } else {  // a GPU's parameters: read into host memory, then copy (and round) into place
+      std::vector<float> host(params.numel);
+      import_hf_weights(model, config_.model, stage_->table(), host.data());
+      Tensor staged = backend_->allocate(DType::kFloat32, params.numel);
+      backend_->copy(staged.view(), host_view(host.data(), host.size()));
+      backend_->cast(params, staged.view());
+    }
   } catch (const DataError& e) {
     error = std::string(e.what()) + " [model.init_from at " + config_.where("model.init_from") + "]";
   } catch (const std::exception& e) {  // any failure on one rank ends every rank, not a hang
@@ -300,13 +321,48 @@ RankState TrainingRun::rank_state() {
   RankState st;
   st.table = &stage_->table();
   st.params = stage_->parameters();
-  FEAST_CHECK(st.params.device == kCpu && st.params.dtype == DType::kFloat32,
-              "checkpoints read and write host float32 parameters");
   st.optimizer = optimizer_->tensor_states();
   const ShardRange share = shard_range(st.params.numel, plan_.layout.dp(), me_.dp);
   st.share_begin = share.begin;
   st.share_end = share.end;
+  if (st.params.device == kCpu && st.params.dtype == DType::kFloat32) return st;
+
+  // On a GPU: host float32 copies (parameters cast on the device first).
+  host_params_.resize(st.params.numel);
+  {
+    Tensor f32 = backend_->allocate(DType::kFloat32, st.params.numel);
+    backend_->cast(f32.view(), st.params);
+    backend_->copy(host_view(host_params_.data(), host_params_.size()), f32.view());
+  }
+  st.params = host_view(host_params_.data(), host_params_.size());
+  host_optimizer_.assign(3 * st.optimizer.size(), {});
+  for (size_t i = 0; i < st.optimizer.size(); ++i) {
+    TensorView* views[] = {&st.optimizer[i].master, &st.optimizer[i].exp_avg, &st.optimizer[i].exp_avg_sq};
+    for (size_t k = 0; k < 3; ++k) {
+      std::vector<float>& host = host_optimizer_[3 * i + k];
+      host.resize(views[k]->numel);
+      backend_->copy(host_view(host.data(), host.size()), *views[k]);
+      *views[k] = host_view(host.data(), host.size());
+    }
+  }
   return st;
+}
+
+void TrainingRun::rank_state_loaded() {
+  const TensorView params = stage_->parameters();
+  if (params.device == kCpu && params.dtype == DType::kFloat32) return;
+  FEAST_CHECK(host_params_.size() == params.numel, "rank_state_loaded() without rank_state()");
+  Tensor f32 = backend_->allocate(DType::kFloat32, params.numel);
+  backend_->copy(f32.view(), host_view(host_params_.data(), host_params_.size()));
+  backend_->cast(params, f32.view());
+  const std::vector<AdamW::TensorState> states = optimizer_->tensor_states();
+  for (size_t i = 0; i < states.size(); ++i) {
+    const TensorView views[] = {states[i].master, states[i].exp_avg, states[i].exp_avg_sq};
+    for (size_t k = 0; k < 3; ++k) {
+      const std::vector<float>& host = host_optimizer_[3 * i + k];
+      backend_->copy(views[k], host_view(host.data(), host.size()));
+    }
+  }
 }
 
 StepResult TrainingRun::step(const StopVote& vote) {

@@ -103,8 +103,11 @@ class TrainingRun {
   const LayoutPlan& plan() const { return plan_; }
   // The values in use where the config leaves them to inference (dp, micro-batches, threads).
   const InferredValues& inferred() const { return inferred_; }
-  // This rank's parameters, optimizer state and data-parallel share, for checkpoints.
+  // This rank's parameters, optimizer state and data-parallel share, for checkpoints, in host
+  // float32. On a GPU these are views of a host copy taken by this call; after a checkpoint has
+  // been read into them, rank_state_loaded() puts them in place on the device.
   RankState rank_state();
+  void rank_state_loaded();
   int64_t tokens_per_step() const;
   // This rank's memory, as reported at start.
   MemoryBytes memory_bytes() const;
@@ -152,6 +155,10 @@ class TrainingRun {
   InferredValues inferred_;
   std::vector<MemoryBytes> memory_of_ranks_;
   TrainingState state_;
+  // The host copy rank_state() hands out when the state lives on a GPU: the parameters in
+  // float32, then each optimizer tensor's master, exp_avg and exp_avg_sq.
+  std::vector<float> host_params_;
+  std::vector<std::vector<float>> host_optimizer_;
 };
 
 }  // namespace feast
