@@ -24,6 +24,7 @@
 #include "trainer/bench_parallel.h"
 #include "trainer/config.h"
 #include "trainer/cli_args.h"
+#include "trainer/check_backend_command.h"
 #include "trainer/check_data_command.h"
 #include "trainer/eval_command.h"
 #include "trainer/export_command.h"
@@ -50,6 +51,7 @@ constexpr const char* kHelp =
     "       trainer tokenize --tokenizer FOLDER [--decode]      text on stdin -> ids on stdout (and back)\n"
     "       trainer check-data PATTERN [--vocab-size N]         validate token shards fully\n"
     "       trainer plan CONFIG.toml --gpus N ...               predict every layout's memory and speed\n"
+    "       trainer check-backend [--device cuda|cpu] ...       every backend op against the CPU reference\n"
     "       trainer bench ...                                   time GPT-2 training steps\n"
     "       mpirun -np N trainer bench --parallel ...           time every parallel layout\n"
     "       [mpirun -np N] trainer bench comm ...               collective bandwidth; ring and parameter server\n"
@@ -190,7 +192,7 @@ int run(const std::vector<std::string>& args, const Runtime& runtime, const std:
   const bool wants_help = std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
                           std::find(rest.begin(), rest.end(), "-h") != rest.end();
   if (verb == "prepare-data" || verb == "bench" || verb == "inspect" || verb == "export" || verb == "tokenize" ||
-      verb == "check-data" || verb == "generate" || verb == "plan") {
+      verb == "check-data" || verb == "generate" || verb == "plan" || verb == "check-backend") {
     if (world_size != 1) throw ConfigError("`trainer " + verb + "` runs as a single process, not under mpirun -np " +
                                            std::to_string(world_size));
     if (verb == "inspect") return inspect_command(rest);
@@ -198,6 +200,7 @@ int run(const std::vector<std::string>& args, const Runtime& runtime, const std:
     if (verb == "tokenize") return tokenize_command(rest);
     if (verb == "check-data") return check_data_command(rest);
     if (verb == "plan") return plan_command(rest);
+    if (verb == "check-backend") return check_backend_command(rest);
     if (verb == "generate") {
       if (wants_help) return generate_help();
       const auto [ca, flags] = split_verb_args(

@@ -17,7 +17,7 @@ check() {
 }
 check "$trainer" --help
 check "$trainer" configs/demo.toml --help
-for verb in print-config prepare-data bench inspect eval generate export tokenize check-data plan; do check "$trainer" $verb --help; done
+for verb in print-config prepare-data bench inspect eval generate export tokenize check-data plan check-backend; do check "$trainer" $verb --help; done
 check "$trainer" bench --checkpoint --help
 check "$trainer" bench --generate --help
 check "$trainer" bench comm --help
