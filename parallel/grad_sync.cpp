@@ -37,17 +37,19 @@ GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<Gra
       b.standalone = r.standalone;
       b.deferred = r.tied && embedding_ != nullptr;
       b.uses_per_backward = r.uses;
+      b.shared = zero_stage_ == 2 && r.uses > 1 && !b.deferred;
       buckets_.push_back(b);
     }
   }
-  size_t covered = 0, tied_end = 0;
-  tied_begin_ = total;
+  size_t covered = 0, dedicated_end = 0;
+  dedicated_begin_ = total;
   for (const Bucket& b : buckets_) {
     covered += b.end - b.begin;
-    if (!b.deferred) slot_elems_ = std::max(slot_elems_, b.end - b.begin);
-    if (b.deferred) {
-      tied_begin_ = std::min(tied_begin_, b.begin);
-      tied_end = std::max(tied_end, b.end);
+    if (b.dedicated()) {
+      dedicated_begin_ = std::min(dedicated_begin_, b.begin);
+      dedicated_end = std::max(dedicated_end, b.end);
+    } else {
+      slot_elems_ = std::max(slot_elems_, b.end - b.begin);
     }
   }
   FEAST_CHECK(covered == total, "gradient ranges cover " << covered << " of " << total << " elements");
@@ -57,7 +59,8 @@ GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<Gra
   } else {
     slots_ = backend.allocate(DType::kFloat32, slot_elems_ * kStagingSlots);
     for (int s = 0; s < kStagingSlots; ++s) free_slots_.push_back(s);
-    if (tied_end > tied_begin_) tied_ = backend.allocate(DType::kFloat32, tied_end - tied_begin_);
+    if (dedicated_end > dedicated_begin_)
+      dedicated_ = backend.allocate(DType::kFloat32, dedicated_end - dedicated_begin_);
   }
   if (zero_stage_ > 0) shard_acc_ = backend.allocate(DType::kFloat32, shard_.size());
 }
@@ -72,14 +75,17 @@ int GradientSync::bucket_of(size_t begin) const {
 TensorView GradientSync::staging(const Bucket& b) const {
   const size_t n = b.end - b.begin;
   if (zero_stage_ < 2) return full_.view().slice(b.begin, n);
-  if (b.deferred) return tied_.view().slice(b.begin - tied_begin_, n);
+  if (b.dedicated()) return dedicated_.view().slice(b.begin - dedicated_begin_, n);
   return slots_.view().slice(size_t(b.slot) * slot_elems_, n);
 }
 
 void GradientSync::begin_step() {
   FEAST_CHECK(pending_.empty(), "a gradient reduction is still in flight at the start of a step");
-  for (const Tensor* t : {&full_, &shard_acc_, &tied_}) backend_.zero(t->view());
-  for (Bucket& b : buckets_) b.released = b.uses = 0;
+  for (const Tensor* t : {&full_, &shard_acc_, &dedicated_}) backend_.zero(t->view());
+  for (Bucket& b : buckets_) {
+    b.released = b.uses = 0;
+    b.open = false;
+  }
 }
 
 int GradientSync::take_slot() {
@@ -95,9 +101,16 @@ int GradientSync::take_slot() {
 TensorView GradientSync::acquire(size_t begin, size_t end) {
   Bucket& b = buckets_[size_t(bucket_of(begin))];
   FEAST_CHECK(end <= b.end, "gradient range crosses a bucket");
-  if (zero_stage_ == 2 && !b.deferred && b.slot < 0) {
+  if (zero_stage_ == 2 && !b.dedicated() && b.slot < 0) {
     b.slot = take_slot();
     backend_.zero(staging(b));
+  }
+  if (b.shared && !b.open) {  // a new micro-batch: the last one's reduction must have read it
+    const int i = int(&b - buckets_.data());
+    while (std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.bucket == i; }))
+      complete_oldest();
+    backend_.zero(staging(b));
+    b.open = true;
   }
   return staging(b).slice(begin - b.begin, end - begin);
 }
@@ -108,7 +121,12 @@ void GradientSync::release(size_t begin, size_t) {
   if (++b.released < b.ranges) return;
   b.released = 0;
   if (b.deferred) return;  // summed over the embedding group first, at finish_step
-  if (zero_stage_ == 2) {
+  if (b.shared) {
+    if (++b.uses < b.uses_per_backward) return;  // the embedding still adds its part
+    b.uses = 0;
+    b.open = false;
+    launch(i);  // once per micro-batch, with both parts
+  } else if (zero_stage_ == 2) {
     launch(i);  // every micro-batch: the staging slot must be freed
   } else if (++b.uses == b.uses_per_backward) {
     b.uses = 0;
@@ -143,8 +161,8 @@ void GradientSync::launch(int i) {
   }
   const std::vector<size_t> counts = shard_counts(total_, dp_size_, b.begin, b.end);
   pending_.push_back({i, dp_->reduce_scatter(data.data, mine.data, counts, DType::kFloat32),
-                      zero_stage_ == 2 && !b.deferred ? b.slot : -1});
-  if (zero_stage_ == 2 && !b.deferred) b.slot = -1;  // the slot now belongs to the reduction
+                      zero_stage_ == 2 && !b.dedicated() ? b.slot : -1});
+  if (zero_stage_ == 2 && !b.dedicated()) b.slot = -1;  // the slot now belongs to the reduction
 }
 
 void GradientSync::complete_oldest() {
@@ -181,7 +199,7 @@ TensorView GradientSync::shard_grads() const {
 }
 
 size_t GradientSync::gradient_bytes() const {
-  return full_.bytes() + shard_acc_.bytes() + slots_.bytes() + tied_.bytes();
+  return full_.bytes() + shard_acc_.bytes() + slots_.bytes() + dedicated_.bytes();
 }
 
 double GradientSync::take_wait_seconds() {

@@ -10,6 +10,10 @@
 //           backward writes it and reduce-scattered after every micro-batch straight into the
 //           shard (the owner first adds what its shard has accumulated into its own
 //           contribution), so a rank keeps gradients it does not own for a few buckets at most.
+//           The exception is a token embedding that a tied head on the same stage also writes
+//           (pp = 1): the head writes it at the start of the backward and the embedding at the
+//           end, so its chunks keep their own buffer through the backward and are reduced once
+//           per micro-batch, after both, rather than twice.
 // A tied tensor held by two stages (the token embedding and a tied head, pp > 1) is summed over
 // the embedding group before its data-parallel reduction (Megatron-LM #844), at the end of the
 // step: summing it earlier would make the last stage wait for the first stage's backward inside
@@ -109,7 +113,11 @@ class GradientSync final : public GradientSink, public DataParallelSync {
     int uses_per_backward = 1;  // 2 for a token embedding written by both head and embedding
     bool standalone = false;    // a vocabulary-sized tensor's chunk: never merged with other ranges
     bool deferred = false;      // a tied tensor: reduced at finish_step
+    bool shared = false;        // ZeRO 2: written by the head and the embedding of this stage
+    bool open = false;          // ZeRO 2, shared: written in this micro-batch, not yet reduced
     int slot = -1;              // ZeRO 2: staging slot while being written or reduced
+    // ZeRO 2: staged in dedicated_ (not a slot) for the whole backward.
+    bool dedicated() const { return deferred || shared; }
   };
   struct Pending {
     int bucket;
@@ -135,8 +143,8 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   Tensor full_;       // ZeRO 0 and 1: every gradient
   Tensor shard_acc_;  // ZeRO 1 and 2: the reduced shard
   Tensor slots_;      // ZeRO 2: staging slots, slot_elems_ each
-  Tensor tied_;       // ZeRO 2: the deferred tied tensor's accumulator
-  size_t tied_begin_ = 0;  // flat offset of tied_'s first element
+  Tensor dedicated_;  // ZeRO 2: the buffer of buckets kept through the backward (Bucket::dedicated)
+  size_t dedicated_begin_ = 0;  // flat offset of dedicated_'s first element
   size_t slot_elems_ = 0;
   std::vector<int> free_slots_;
   std::deque<Pending> pending_;

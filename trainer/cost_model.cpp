@@ -64,16 +64,17 @@ std::vector<GradRange> stage_gradient_ranges(const LocalTable& table, const Stag
 }
 
 // What GradientSync allocates besides the full buffer and the shard under ZeRO 2: its staging
-// slots are as large as the largest bucket that is not deferred, and a tied tensor held by two
-// stages gets an accumulator. Buckets merge ranges as GradientSync does: in descending order,
-// while contiguous, neither standalone and the bucket still below bucket_elems.
+// slots are as large as the largest bucket it stages in them, and the buckets it keeps through
+// the backward (a tied tensor held by two stages; a token embedding a tied head on the same
+// stage also writes) get a buffer of their own. Buckets merge ranges as GradientSync does: in
+// descending order, while contiguous, neither standalone and the bucket still below bucket_elems.
 struct Zero2Extra {
-  size_t slot_elems = 0, tied_elems = 0;
+  size_t slot_elems = 0, dedicated_elems = 0;
 };
 Zero2Extra zero2_extra(const std::vector<GradRange>& ranges, size_t total, size_t bucket_elems, bool embedding_group) {
   struct Bucket {
     size_t begin, end;
-    bool standalone, deferred;
+    bool standalone, dedicated;
   };
   std::vector<GradRange> order = ranges;
   std::sort(order.begin(), order.end(), [](const GradRange& a, const GradRange& b) { return a.begin > b.begin; });
@@ -83,19 +84,19 @@ Zero2Extra zero2_extra(const std::vector<GradRange>& ranges, size_t total, size_
     if (last && !r.standalone && !last->standalone && last->begin == r.end && last->end - last->begin < bucket_elems)
       last->begin = r.begin;
     else
-      buckets.push_back({r.begin, r.end, r.standalone, r.tied && embedding_group});
+      buckets.push_back({r.begin, r.end, r.standalone, (r.tied && embedding_group) || r.uses > 1});
   }
   Zero2Extra z;
-  size_t tied_begin = total, tied_end = 0;
+  size_t dedicated_begin = total, dedicated_end = 0;
   for (const Bucket& b : buckets) {
-    if (b.deferred) {
-      tied_begin = std::min(tied_begin, b.begin);
-      tied_end = std::max(tied_end, b.end);
+    if (b.dedicated) {
+      dedicated_begin = std::min(dedicated_begin, b.begin);
+      dedicated_end = std::max(dedicated_end, b.end);
     } else {
       z.slot_elems = std::max(z.slot_elems, b.end - b.begin);
     }
   }
-  if (tied_end > tied_begin) z.tied_elems = tied_end - tied_begin;
+  if (dedicated_end > dedicated_begin) z.dedicated_elems = dedicated_end - dedicated_begin;
   return z;
 }
 
@@ -128,7 +129,7 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
     const size_t bucket_elems = static_cast<size_t>(config.parallel.bucket_mb * 1024 * 1024 / sizeof(float));
     const Zero2Extra z = zero2_extra(stage_gradient_ranges(table, spec, bucket_elems), n, bucket_elems,
                                      plan.layout.pp() > 1);
-    mem.gradients = (double(kStagingSlots) * double(z.slot_elems) + double(z.tied_elems) + double(shard)) * f32;
+    mem.gradients = (double(kStagingSlots) * double(z.slot_elems) + double(z.dedicated_elems) + double(shard)) * f32;
   }
   // AdamW: two float32 moments of its range, and a float32 master copy unless the parameters
   // are float32 themselves.

@@ -1,0 +1,120 @@
+// GradientSync on its own, driven as a stage's backward drives it, over the real MPI world as the
+// data-parallel group with a counting wrapper: how many reductions each bucket costs, and the
+// shard's sums. The equivalence grid checks the losses; this checks the traffic.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "model/backend.h"
+#include "parallel/grad_sync.h"
+#include "parallel/mpi_world.h"
+
+namespace feast {
+namespace {
+
+// Passes every call through and counts reduce-scatters by their first element's flat offset
+// (the test hands GradientSync buffers whose offsets it can recover).
+class CountingCommunicator final : public Communicator {
+ public:
+  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  const std::string& name() const override { return inner_.name(); }
+  WorkHandle allreduce(void* d, size_t n, DType t, const CollectiveOptions& o = {}) override {
+    ++allreduces;
+    return inner_.allreduce(d, n, t, o);
+  }
+  WorkHandle reduce_scatter(const void* s, void* r, std::span<const size_t> c, DType t,
+                            const CollectiveOptions& o = {}) override {
+    ++reduce_scatters;
+    return inner_.reduce_scatter(s, r, c, t, o);
+  }
+  WorkHandle allgather(const void* s, void* r, std::span<const size_t> c, DType t,
+                       const CollectiveOptions& o = {}) override {
+    return inner_.allgather(s, r, c, t, o);
+  }
+  WorkHandle broadcast(void* d, size_t n, DType t, int root, const CollectiveOptions& o = {}) override {
+    return inner_.broadcast(d, n, t, root, o);
+  }
+  WorkHandle send(const void* d, size_t n, DType t, int peer, int tag) override { return inner_.send(d, n, t, peer, tag); }
+  WorkHandle recv(void* d, size_t n, DType t, int peer, int tag) override { return inner_.recv(d, n, t, peer, tag); }
+  void barrier() override { inner_.barrier(); }
+  std::unique_ptr<Communicator> split(int color, int key, const std::string& n) override {
+    return inner_.split(color, key, n);
+  }
+  int allreduces = 0, reduce_scatters = 0;
+
+ private:
+  Communicator& inner_;
+};
+
+// A stage's backward as GradientSync sees it: a token embedding in two chunks that a tied head
+// writes first and the embedding last (uses 2, standalone), and two blocks' ranges between.
+// Each write adds value(rank, micro-batch, element) so the reduced sums are known.
+struct Layout {
+  static constexpr size_t kChunk = 6, kBlock = 5;
+  std::vector<GradRange> ranges() const {
+    return {{0, kChunk, 2, true, false}, {kChunk, 2 * kChunk, 2, true, false},
+            {2 * kChunk, 2 * kChunk + kBlock, 1, false, false}, {2 * kChunk + kBlock, total(), 1, false, false}};
+  }
+  static size_t total() { return 2 * kChunk + 2 * kBlock; }
+};
+
+float value(int rank, int micro_batch, size_t element, int use) {
+  return float(rank + 1) * 0.5f + float(micro_batch) + 0.01f * float(element) + 100.0f * float(use);
+}
+
+void write(GradientSync& sync, const GradRange& r, int rank, int micro_batch, int use) {
+  const TensorView g = sync.acquire(r.begin, r.end);
+  float* p = g.as<float>();
+  for (size_t e = r.begin; e < r.end; ++e) p[e - r.begin] += value(rank, micro_batch, e, use);
+  sync.release(r.begin, r.end);
+}
+
+TEST(GradientSync, TiedEmbeddingOnOneStageIsReducedOncePerMicroBatch) {
+  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
+  const int dp = world->size(), rank = world->rank();
+  if (dp < 2) GTEST_SKIP() << "needs a data-parallel group";
+  const std::unique_ptr<Backend> backend = make_backend("cpu");
+  const Layout layout;
+  const std::vector<GradRange> ranges = layout.ranges();
+  constexpr int kMicroBatches = 3;
+  for (int zero = 0; zero <= 2; ++zero) {
+    CountingCommunicator counting(*world);
+    GradientSync sync(*backend, Layout::total(), ranges, zero, /*bucket_elems=*/64, &counting, nullptr);
+    sync.begin_step();
+    for (int mb = 0; mb < kMicroBatches; ++mb) {
+      sync.set_last_micro_batch(mb == kMicroBatches - 1);
+      // Backward order: the head (embedding chunks, use 0), the blocks (descending), the embedding (use 1).
+      for (int c = 1; c >= 0; --c) write(sync, ranges[size_t(c)], rank, mb, 0);
+      for (int b = 3; b >= 2; --b) write(sync, ranges[size_t(b)], rank, mb, 0);
+      for (int c = 1; c >= 0; --c) write(sync, ranges[size_t(c)], rank, mb, 1);
+    }
+    sync.finish_step();
+    // ZeRO 0 all-reduces each bucket once in the last micro-batch; ZeRO 1 reduce-scatters each
+    // once; ZeRO 2 every micro-batch, and the shared chunks once per micro-batch, not twice.
+    // Buckets: the two chunks stand alone; the two block ranges merge into one.
+    const int buckets = 3;
+    const int expected_allreduces = zero == 0 ? buckets : 0;
+    const int expected_reduce_scatters = zero == 0 ? 0 : zero == 1 ? buckets : buckets * kMicroBatches;
+    EXPECT_EQ(counting.allreduces, expected_allreduces) << "ZeRO " << zero;
+    EXPECT_EQ(counting.reduce_scatters, expected_reduce_scatters) << "ZeRO " << zero;
+
+    // The reduced gradient of every element this rank owns: the sum over ranks, micro-batches and uses.
+    const ShardRange mine = sync.shard();
+    const TensorView got = sync.shard_grads();
+    for (size_t e = mine.begin; e < mine.end; ++e) {
+      const bool chunk = e < 2 * Layout::kChunk;
+      double want = 0;
+      for (int r = 0; r < dp; ++r)
+        for (int mb = 0; mb < kMicroBatches; ++mb)
+          for (int use = 0; use < (chunk ? 2 : 1); ++use) want += value(r, mb, e, use);
+      EXPECT_NEAR(got.as<float>()[e - mine.begin], want, 1e-3 * want) << "ZeRO " << zero << " element " << e;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace feast
