@@ -11,8 +11,10 @@ constexpr int kStagingSlots = 3;  // a bucket being written, one being reduced, 
 }
 
 GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<GradRange>& ranges, int zero_stage,
-                           size_t bucket_elems, Communicator* dp, Communicator* embedding)
+                           size_t bucket_elems, Communicator* dp, Communicator* embedding, DType wire)
     : total_(total), backend_(backend), zero_stage_(zero_stage), dp_(dp), embedding_(embedding) {
+  FEAST_CHECK(wire == DType::kFloat32 || wire == DType::kBFloat16,
+              "gradients travel in float32 or bfloat16, not " << dtype_name(wire));
   FEAST_CHECK(zero_stage >= 0 && zero_stage <= 2, "parallel.zero_stage must be 0, 1 or 2");
   if (dp_) {
     dp_size_ = dp_->size();
@@ -63,6 +65,12 @@ GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<Gra
       dedicated_ = backend.allocate(DType::kFloat32, dedicated_end - dedicated_begin_);
   }
   if (zero_stage_ > 0) shard_acc_ = backend.allocate(DType::kFloat32, shard_.size());
+  if (wire == DType::kBFloat16 && dp_) {
+    wire_dtype_ = wire;
+    size_t largest = 0;
+    for (const Bucket& b : buckets_) largest = std::max(largest, b.end - b.begin);
+    wire_ = backend.allocate(DType::kBFloat16, largest);
+  }
 }
 
 int GradientSync::bucket_of(size_t begin) const {
@@ -136,11 +144,20 @@ void GradientSync::release(size_t begin, size_t) {
   }
 }
 
+void GradientSync::round_to_wire(const TensorView& x) {
+  if (wire_dtype_ == DType::kFloat32 || x.numel == 0) return;
+  const TensorView w = wire_.view().first(x.numel);
+  backend_.cast(w, x);
+  backend_.cast(x, w);
+}
+
 void GradientSync::launch(int i) {
   Bucket& b = buckets_[size_t(i)];
   const TensorView data = staging(b);
   if (zero_stage_ == 0) {
-    if (dp_) pending_.push_back({i, dp_->allreduce(data.data, data.numel, DType::kFloat32), -1});
+    if (!dp_) return;
+    round_to_wire(data);
+    pending_.push_back({i, dp_->allreduce(data.data, data.numel, DType::kFloat32), -1, data});
     return;
   }
   // ZeRO 1 and 2 (dp > 1): reduce-scatter into this rank's part of the shard. ZeRO 2 reduces
@@ -159,9 +176,10 @@ void GradientSync::launch(int i) {
       backend_.add(own, own, mine, mine.numel);
     }
   }
+  round_to_wire(data);
   const std::vector<size_t> counts = shard_counts(total_, dp_size_, b.begin, b.end);
   pending_.push_back({i, dp_->reduce_scatter(data.data, mine.data, counts, DType::kFloat32),
-                      zero_stage_ == 2 && !b.dedicated() ? b.slot : -1});
+                      zero_stage_ == 2 && !b.dedicated() ? b.slot : -1, mine});
   if (zero_stage_ == 2 && !b.dedicated()) b.slot = -1;  // the slot now belongs to the reduction
 }
 
@@ -171,6 +189,7 @@ void GradientSync::complete_oldest() {
   Timer t;
   p.work->wait();
   wait_seconds_ += t.seconds();
+  round_to_wire(p.result);
   if (p.slot >= 0) free_slots_.push_back(p.slot);
 }
 

@@ -14,6 +14,9 @@
 //           (pp = 1): the head writes it at the start of the backward and the embedding at the
 //           end, so its chunks keep their own buffer through the backward and are reduced once
 //           per micro-batch, after both, rather than twice.
+// With a bf16 wire dtype (parallel.grad_reduce_dtype) the data-parallel reductions see bf16
+// values: each bucket is rounded before it is reduced and the result again when it lands, as
+// bf16 traffic would give; accumulation stays float32.
 // A tied tensor held by two stages (the token embedding and a tied head, pp > 1) is summed over
 // the embedding group before its data-parallel reduction (Megatron-LM #844), at the end of the
 // step: summing it earlier would make the last stage wait for the first stage's backward inside
@@ -76,8 +79,10 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   // to another stage. embedding: the group of the two stages that hold a tied tensor (null
   // unless a tie spans stages); dp: the data-parallel group (null when dp = 1). Gradient memory
   // comes from `backend`, float32.
+  // wire: the dtype the data-parallel reductions carry (kBFloat16: each bucket is rounded to
+  // bf16 before it is reduced and the reduced result again; sums stay float32).
   GradientSync(Backend& backend, size_t total, const std::vector<GradRange>& ranges, int zero_stage,
-               size_t bucket_elems, Communicator* dp, Communicator* embedding);
+               size_t bucket_elems, Communicator* dp, Communicator* embedding, DType wire = DType::kFloat32);
 
   GradientSync& sink() override { return *this; }
   // Starts a step: clears the gradients.
@@ -122,7 +127,8 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   struct Pending {
     int bucket;
     WorkHandle work;
-    int slot;  // ZeRO 2 staging slot to free when done, or -1
+    int slot;           // ZeRO 2 staging slot to free when done, or -1
+    TensorView result;  // what the reduction writes (rounded to the wire dtype when it lands)
   };
 
   int bucket_of(size_t begin) const;
@@ -130,6 +136,8 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   void launch(int bucket);
   void complete_oldest();
   int take_slot();
+  // x = x rounded to the wire dtype (nothing for float32).
+  void round_to_wire(const TensorView& x);
 
   size_t total_;
   Backend& backend_;
@@ -146,6 +154,8 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   Tensor dedicated_;  // ZeRO 2: the buffer of buckets kept through the backward (Bucket::dedicated)
   size_t dedicated_begin_ = 0;  // flat offset of dedicated_'s first element
   size_t slot_elems_ = 0;
+  DType wire_dtype_ = DType::kFloat32;
+  Tensor wire_;  // bf16 traffic: a bucket's values in the wire dtype
   std::vector<int> free_slots_;
   std::deque<Pending> pending_;
   double wait_seconds_ = 0;

@@ -230,6 +230,13 @@ const std::vector<KeyDesc>& keys() {
        "weights and optimizer state: every worker pushes its gradients to the servers, the servers "
        "update, and the workers pull the weights back (the world is still tp * pp * dp). It takes the "
        "place of ZeRO: `zero_stage` must be 0 (left unset, it becomes 0)"},
+      {FEAST_KEY(parallel, grad_reduce_dtype), one_of({"fp32", "bf16"}), "dtype of data-parallel gradient traffic",
+       "the dtype data-parallel gradients travel in (`dp_sync = \"allreduce\"`): `\"bf16\"` halves the "
+       "bytes of every gradient reduction. A bucket is rounded to bf16 before it is reduced and the "
+       "reduced result again, while gradients accumulate (over micro-batches and, in the reduction, "
+       "over ranks) in fp32; on the CPU the rounding is applied to fp32 buffers, so the arithmetic "
+       "is what bf16 traffic gives and the bytes are not halved (docs/cluster.md gives its effect on "
+       "the loss). The tied embedding's sum over the first and last stage stays fp32"},
       {FEAST_KEY(parallel, ps_sparse_embedding), any(), "parameter server: move only touched embedding rows",
        "with `dp_sync = \"parameter-server\"`: workers push and pull only the rows of the token "
        "embedding their batch touches (the recommender-system case); the bytes moved per step are "
@@ -764,6 +771,12 @@ void validate_cross(const Config& c) {
              "parallel.dp_sync = \"parameter-server\" (" + c.where("parallel.dp_sync") + "): the servers shard " +
              "the optimizer state in ZeRO's place; remove parallel.zero_stage (or set it to 0), or use " +
              "dp_sync = \"allreduce\"");
+  }
+  if (c.parallel.grad_reduce_dtype != "fp32" && c.parallel.dp_sync == "parameter-server") {
+    fail(c.where("parallel.grad_reduce_dtype"),
+         "parallel.grad_reduce_dtype = \"" + c.parallel.grad_reduce_dtype + "\" applies to parallel.dp_sync = " +
+             "\"allreduce\", but it is \"parameter-server\" (" + c.where("parallel.dp_sync") +
+             "): the parameter server pushes fp32 gradients; remove parallel.grad_reduce_dtype");
   }
   if (c.parallel.ps_sparse_embedding && c.parallel.dp_sync != "parameter-server") {
     fail(c.where("parallel.ps_sparse_embedding"),

@@ -32,6 +32,9 @@ struct ParallelConfig {
   std::string dp_sync = "allreduce";
   // With a parameter server: the token embedding moves only the rows a batch touches.
   bool ps_sparse_embedding = false;
+  // The dtype data-parallel gradients travel in: "fp32", or "bf16" (half the bytes; the
+  // gradients are rounded to bf16 before and after each reduction, accumulation stays fp32).
+  std::string grad_reduce_dtype = "fp32";
 };
 
 struct TrainingConfig {

@@ -164,7 +164,9 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
     sync_ = std::move(ps);
   } else {
     sync_ = std::make_unique<GradientSync>(*backend_, n_params, stage_->gradient_ranges(), config.parallel.zero_stage,
-                                           bucket_elems, dp, embedding);
+                                           bucket_elems, dp, embedding,
+                                           config.parallel.grad_reduce_dtype == "bf16" ? DType::kBFloat16
+                                                                                        : DType::kFloat32);
   }
   stage_->set_gradient_sink(&sync_->sink());
   AdamWConfig oc;
