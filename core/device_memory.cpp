@@ -17,6 +17,8 @@ void free_pinned(void* p) noexcept;
 
 #if !defined(FEAST_WITH_CUDA)
 bool is_device_memory(const void*) { return false; }
+int current_device() { return -1; }
+void use_device(int) {}
 void copy_memory(void* dst, const void* src, size_t bytes) {
   if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
 }

@@ -16,6 +16,12 @@ bool is_device_memory(const void* p);
 // the copy is complete.
 void copy_memory(void* dst, const void* src, size_t bytes);
 
+// The calling thread's current CUDA device, or -1 (no CUDA, no device); and making `device`
+// current for the calling thread (nothing for -1). A thread that touches device memory without
+// it talks to GPU 0 and makes a context there.
+int current_device();
+void use_device(int device);
+
 // Page-locked host memory, which the GPU copies to and from at full speed. Reused through a
 // process-wide cache, so staging a buffer of a size seen before allocates nothing.
 class PinnedBuffer {

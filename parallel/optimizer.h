@@ -48,6 +48,11 @@ class AdamW {
   void reload_master_from_params() {
     if (separate_master()) backend_.cast(master_, params_);
   }
+  // The same from float32 values of the whole flat buffer, for weights that had more precision
+  // than the compute copy keeps (a bf16 run importing fp32 files).
+  void load_master(const TensorView& flat_float32) {
+    if (separate_master()) backend_.copy(master_, flat_float32.slice(begin_, end_ - begin_));
+  }
 
   size_t begin() const { return begin_; }
   size_t end() const { return end_; }

@@ -1,9 +1,11 @@
 #include "parallel/staged_communicator.h"
 
+#include <cstdint>
 #include <numeric>
 #include <utility>
 #include <vector>
 
+#include "core/bfloat16.h"
 #include "core/device_memory.h"
 #include "parallel/process_groups.h"
 
@@ -30,7 +32,7 @@ class StagedWork final : public Work {
  public:
   StagedWork(WorkHandle inner, std::vector<Stage> results, std::vector<Stage> inputs,
              decltype(DeviceMemoryOps::copy) copy)
-      : inner_(std::move(inner)), results_(std::move(results)), inputs_(std::move(inputs)), copy_(std::move(copy)) {}
+      : results_(std::move(results)), inputs_(std::move(inputs)), inner_(std::move(inner)), copy_(std::move(copy)) {}
   ~StagedWork() override {
     if (!done_) {
       try {
@@ -47,8 +49,44 @@ class StagedWork final : public Work {
   }
 
  private:
-  WorkHandle inner_;
+  // Declared before inner_, so they outlive it: an operation still running when the handle goes
+  // (a wait that threw) must not write into a buffer already handed back to the cache.
   std::vector<Stage> results_, inputs_;
+  WorkHandle inner_;
+  decltype(DeviceMemoryOps::copy) copy_;
+  bool done_ = false;
+};
+
+// A bfloat16 all-reduce of device memory, widened: the float32 host sums go back rounded.
+class WidenedWork final : public Work {
+ public:
+  WidenedWork(WorkHandle inner, void* device, size_t count, std::shared_ptr<void> narrow, std::vector<float> wide,
+              decltype(DeviceMemoryOps::copy) copy)
+      : narrow_(std::move(narrow)), wide_(std::move(wide)), inner_(std::move(inner)), device_(device), count_(count),
+        copy_(std::move(copy)) {}
+  ~WidenedWork() override {
+    if (!done_) {
+      try {
+        wait();
+      } catch (...) {  // as StagedWork
+      }
+    }
+  }
+  void wait() override {
+    if (done_) return;
+    done_ = true;
+    inner_->wait();
+    auto* bits = static_cast<uint16_t*>(narrow_.get());
+    for (size_t i = 0; i < count_; ++i) bits[i] = float_to_bf16(wide_[i]);
+    copy_(device_, bits, count_ * sizeof(uint16_t));
+  }
+
+ private:
+  std::shared_ptr<void> narrow_;  // the bf16 bits, host side
+  std::vector<float> wide_;       // what the reduction sums
+  WorkHandle inner_;
+  void* device_;
+  size_t count_;
   decltype(DeviceMemoryOps::copy) copy_;
   bool done_ = false;
 };
@@ -66,7 +104,17 @@ StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> inner, Devi
     : inner_(std::move(inner)), memory_(std::move(memory)) {}
 
 WorkHandle StagedCommunicator::allreduce(void* data, size_t count, DType dtype, const CollectiveOptions& opts) {
+  use_device(device_);
   if (!memory_.is_device(data)) return inner_->allreduce(data, count, dtype, opts);
+  if (dtype == DType::kBFloat16) {
+    std::shared_ptr<void> narrow = memory_.host_buffer(count * sizeof(uint16_t));
+    memory_.copy(narrow.get(), data, count * sizeof(uint16_t));
+    const auto* bits = static_cast<const uint16_t*>(narrow.get());
+    std::vector<float> wide(count);
+    for (size_t i = 0; i < count; ++i) wide[i] = bf16_to_float(bits[i]);
+    WorkHandle h = inner_->allreduce(wide.data(), count, DType::kFloat32, opts);
+    return std::make_unique<WidenedWork>(std::move(h), data, count, std::move(narrow), std::move(wide), memory_.copy);
+  }
   std::vector<Stage> results;
   results.emplace_back(data, count * dtype_size(dtype), true, memory_);
   WorkHandle h = inner_->allreduce(results.back().host.get(), count, dtype, opts);
@@ -75,6 +123,7 @@ WorkHandle StagedCommunicator::allreduce(void* data, size_t count, DType dtype, 
 
 WorkHandle StagedCommunicator::reduce_scatter(const void* send, void* recv, std::span<const size_t> recv_counts,
                                               DType dtype, const CollectiveOptions& opts) {
+  use_device(device_);
   const bool send_dev = memory_.is_device(send), recv_dev = memory_.is_device(recv);
   if (!send_dev && !recv_dev) return inner_->reduce_scatter(send, recv, recv_counts, dtype, opts);
   const size_t elem = dtype_size(dtype);
@@ -95,6 +144,7 @@ WorkHandle StagedCommunicator::reduce_scatter(const void* send, void* recv, std:
 
 WorkHandle StagedCommunicator::allgather(const void* send, void* recv, std::span<const size_t> counts, DType dtype,
                                          const CollectiveOptions& opts) {
+  use_device(device_);
   const bool send_dev = memory_.is_device(send), recv_dev = memory_.is_device(recv);
   if (!send_dev && !recv_dev) return inner_->allgather(send, recv, counts, dtype, opts);
   const size_t elem = dtype_size(dtype), all = total(counts) * elem;
@@ -122,6 +172,7 @@ WorkHandle StagedCommunicator::allgather(const void* send, void* recv, std::span
 
 WorkHandle StagedCommunicator::broadcast(void* data, size_t count, DType dtype, int root,
                                          const CollectiveOptions& opts) {
+  use_device(device_);
   if (!memory_.is_device(data)) return inner_->broadcast(data, count, dtype, root, opts);
   std::vector<Stage> results;
   results.emplace_back(data, count * dtype_size(dtype), rank() == root, memory_);
@@ -131,6 +182,7 @@ WorkHandle StagedCommunicator::broadcast(void* data, size_t count, DType dtype, 
 
 WorkHandle StagedCommunicator::alltoall(const void* send, void* recv, size_t count_per_rank, DType dtype,
                                         const CollectiveOptions& opts) {
+  use_device(device_);
   const bool send_dev = memory_.is_device(send), recv_dev = memory_.is_device(recv);
   if (!send_dev && !recv_dev) return inner_->alltoall(send, recv, count_per_rank, dtype, opts);
   const size_t bytes = count_per_rank * size_t(size()) * dtype_size(dtype);
@@ -150,6 +202,7 @@ WorkHandle StagedCommunicator::alltoall(const void* send, void* recv, size_t cou
 }
 
 WorkHandle StagedCommunicator::send(const void* data, size_t count, DType dtype, int peer, int tag) {
+  use_device(device_);
   if (!memory_.is_device(data)) return inner_->send(data, count, dtype, peer, tag);
   std::vector<Stage> inputs;
   inputs.emplace_back(data, count * dtype_size(dtype), true, memory_);
@@ -158,6 +211,7 @@ WorkHandle StagedCommunicator::send(const void* data, size_t count, DType dtype,
 }
 
 WorkHandle StagedCommunicator::recv(void* data, size_t count, DType dtype, int peer, int tag) {
+  use_device(device_);
   if (!memory_.is_device(data)) return inner_->recv(data, count, dtype, peer, tag);
   std::vector<Stage> results;
   results.emplace_back(data, count * dtype_size(dtype), false, memory_);

@@ -329,12 +329,11 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
       if (spec.has_head)
         tp_comm[size_t(s)] += ring_allreduce_seconds(rows * 4, t, tp_link) + ring_allreduce_seconds(rows * 8, t, tp_link);
     }
-    // Data parallel: the stage's gradients (float32, or bf16 by parallel.grad_reduce_dtype) and,
-    // for ZeRO 1 and 2, the parameters gathered back. Reductions during a backward hide behind it
+    // Data parallel: the stage's gradients (float32: parallel.grad_reduce_dtype = "bf16" rounds
+    // them but does not shrink the messages yet) and, for ZeRO 1 and 2, the parameters gathered back. Reductions during a backward hide behind it
     // (ZeRO 0/1: the last micro-batch's; ZeRO 2: every micro-batch's); the gather after the
     // update and a parameter server's push and pull do not.
     const double P = double(LocalTable(logical, spec).total_numel());
-    const double grad_bytes = config.parallel.grad_reduce_dtype == "bf16" ? 2 : 4;  // per element on the wire
     const double window = (2.0 / 3.0) * (compute[size_t(s)] + tp_comm[size_t(s)]);
     double dps = 0;
     if (d > 1) {
@@ -344,9 +343,9 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
         // updated weights, each (d - 1)/d P/B on a server's link.
         dps = parameter_server_seconds(4 * P, d, d, true, dp_link) + parameter_server_seconds(e * P, d, d, true, dp_link);
       } else if (zero == 0) {
-        dps = std::max(0.0, ring_allreduce_seconds(grad_bytes * P, d, dp_link) - window);
+        dps = std::max(0.0, ring_allreduce_seconds(4 * P, d, dp_link) - window);
       } else {
-        const double rs = std::max(0.0, reduce_scatter_seconds(grad_bytes * P, d, dp_link) - window);
+        const double rs = std::max(0.0, reduce_scatter_seconds(4 * P, d, dp_link) - window);
         dps = (zero == 2 ? m : 1) * rs + allgather_seconds(e * P, d, dp_link);
       }
     }

@@ -37,6 +37,19 @@ void copy_memory(void* dst, const void* src, size_t bytes) {
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy(dst, src, bytes, cudaMemcpyDefault)");
 }
 
+int current_device() {
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return device;
+}
+
+void use_device(int device) {
+  if (device >= 0) check(cudaSetDevice(device), "cudaSetDevice(device)");
+}
+
 void* allocate_pinned(size_t bytes) {
   void* p = nullptr;
   if (cudaMallocHost(&p, bytes) != cudaSuccess) {

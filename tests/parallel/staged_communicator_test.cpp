@@ -283,9 +283,23 @@ TYPED_TEST(StagedReducible, ReduceScatterUnequalCounts) {
     }
 }
 
+TEST_F(Staged, Bfloat16AllreduceOfDeviceMemoryIsSummedInFloat32) {
+  // MPI cannot add bfloat16 (tensor parallelism in bf16 needs it): the staged call widens to
+  // float32 on the host and rounds the sums back. Each rank adds x = 1 + (rank + 1)/128, a bf16
+  // value; the float32 sum is exact, and its bf16 rounding is the answer.
+  const float x = 1.0f + float(me + 1) / 128.0f;
+  std::span<uint16_t> data = device.allocate(5, float_to_bf16(x));
+  comm->allreduce(data.data(), data.size(), DType::kBFloat16)->wait();
+  float sum = 0;
+  for (int r = 0; r < n; ++r) sum += 1.0f + float(r + 1) / 128.0f;
+  const uint16_t want = float_to_bf16(sum);
+  for (uint16_t v : data) EXPECT_EQ(v, want) << bf16_to_float(v) << " vs " << bf16_to_float(want);
+  EXPECT_EQ(device.copies(), std::make_pair(1, 1));
+}
+
 TEST_F(Staged, RefusalOfTheInnerCommunicatorReachesTheCaller) {
-  // MPI cannot add bfloat16: the staged call throws as the plain one does.
-  std::span<uint16_t> data = device.allocate(4, as<uint16_t>(1));
+  // MPI cannot add bfloat16 in host memory: the call passes through and throws as the plain one does.
+  std::vector<uint16_t> data(4, as<uint16_t>(1));
   EXPECT_THROW(comm->allreduce(data.data(), data.size(), DType::kBFloat16), Error);
 }
 
