@@ -73,3 +73,13 @@ if(FEAST_WITH_CUDA)
   find_package(CUDAToolkit REQUIRED)
 endif()
 message(STATUS "feast: CUDA backend ${FEAST_WITH_CUDA}")
+# NCCL: only its header at build time (the library is loaded at run time, parallel/nccl_library.h),
+# from the CUDA toolkit, $NCCL_ROOT, or pip's nvidia-nccl package (scripts/gpu_env.sh finds it).
+set(FEAST_WITH_NCCL OFF)
+if(FEAST_WITH_CUDA)
+  find_path(FEAST_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_ROOT PATH_SUFFIXES include)
+  if(FEAST_NCCL_INCLUDE_DIR)
+    set(FEAST_WITH_NCCL ON)
+  endif()
+endif()
+message(STATUS "feast: NCCL communicator ${FEAST_WITH_NCCL}")

@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -73,12 +74,38 @@ class Communicator {
   // Point-to-point with a peer given as a rank of this group; tags keep micro-batches apart.
   virtual WorkHandle send(const void* data, size_t count, DType dtype, int peer, int tag) = 0;
   virtual WorkHandle recv(void* data, size_t count, DType dtype, int peer, int tag) = 0;
+  // A send to `to` and a receive from `from` that proceed together (a ring shift, or a pipeline
+  // stage passing one tensor on while taking another): a library that runs a group's transfers
+  // one after another (NCCL) must be told they go together, or a receive queued before its
+  // matching send deadlocks. This one posts both and waits for both.
+  virtual WorkHandle sendrecv(const void* send_data, size_t send_count, int to, void* recv_data, size_t recv_count,
+                              int from, DType dtype, int tag);
 
   virtual void barrier() = 0;
 
   // A sub-communicator of the ranks that pass the same color, ordered by key (MPI_Comm_split).
   virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name) = 0;
 };
+
+// Waits for both halves of a default sendrecv (the receive first).
+class PairedWork final : public Work {
+ public:
+  PairedWork(WorkHandle first, WorkHandle second) : first_(std::move(first)), second_(std::move(second)) {}
+  void wait() override {
+    first_->wait();
+    second_->wait();
+  }
+
+ private:
+  WorkHandle first_, second_;
+};
+
+inline WorkHandle Communicator::sendrecv(const void* send_data, size_t send_count, int to, void* recv_data,
+                                         size_t recv_count, int from, DType dtype, int tag) {
+  WorkHandle rx = recv(recv_data, recv_count, dtype, from, tag);
+  WorkHandle tx = send(send_data, send_count, dtype, to, tag);
+  return std::make_unique<PairedWork>(std::move(rx), std::move(tx));
+}
 
 // Convenience for the common blocking float/double all-reduce.
 inline void allreduce_sum(Communicator& c, float* data, size_t count) {

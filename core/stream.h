@@ -13,6 +13,9 @@ class Stream {
   virtual ~Stream() = default;
   // Blocks the host until everything enqueued so far has finished.
   virtual void synchronize() = 0;
+  // The device API's handle (a cudaStream_t), for libraries that take one (NCCL); nullptr on
+  // the CPU.
+  virtual void* native_handle() const { return nullptr; }
 };
 
 class Event {

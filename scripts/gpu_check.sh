@@ -9,7 +9,8 @@
 #   train      20 steps of a small GPT-2 and a small Llama on the GPU and on the CPU from the same
 #              initialisation and data: fp32 losses within 1e-4 relative, bf16 within 2e-2
 #   multirank  4 ranks sharing the GPU (tp 2 x pp 2, MPI with device buffers staged through host
-#              memory) against one rank on the GPU, fp32, within 1e-4
+#              memory) against one rank on the GPU: fp32 within 1e-4, bf16 within 2e-2; and
+#              trainer bench comm with GPU buffers through NCCL (one rank) and staged MPI (2 ranks)
 #   bench      trainer bench --device cuda (GPT-2 124M and 350M, bf16, T 1024) and the PyTorch
 #              reference (bench/torch_bench.py) on the same shapes, eager and torch.compile
 # Usage: scripts/gpu_check.sh [--only STAGE[,STAGE...]] [--cpu-rehearsal] [OUT_DIR]
@@ -31,19 +32,38 @@ done
 gpu_dtype() { [[ $dev == cuda ]] && echo "$1" || echo fp32; }  # the CPU computes in fp32 only
 out=$(mkdir -p "${1:-build-gpu/check}" && cd "${1:-build-gpu/check}" && pwd)
 trainer=$root/build-gpu/trainer
+# The corpus and the one-rank reference runs: kept in build-gpu/ (which stays while the machine
+# is warm) so that a rerun of one stage into a fresh OUT_DIR finds them.
+state=$root/build-gpu/state
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 declare -A result seconds
 stages=(probe build ops train multirank bench)
 
 wanted() { [[ -z $only || $only == *",$1,"* ]]; }
 
+summary() {  # rewritten after every stage, so a run cut short keeps what it finished
+  {
+    echo "gpu_check summary ($(date -u +%FT%TZ), logs in $out)"
+    printf '%-10s %-24s %8s\n' stage result seconds
+    for s in "${stages[@]}"; do printf '%-10s %-24s %8s\n' "$s" "${result[$s]:-skipped}" "${seconds[$s]:--}"; done
+  } >"$out/summary.txt"
+}
+
 run_stage() {  # run_stage NAME FUNCTION: its output goes to OUT/NAME.log and, in short, here
   local name=$1 start=$SECONDS
   wanted "$name" || { result[$name]="skipped"; return; }
   echo "== $name"
-  if "$2" >"$out/$name.log" 2>&1; then result[$name]="ok"; else result[$name]="FAILED"; fi
+  if [[ $name != probe && $name != build && ! -x $trainer ]]; then
+    echo "no $trainer: run the build stage first (--only build,$name)" >"$out/$name.log"
+    result[$name]="FAILED (not built)"
+  elif "$2" >"$out/$name.log" 2>&1; then
+    result[$name]="ok"
+  else
+    result[$name]="FAILED"
+  fi
   seconds[$name]=$((SECONDS - start))
   tail -n 15 "$out/$name.log"
+  summary
 }
 
 probe() {
@@ -84,7 +104,7 @@ small_model() {  # the --set flags of a small model of family $1
     --set model.vocab_size=256 --set model.max_seq_len=128 --set training.steps=20 --set training.batch_size=8 \
     --set training.seq_len=64 --set training.eval_interval=0 --set parallel.tp=1 --set parallel.pp=1 \
     --set parallel.dp=1 --set parallel.micro_batch_size=8 --set checkpoint.interval=0 \
-    --set data.train="$out/data/train_*.bin" --set data.val="$out/data/val_*.bin" \
+    --set data.train="$state/data/train_*.bin" --set data.val="$state/data/val_*.bin" \
     $([[ $arch == llama ]] && echo --set model.n_kv_head=2 --set model.intermediate_size=256)
 }
 
@@ -95,25 +115,41 @@ a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
 la = [json.loads(l)["loss"] for l in open(a + "/metrics.jsonl") if '"loss"' in l]
 lb = [json.loads(l)["loss"] for l in open(b + "/metrics.jsonl") if '"loss"' in l]
 assert len(la) == len(lb) and la, f"{len(la)} and {len(lb)} losses"
-worst = max(abs(x - y) / abs(x) for x, y in zip(la, lb))
+diffs = [abs(x - y) / abs(x) for x, y in zip(la, lb)]
+worst = max(diffs)
 print(f"{a} vs {b}: {len(la)} steps, first loss {la[0]:.6f} / {lb[0]:.6f}, last {la[-1]:.6f} / {lb[-1]:.6f}, "
       f"max relative difference {worst:.2e} (tolerance {tol:g}): {'ok' if worst <= tol else 'FAIL'}")
+print("  per step: " + " ".join(f"{d:.1e}" for d in diffs))  # drift grows step by step; a bug jumps
 sys.exit(0 if worst <= tol else 1)
 PY
 }
 
+gpu_run() {  # gpu_run ARCH DTYPE NAME [LAUNCHER... --] [--set ...]: the small model on the GPU
+  local arch=$1 dtype=$2 name=$3 launch=()
+  shift 3
+  if [[ " $* " == *" -- "* ]]; then
+    while [[ $1 != -- ]]; do launch+=("$1"); shift; done
+    shift
+  fi
+  # shellcheck disable=SC2046
+  "${launch[@]}" "$trainer" configs/demo.toml $(small_model "$arch") --set logging.interval=1 \
+    --set training.device=$dev --set training.dtype="$(gpu_dtype "$dtype")" \
+    --set logging.dir="$state/runs/$name" --set checkpoint.resume=never "$@"
+}
+
+corpus() { [[ -f $state/data/meta.json ]] || "$trainer" prepare-data --synthetic --out "$state/data" --tokens 400000 --force; }
+
 train() {
   source scripts/gpu_env.sh
-  "$trainer" prepare-data --synthetic --out "$out/data" --tokens 400000 --force || return 1
+  corpus || return 1
   local ok=0 arch
   for arch in gpt2 llama; do
     # shellcheck disable=SC2046
     "$trainer" configs/demo.toml $(small_model $arch) --set logging.interval=1 \
-      --set logging.dir="$out/runs/$arch-cpu" || return 1
+      --set logging.dir="$state/runs/$arch-cpu" --set checkpoint.resume=never || return 1
     for dtype in fp32 bf16; do
-      "$trainer" configs/demo.toml $(small_model $arch) --set logging.interval=1 --set training.device=$dev \
-        --set training.dtype="$(gpu_dtype $dtype)" --set logging.dir="$out/runs/$arch-cuda-$dtype" || return 1
-      losses_agree "$out/runs/$arch-cpu" "$out/runs/$arch-cuda-$dtype" "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
+      gpu_run $arch $dtype "$arch-cuda-$dtype" || return 1
+      losses_agree "$state/runs/$arch-cpu" "$state/runs/$arch-cuda-$dtype" "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
     done
   done
   return $ok
@@ -121,12 +157,24 @@ train() {
 
 multirank() {
   source scripts/gpu_env.sh
-  [[ -d $out/runs/gpt2-cuda-fp32 ]] || { echo "multirank needs the train stage's one-rank GPU run"; return 1; }
-  # shellcheck disable=SC2046
-  mpirun --oversubscribe --bind-to none -np 4 "$trainer" configs/demo.toml $(small_model gpt2) \
-    --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batch_size=4 --set logging.interval=1 \
-    --set training.device=$dev --set training.dtype=fp32 --set logging.dir="$out/runs/gpt2-cuda-fp32-tp2pp2" || return 1
-  losses_agree "$out/runs/gpt2-cuda-fp32" "$out/runs/gpt2-cuda-fp32-tp2pp2" 1e-4
+  corpus || return 1
+  local ok=0 dtype
+  for dtype in fp32 bf16; do
+    # The one-rank reference, unless the train stage left it.
+    [[ -f $state/runs/gpt2-cuda-$dtype/summary.json ]] || gpu_run gpt2 $dtype "gpt2-cuda-$dtype" || return 1
+    gpu_run gpt2 $dtype "gpt2-cuda-$dtype-tp2pp2" mpirun --oversubscribe --bind-to none -np 4 -- \
+      --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batch_size=4 || return 1
+    losses_agree "$state/runs/gpt2-cuda-$dtype" "$state/runs/gpt2-cuda-$dtype-tp2pp2" \
+      "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
+  done
+  # Every collective on GPU buffers, each result checked: NCCL at one rank (the machine has one
+  # GPU, and NCCL refuses two ranks on it), staged MPI at two.
+  local comm=(bench comm --max-bytes 4M --iters 3 --ops allreduce,reduce_scatter,allgather,broadcast,alltoall,sendrecv)
+  if [[ $dev == cuda ]]; then
+    "$trainer" "${comm[@]}" --device cuda --backend nccl || ok=1
+  fi
+  mpirun --oversubscribe --bind-to none -np 2 "$trainer" "${comm[@]}" --device $dev || ok=1
+  return $ok
 }
 
 bench() {
@@ -163,9 +211,6 @@ else
   fi
 fi
 
-{
-  echo "gpu_check summary ($(date -u +%FT%TZ), logs in $out)"
-  printf '%-10s %-24s %8s\n' stage result seconds
-  for s in "${stages[@]}"; do printf '%-10s %-24s %8s\n' "$s" "${result[$s]:-skipped}" "${seconds[$s]:--}"; done
-} | tee "$out/summary.txt"
+summary
+cat "$out/summary.txt"
 for s in "${stages[@]}"; do [[ ${result[$s]:-skipped} == ok || ${result[$s]:-skipped} == skipped ]] || exit 1; done

@@ -5,6 +5,14 @@
 # the Debian packages installed builds from the system as usual.
 # shellcheck shell=bash
 feast_gpu_deps=${FEAST_GPU_DEPS:-$PWD/.gpu-deps}
+# nvcc: CMake finds it on PATH only.
+if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then export PATH=/usr/local/cuda/bin:$PATH; fi
+# NCCL (loaded at run time; its header at build time): where the toolkit has none, the copy
+# pip's nvidia-nccl package installed for PyTorch.
+if feast_nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null) && [[ -d $feast_nccl/lib ]]; then
+  export LD_LIBRARY_PATH=$feast_nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  [[ -f /usr/local/cuda/include/nccl.h ]] || export NCCL_ROOT=$feast_nccl
+fi
 FEAST_CMAKE_HINTS=()
 if [[ -d $feast_gpu_deps/debs ]]; then
   P=$feast_gpu_deps/root

@@ -12,13 +12,19 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "core/log.h"
 #include "core/plural.h"
 #include "core/timer.h"
+#include "model/backend.h"
 #include "parallel/agreement.h"
 #include "parallel/collective_algorithms.h"
 #include "parallel/grid_report.h"
 #include "parallel/mpi_world.h"
+#if defined(FEAST_WITH_NCCL)
+#include "parallel/nccl_communicator.h"
+#endif
+#include "parallel/staged_communicator.h"
 #include "trainer/cli_args.h"
 #include "trainer/threads.h"
 
@@ -45,7 +51,9 @@ constexpr const char* kUsage =
     "  parameter server   through rank 0 over send/recv: T = 2(N-1) (alpha + P beta)\n"
     "--ops: a comma-separated subset of allreduce, reduce_scatter, allgather, broadcast, alltoall,\n"
     "sendrecv, algorithms (default: all). Sizes: 4096, 64K, 4M, 1G (K, M, G binary; KB, MB, GB\n"
-    "decimal). --json FILE: rank 0 also writes every measurement there.\n";
+    "decimal). --json FILE: rank 0 also writes every measurement there.\n"
+    "--device cuda: the collectives move GPU memory (a GPU per rank by local rank), through\n"
+    "--backend mpi (staged through pinned host memory, the default) or nccl.\n";
 
 constexpr int kSendRecvTag = 7310;
 constexpr int kPingPongTag = 7311;
@@ -144,7 +152,34 @@ std::string fixed(const char* format, double v) {
   return buf;
 }
 
-void bench_op(CommOp op, const CommBenchOptions& o, Communicator& world, nlohmann::json& report) {
+// Where a collective's buffers live: host vectors (fill and check), mirrored in GPU memory when
+// the bench runs on a device.
+struct OpBuffers {
+  std::vector<float>& input;
+  std::vector<float>& output;
+  Backend* device = nullptr;
+  Tensor device_input, device_output;
+  OpBuffers(std::vector<float>& in, std::vector<float>& out, Backend* d) : input(in), output(out), device(d) {
+    if (!device) return;
+    device_input = device->allocate(DType::kFloat32, input.size());
+    device_output = device->allocate(DType::kFloat32, output.size());
+  }
+  float* in() { return device ? device_input.as<float>() : input.data(); }
+  float* out() { return device ? device_output.as<float>() : output.data(); }
+  void upload_input() {
+    if (device) device->copy(device_input.view(), host_view(input.data(), input.size()));
+  }
+  void upload_output() {
+    if (device) device->copy(device_output.view(), host_view(output.data(), output.size()));
+  }
+  void download() {
+    if (!device) return;
+    device->copy(host_view(input.data(), input.size()), device_input.view());
+    device->copy(host_view(output.data(), output.size()), device_output.view());
+  }
+};
+
+void bench_op(CommOp op, const CommBenchOptions& o, Communicator& world, nlohmann::json& report, Backend* device) {
   const int n = world.size(), me = world.rank();
   const double factor = busbw_factor(op, n);
   log::info(std::string(comm_op_name(op)) + ": busbw = algbw x " + factor_text(op) + " = " + fixed("%.3f", factor));
@@ -156,33 +191,37 @@ void bench_op(CommOp op, const CommBenchOptions& o, Communicator& world, nlohman
     std::vector<float> output(in_place(op) ? 0 : op == CommOp::kReduceScatter ? block : elements);
     const std::vector<size_t> counts(size_t(n), block);
     fill_comm_input(op, input, elements, me, n);
+    OpBuffers buf(input, output, device);
+    buf.upload_input();
     const int next = (me + 1) % n, prev = (me + n - 1) % n;
     const double s = median_seconds(
         world, o,
         [&](bool last) {
-          if (in_place(op)) fill_comm_input(op, input, elements, me, n);
-          else if (last) std::fill(output.begin(), output.end(), -1.0f);
+          if (in_place(op)) {
+            fill_comm_input(op, input, elements, me, n);
+            buf.upload_input();
+          } else if (last) {
+            std::fill(output.begin(), output.end(), -1.0f);
+            buf.upload_output();
+          }
+          if (device) device->stream().synchronize();  // the copies are not part of the timing
         },
         [&] {
+          float* in = buf.in();
+          float* out = buf.out();
           switch (op) {
-            case CommOp::kAllreduce: world.allreduce(input.data(), elements, DType::kFloat32)->wait(); break;
-            case CommOp::kReduceScatter:
-              world.reduce_scatter(input.data(), output.data(), counts, DType::kFloat32)->wait();
+            case CommOp::kAllreduce: world.allreduce(in, elements, DType::kFloat32)->wait(); break;
+            case CommOp::kReduceScatter: world.reduce_scatter(in, out, counts, DType::kFloat32)->wait(); break;
+            case CommOp::kAllgather: world.allgather(in, out, counts, DType::kFloat32)->wait(); break;
+            case CommOp::kBroadcast: world.broadcast(in, elements, DType::kFloat32, 0)->wait(); break;
+            case CommOp::kAlltoall: world.alltoall(in, out, block, DType::kFloat32)->wait(); break;
+            case CommOp::kSendRecv:
+              world.sendrecv(in, elements, next, out, elements, prev, DType::kFloat32, kSendRecvTag)->wait();
               break;
-            case CommOp::kAllgather:
-              world.allgather(input.data(), output.data(), counts, DType::kFloat32)->wait();
-              break;
-            case CommOp::kBroadcast: world.broadcast(input.data(), elements, DType::kFloat32, 0)->wait(); break;
-            case CommOp::kAlltoall: world.alltoall(input.data(), output.data(), block, DType::kFloat32)->wait(); break;
-            case CommOp::kSendRecv: {
-              WorkHandle rx = world.recv(output.data(), elements, DType::kFloat32, prev, kSendRecvTag);
-              WorkHandle tx = world.send(input.data(), elements, DType::kFloat32, next, kSendRecvTag);
-              rx->wait();
-              tx->wait();
-              break;
-            }
           }
+          if (device) device->stream().synchronize();  // NCCL's wait orders the stream; the data lands here
         });
+    buf.download();
     const size_t real_bytes = elements * sizeof(float);
     const std::string what = std::string(comm_op_name(op)) + " of " + std::to_string(real_bytes) + " bytes";
     const auto wrong = agree_on_result(
@@ -428,7 +467,7 @@ double predicted_parameter_server_allreduce(const AlphaBeta& link, double bytes,
   return 2.0 * (n - 1) * (link.alpha + bytes * link.beta);
 }
 
-void run_comm_bench(const CommBenchOptions& o, Communicator& world) {
+void run_comm_bench(const CommBenchOptions& o, Communicator& world, Backend* device) {
   FEAST_CHECK(o.min_bytes >= 1 && o.min_bytes <= o.max_bytes && o.factor >= 2 && o.iters >= 1 && o.warmup >= 0,
               "bench comm: bad options");
   const int n = world.size();
@@ -442,8 +481,9 @@ void run_comm_bench(const CommBenchOptions& o, Communicator& world) {
   if (!o.json_path.empty() && world.rank() == 0 && !std::ofstream(o.json_path, std::ios::app))
     error = "bench comm: cannot write --json " + o.json_path + "; give a path in a writable directory";
   agree_on_error(world, error);
-  nlohmann::json report = {{"ranks", n}, {"dtype", "float32"}, {"iters", o.iters}, {"warmup", o.warmup}};
-  for (CommOp op : o.ops) bench_op(op, o, world, report);
+  nlohmann::json report = {{"ranks", n}, {"dtype", "float32"}, {"iters", o.iters}, {"warmup", o.warmup},
+                            {"device", o.device}, {"backend", device ? o.backend : std::string("mpi")}};
+  for (CommOp op : o.ops) bench_op(op, o, world, report, device);
   if (o.algorithms) bench_algorithms(o, world, report);
   if (o.json_path.empty()) return;
   if (world.rank() == 0) {
@@ -472,6 +512,8 @@ int bench_comm_command(const std::vector<std::string>& args, std::unique_ptr<Com
     else if (a == "--warmup") o.warmup = v == "0" ? 0 : parse_positive_int(a, v, kUsage);
     else if (a == "--ops") o.ops = parse_ops(v, o.algorithms);
     else if (a == "--json") o.json_path = v;
+    else if (a == "--device") o.device = v;
+    else if (a == "--backend") o.backend = v;
     else throw ConfigError("bench comm: unknown option '" + a + "'\n" + kUsage);
   }
   if (o.min_bytes < 4)
@@ -481,13 +523,42 @@ int bench_comm_command(const std::vector<std::string>& args, std::unique_ptr<Com
     throw ConfigError("bench comm: --min-bytes " + std::to_string(o.min_bytes) + " is more than --max-bytes " +
                       std::to_string(o.max_bytes));
   if (o.factor < 2) throw ConfigError("bench comm: --factor must be at least 2, got " + std::to_string(o.factor));
+  if (o.device != "cpu" && o.device != "cuda")
+    throw ConfigError("bench comm: --device '" + o.device + "': expected cpu or cuda");
+  if (o.backend != "mpi" && o.backend != "nccl")
+    throw ConfigError("bench comm: --backend '" + o.backend + "': expected mpi or nccl");
+  if (o.device == "cpu" && o.backend == "nccl")
+    throw ConfigError("bench comm: --backend nccl needs --device cuda (NCCL moves GPU memory)");
   // Waits as training's would: spinning when every rank has a core, backing off otherwise.
   const std::vector<std::string> hosts = gather_host_names(*world);
   set_wait_policy(choose_wait_policy(ranks_sharing_my_cpus(*world, hosts), 1));
   log::info(std::string("bench comm: communication waits ") +
             (wait_policy() == WaitPolicy::kSpin ? "spin (a core per rank)" : "back off (ranks share cores)") +
             "; FEAST_COMM_WAIT=spin|back-off overrides");
-  run_comm_bench(o, *world);
+  if (o.device == "cpu") {
+    run_comm_bench(o, *world);
+    return 0;
+  }
+  // A GPU per rank, by its place among the ranks of its host.
+  const int me = world->rank();
+  int local_rank = 0;
+  for (int r = 0; r < me; ++r) local_rank += hosts[size_t(r)] == hosts[size_t(me)] ? 1 : 0;
+  const std::unique_ptr<Backend> device = make_backend("cuda", "fp32", local_rank);
+  std::unique_ptr<Communicator> comm;
+  if (o.backend == "nccl") {
+#if defined(FEAST_WITH_NCCL)
+    std::string why;
+    if (!nccl_available(&why)) throw ConfigError("bench comm: --backend nccl: " + why);
+    comm = make_nccl_communicator(std::move(world), device->stream().native_handle(), std::chrono::minutes(5));
+#else
+    throw ConfigError("bench comm: --backend nccl: this build has no NCCL (nccl.h was not found)");
+#endif
+  } else {
+    comm = std::make_unique<StagedCommunicator>(std::move(world));
+  }
+  log::info("bench comm: buffers on " + device->name() + ", through " +
+            (o.backend == "nccl" ? "NCCL" : "MPI staged through pinned host memory"));
+  run_comm_bench(o, *comm, device.get());
   return 0;
 }
 

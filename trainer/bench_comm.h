@@ -76,11 +76,17 @@ struct CommBenchOptions {
   std::vector<CommOp> ops = {std::begin(kCommOps), std::end(kCommOps)};
   bool algorithms = true;  // the ping-pong fit and the library / ring / parameter-server table
   std::string json_path;   // rank 0 writes every measurement here as JSON ("" = none)
+  std::string device = "cpu";   // where the collectives' buffers live: "cpu" or "cuda"
+  std::string backend = "mpi";  // with device "cuda": "mpi" (staged through host memory) or "nccl"
 };
 
 // Runs the bench over `world` (collective; rank 0 prints). Throws AgreedError on every rank,
-// naming the operation, the size and the rank, when any rank's result is wrong.
-void run_comm_bench(const CommBenchOptions& options, Communicator& world);
+// naming the operation, the size and the rank, when any rank's result is wrong. With `device`
+// (a GPU backend), the collectives' buffers are its memory: the host's input is copied there
+// before each call and the result back for the check, outside the timing; the ping-pong and
+// the algorithms table stay in host memory.
+class Backend;
+void run_comm_bench(const CommBenchOptions& options, Communicator& world, Backend* device = nullptr);
 
 int bench_comm_command(const std::vector<std::string>& args, std::unique_ptr<Communicator> world);
 

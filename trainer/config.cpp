@@ -230,13 +230,21 @@ const std::vector<KeyDesc>& keys() {
        "weights and optimizer state: every worker pushes its gradients to the servers, the servers "
        "update, and the workers pull the weights back (the world is still tp * pp * dp). It takes the "
        "place of ZeRO: `zero_stage` must be 0 (left unset, it becomes 0)"},
+      {FEAST_KEY(parallel, backend), one_of({"auto", "nccl", "mpi"}), "communication library for GPU tensors",
+       "how GPU tensors travel between ranks: `\"nccl\"` (tensor-parallel and data-parallel groups "
+       "through NCCL on a stream of their own; pipeline transfers and host values through MPI), "
+       "`\"mpi\"` (through MPI, staged in pinned host memory: for machines without NCCL and for "
+       "several ranks sharing a GPU, which NCCL refuses), or `\"auto\"`: NCCL when the run is on "
+       "GPUs, NCCL can be loaded and no GPU is shared by two ranks, else MPI (the start-up report "
+       "says which and why). CPU runs always use MPI; the check for NCCL happens when the run "
+       "starts, so any value passes `print-config`"},
       {FEAST_KEY(parallel, grad_reduce_dtype), one_of({"fp32", "bf16"}), "dtype of data-parallel gradient traffic",
-       "the dtype data-parallel gradients travel in (`dp_sync = \"allreduce\"`): `\"bf16\"` halves the "
-       "bytes of every gradient reduction. A bucket is rounded to bf16 before it is reduced and the "
-       "reduced result again, while gradients accumulate (over micro-batches and, in the reduction, "
-       "over ranks) in fp32; on the CPU the rounding is applied to fp32 buffers, so the arithmetic "
-       "is what bf16 traffic gives and the bytes are not halved (docs/cluster.md gives its effect on "
-       "the loss). The tied embedding's sum over the first and last stage stays fp32"},
+       "the precision data-parallel gradients travel in (`dp_sync = \"allreduce\"`): with `\"bf16\"` a "
+       "bucket is rounded to bf16 before it is reduced and the reduced result again, while gradients "
+       "accumulate (over micro-batches and, in the reduction, over ranks) in fp32: the arithmetic of "
+       "bf16 traffic. The messages themselves are still fp32 on every backend (sending them as bf16, "
+       "half the bytes, comes with the NCCL path); docs/cluster.md gives its effect on the loss. The "
+       "tied embedding's sum over the first and last stage stays fp32"},
       {FEAST_KEY(parallel, ps_sparse_embedding), any(), "parameter server: move only touched embedding rows",
        "with `dp_sync = \"parameter-server\"`: workers push and pull only the rows of the token "
        "embedding their batch touches (the recommender-system case); the bytes moved per step are "

@@ -32,8 +32,11 @@ struct ParallelConfig {
   std::string dp_sync = "allreduce";
   // With a parameter server: the token embedding moves only the rows a batch touches.
   bool ps_sparse_embedding = false;
-  // The dtype data-parallel gradients travel in: "fp32", or "bf16" (half the bytes; the
-  // gradients are rounded to bf16 before and after each reduction, accumulation stays fp32).
+  // The communication library for GPU buffers: "auto" (NCCL on GPUs where it can be used, else
+  // MPI), "nccl" or "mpi" (device buffers staged through host memory).
+  std::string backend = "auto";
+  // The precision data-parallel gradients travel in: "fp32", or "bf16" (rounded to bf16 before
+  // and after each reduction, accumulation in fp32; the messages are still fp32 for now).
   std::string grad_reduce_dtype = "fp32";
 };
 

@@ -18,14 +18,21 @@
 #include "core/timer.h"
 #include "model/decoder_stage.h"
 #include "parallel/agreement.h"
+#include "parallel/comm_backend.h"
 #include "parallel/grid_report.h"
 #include "parallel/mpi_world.h"
+#if defined(FEAST_WITH_NCCL)
+#include "parallel/nccl_communicator.h"
+#endif
 #include "parallel/staged_communicator.h"
 #include "trainer/run_summary.h"
 #include "trainer/threads.h"
 
 namespace feast {
 namespace {
+
+// Elements a GPU's parameters are cast through at a time on their way to and from a checkpoint.
+constexpr size_t kHostCopyChunk = size_t{16} << 20;
 
 // Opens a split, naming the config key that chose it when anything is wrong.
 Dataset open_split(const Config& config, const std::string& key, const std::string& pattern, Split split) {
@@ -86,6 +93,13 @@ LayoutPlan check_training_config(const Config& config, int world_size, RunPurpos
                       "rows in host memory; with training.device = \"" + config.training.device +
                       "\" remove parallel.ps_sparse_embedding (the dense parameter server works on GPUs)");
   check_parameter_server(config);
+  if (config.training.device == "cpu") {  // a GPU run decides at start (connect_gpu_groups)
+    try {
+      choose_comm_backend(config.parallel.backend, "cpu", false, "", false);
+    } catch (const ConfigError& e) {
+      throw ConfigError(config.where("parallel.backend") + ": " + e.what());
+    }
+  }
   if (config.training.device == "cuda" && (!cuda_backend_built() || cuda_device_count() == 0))
     make_backend(config.training.device, config.training.dtype);  // throws the reason, naming the key
   return plan_layout(config, world_size);
@@ -109,8 +123,6 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
   agree_on_error(*world, data_error);
 
   groups_ = make_process_groups(std::move(world), layout, config.model.tied());
-  // GPU tensors travel through MPI by way of pinned host copies.
-  if (tc.device != "cpu") stage_device_buffers(groups_);
   Communicator& w = *groups_.world;
   std::vector<std::string> hosts(1);
   if (w.size() > 1) {
@@ -141,6 +153,7 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
   owns_loss_ = spec.has_head && me_.tp == 0;
   const int slots = PipelineExecutor::slots_needed(plan_.schedule, layout.pp(), me_.pp, m);
   backend_ = make_backend(tc.device, tc.dtype, local_rank);
+  if (tc.device != "cpu") connect_gpu_groups(hosts);
   stage_ = std::make_unique<DecoderStage>(config.model, spec, StageShape{B, T, slots}, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr);
   initialize_parameters(*stage_, tc.seed);
@@ -191,10 +204,45 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
 
 TrainingRun::~TrainingRun() = default;
 
+void TrainingRun::connect_gpu_groups(const std::vector<std::string>& hosts) {
+  Communicator& world = *groups_.world;
+  const int world_rank = world.rank();
+  const int on_my_host = int(std::count(hosts.begin(), hosts.end(), hosts[size_t(hosts.size() > 1 ? world_rank : 0)]));
+  std::string nccl_why = "this build has no NCCL (nccl.h was not found)";
+  bool usable = false;
+#if defined(FEAST_WITH_NCCL)
+  usable = nccl_available(&nccl_why);
+#endif
+  // Every rank must choose alike: NCCL only if it loads everywhere and no GPU anywhere is shared.
+  int32_t flags[2] = {usable ? 0 : 1, on_my_host > cuda_device_count() ? 1 : 0};
+  world.allreduce(flags, 2, DType::kInt32, {ReduceOp::kMax})->wait();
+  if (flags[0] && usable) nccl_why = "NCCL cannot be loaded on some rank";
+  const CommBackendChoice choice = choose_comm_backend(config_.parallel.backend, config_.training.device,
+                                                       flags[0] == 0, nccl_why, flags[1] != 0);
+  if (!choice.nccl) {
+    stage_device_buffers(groups_);
+    log::info("communication: " + choice.why);
+    return;
+  }
+#if defined(FEAST_WITH_NCCL)
+  // Tensor- and data-parallel groups (and the tied embedding's) through NCCL; the world and the
+  // pipeline group stay on MPI, staged (nccl_communicator.h says why for the pipeline).
+  const auto timeout = std::chrono::milliseconds(int64_t(config_.parallel.timeout_s * 1000));
+  void* compute = backend_->stream().native_handle();
+  for (std::unique_ptr<Communicator>* g : {&groups_.tp, &groups_.dp, &groups_.embedding})
+    if (*g) *g = make_nccl_communicator(std::move(*g), compute, timeout);
+  for (std::unique_ptr<Communicator>* g : {&groups_.world, &groups_.pp})
+    if (*g) *g = std::make_unique<StagedCommunicator>(std::move(*g));
+  log::info("communication: " + choice.why + " for the tensor- and data-parallel groups; pipeline transfers "
+            "through MPI, staged through host memory");
+#endif
+}
+
 void TrainingRun::import_initial_weights() {
   const std::string& folder = config_.model.init_from;
   std::string error;
   Timer timer;
+  Tensor staged;  // a GPU's weights in float32, before they are rounded to the compute dtype
   try {
     const SafetensorsModel model(folder);
     const TensorView params = stage_->parameters();
@@ -203,7 +251,7 @@ void TrainingRun::import_initial_weights() {
     } else {  // a GPU's parameters: read into host memory, then copy (and round) into place
       std::vector<float> host(params.numel);
       import_hf_weights(model, config_.model, stage_->table(), host.data());
-      Tensor staged = backend_->allocate(DType::kFloat32, params.numel);
+      staged = backend_->allocate(DType::kFloat32, params.numel);
       backend_->copy(staged.view(), host_view(host.data(), host.size()));
       backend_->cast(params, staged.view());
     }
@@ -213,7 +261,8 @@ void TrainingRun::import_initial_weights() {
     error = folder + ": importing the weights failed: " + e.what();
   }
   agree_on_error(*groups_.world, error);
-  if (optimizer_) optimizer_->reload_master_from_params();
+  // The master weights at the precision the files had, not from the rounded compute copy.
+  if (optimizer_) staged.numel() > 0 ? optimizer_->load_master(staged.view()) : optimizer_->reload_master_from_params();
   char line[64];
   std::snprintf(line, sizeof line, " in %.2f s", timer.seconds());
   log::info("model: weights from " + folder + line);
@@ -329,12 +378,16 @@ RankState TrainingRun::rank_state() {
   st.share_end = share.end;
   if (st.params.device == kCpu && st.params.dtype == DType::kFloat32) return st;
 
-  // On a GPU: host float32 copies (parameters cast on the device first).
+  // On a GPU: host float32 copies (parameters cast on the device first, a chunk at a time, so a
+  // save near the memory limit does not need a float32 copy of the whole stage).
   host_params_.resize(st.params.numel);
   {
-    Tensor f32 = backend_->allocate(DType::kFloat32, st.params.numel);
-    backend_->cast(f32.view(), st.params);
-    backend_->copy(host_view(host_params_.data(), host_params_.size()), f32.view());
+    Tensor f32 = backend_->allocate(DType::kFloat32, std::min(st.params.numel, kHostCopyChunk));
+    for (size_t at = 0; at < st.params.numel; at += kHostCopyChunk) {
+      const size_t n = std::min(kHostCopyChunk, st.params.numel - at);
+      backend_->cast(f32.view().first(n), st.params.slice(at, n));
+      backend_->copy(host_view(host_params_.data() + at, n), f32.view().first(n));
+    }
   }
   st.params = host_view(host_params_.data(), host_params_.size());
   host_optimizer_.assign(3 * st.optimizer.size(), {});
@@ -354,9 +407,12 @@ void TrainingRun::rank_state_loaded() {
   const TensorView params = stage_->parameters();
   if (params.device == kCpu && params.dtype == DType::kFloat32) return;
   FEAST_CHECK(host_params_.size() == params.numel, "rank_state_loaded() without rank_state()");
-  Tensor f32 = backend_->allocate(DType::kFloat32, params.numel);
-  backend_->copy(f32.view(), host_view(host_params_.data(), host_params_.size()));
-  backend_->cast(params, f32.view());
+  Tensor f32 = backend_->allocate(DType::kFloat32, std::min(params.numel, kHostCopyChunk));
+  for (size_t at = 0; at < params.numel; at += kHostCopyChunk) {
+    const size_t n = std::min(kHostCopyChunk, params.numel - at);
+    backend_->copy(f32.view().first(n), host_view(host_params_.data() + at, n));
+    backend_->cast(params.slice(at, n), f32.view().first(n));
+  }
   const std::vector<AdamW::TensorState> states = optimizer_->tensor_states();
   for (size_t i = 0; i < states.size(); ++i) {
     const TensorView views[] = {states[i].master, states[i].exp_avg, states[i].exp_avg_sq};

@@ -16,6 +16,7 @@ class CudaStream final : public Stream {
   CudaStream(const CudaStream&) = delete;
   CudaStream& operator=(const CudaStream&) = delete;
   void synchronize() override;
+  void* native_handle() const override { return stream_; }
   cudaStream_t handle() const { return stream_; }
 
  private:

@@ -1,0 +1,313 @@
+#include "parallel/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+
+#include <numeric>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "core/device_memory.h"
+#include "core/error.h"
+#include "parallel/comm_error.h"
+#include "parallel/nccl_library.h"
+
+namespace feast {
+namespace {
+
+void check_cuda(cudaError_t err, const char* call) {
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(std::string("CUDA call `") + call + "` failed: " + cudaGetErrorName(err) + " (" +
+                cudaGetErrorString(err) + ")");
+  }
+}
+#define FEAST_NCCL_CUDA(call) check_cuda((call), #call)
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return ncclFloat32;
+    case DType::kFloat64: return ncclFloat64;
+    case DType::kInt32: return ncclInt32;
+    case DType::kInt64: return ncclInt64;
+    case DType::kBFloat16: return ncclBfloat16;
+  }
+  throw Error(std::string("NCCL: no type for ") + dtype_name(dtype));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op, const std::string& subject) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kBitXor: break;
+  }
+  throw Error(subject + ": NCCL has no bitwise-xor reduction (checksums combine host values)");
+}
+
+class NcclCommunicator;
+
+// One operation in flight: its completion event on the communication stream.
+class NcclWork final : public Work {
+ public:
+  NcclWork(NcclCommunicator& comm, cudaEvent_t done, std::string subject, std::chrono::milliseconds timeout)
+      : comm_(comm), done_(done), subject_(std::move(subject)), timeout_(timeout) {}
+  ~NcclWork() override {
+    if (!waited_) {
+      try {
+        wait();
+      } catch (...) {  // a destructor must not throw; whoever waits sees the failure
+      }
+    }
+    if (done_) cudaEventDestroy(done_);
+  }
+  void wait() override;
+
+ private:
+  NcclCommunicator& comm_;
+  cudaEvent_t done_;
+  std::string subject_;
+  std::chrono::milliseconds timeout_;
+  bool waited_ = false;
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(std::unique_ptr<Communicator> host, cudaStream_t compute, std::chrono::milliseconds timeout)
+      : host_(std::move(host)), lib_(nccl::library()), compute_(compute), timeout_(timeout) {
+    ncclUniqueId id{};
+    if (host_->rank() == 0) FEAST_NCCL_CHECK(lib_, GetUniqueId(&id));
+    static_assert(sizeof id % sizeof(int32_t) == 0);
+    host_->broadcast(&id, sizeof id / sizeof(int32_t), DType::kInt32, 0)->wait();
+    FEAST_NCCL_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    FEAST_NCCL_CHECK(lib_, CommInitRank(&comm_, host_->size(), id, host_->rank()));
+  }
+  ~NcclCommunicator() override {
+    if (comm_) (aborted_ ? lib_.CommAbort(comm_) : lib_.CommDestroy(comm_));
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
+  const std::string& name() const override { return host_->name(); }
+
+  WorkHandle allreduce(void* data, size_t count, DType dtype, const CollectiveOptions& opts = {}) override {
+    if (!on_device(data, data)) return host_->allreduce(data, count, dtype, opts);
+    const std::string what = subject("allreduce", count, dtype);
+    const ncclRedOp_t op = nccl_op(opts.op, what);
+    return enqueue(what, opts, [&] { FEAST_NCCL_CHECK(lib_, AllReduce(data, data, count, nccl_type(dtype), op, comm_, stream_)); });
+  }
+
+  WorkHandle reduce_scatter(const void* send, void* recv, std::span<const size_t> recv_counts, DType dtype,
+                            const CollectiveOptions& opts = {}) override {
+    if (!on_device(send, recv)) return host_->reduce_scatter(send, recv, recv_counts, dtype, opts);
+    const size_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
+    const std::string what = subject("reduce_scatter", total, dtype);
+    const ncclRedOp_t op = nccl_op(opts.op, what);
+    const ncclDataType_t t = nccl_type(dtype);
+    const size_t elem = dtype_size(dtype);
+    return enqueue(what, opts, [&] {
+      if (equal(recv_counts)) {
+        FEAST_NCCL_CHECK(lib_, ReduceScatter(send, recv, recv_counts[0], t, op, comm_, stream_));
+        return;
+      }
+      // Unequal blocks (ZeRO's shards cut a bucket anywhere): a reduce to each block's owner,
+      // all in one group so NCCL runs them together.
+      FEAST_NCCL_CHECK(lib_, GroupStart());
+      size_t offset = 0;
+      for (int r = 0; r < size(); ++r) {
+        const size_t n = recv_counts[size_t(r)];
+        const void* block = static_cast<const char*>(send) + offset * elem;
+        // recv is read only on the block's owner; the others pass it as a valid pointer.
+        if (n > 0) FEAST_NCCL_CHECK(lib_, Reduce(block, recv, n, t, op, r, comm_, stream_));
+        offset += n;
+      }
+      FEAST_NCCL_CHECK(lib_, GroupEnd());
+    });
+  }
+
+  WorkHandle allgather(const void* send, void* recv, std::span<const size_t> counts, DType dtype,
+                       const CollectiveOptions& opts = {}) override {
+    if (!on_device(send, recv)) return host_->allgather(send, recv, counts, dtype, opts);
+    const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+    const std::string what = subject("allgather", total, dtype);
+    const ncclDataType_t t = nccl_type(dtype);
+    const size_t elem = dtype_size(dtype);
+    return enqueue(what, opts, [&] {
+      if (equal(counts)) {  // in place too: NCCL accepts send == recv + rank * count
+        FEAST_NCCL_CHECK(lib_, AllGather(send, recv, counts[0], t, comm_, stream_));
+        return;
+      }
+      // Unequal blocks: each rank broadcasts its block into place, in one group.
+      FEAST_NCCL_CHECK(lib_, GroupStart());
+      size_t offset = 0;
+      for (int r = 0; r < size(); ++r) {
+        const size_t n = counts[size_t(r)];
+        void* block = static_cast<char*>(recv) + offset * elem;
+        if (n > 0) FEAST_NCCL_CHECK(lib_, Broadcast(r == rank() ? send : block, block, n, t, r, comm_, stream_));
+        offset += n;
+      }
+      FEAST_NCCL_CHECK(lib_, GroupEnd());
+    });
+  }
+
+  WorkHandle broadcast(void* data, size_t count, DType dtype, int root, const CollectiveOptions& opts = {}) override {
+    if (!on_device(data, data)) return host_->broadcast(data, count, dtype, root, opts);
+    check_peer(root, "broadcast");
+    return enqueue(subject("broadcast", count, dtype), opts,
+                   [&] { FEAST_NCCL_CHECK(lib_, Broadcast(data, data, count, nccl_type(dtype), root, comm_, stream_)); });
+  }
+
+  WorkHandle alltoall(const void* send, void* recv, size_t count_per_rank, DType dtype,
+                      const CollectiveOptions& opts = {}) override {
+    if (!on_device(send, recv)) return host_->alltoall(send, recv, count_per_rank, dtype, opts);
+    const ncclDataType_t t = nccl_type(dtype);
+    const size_t bytes = count_per_rank * dtype_size(dtype);
+    return enqueue(subject("alltoall", count_per_rank * size_t(size()), dtype), opts, [&] {
+      FEAST_NCCL_CHECK(lib_, GroupStart());
+      for (int q = 0; q < size(); ++q) {
+        FEAST_NCCL_CHECK(lib_, Send(static_cast<const char*>(send) + size_t(q) * bytes, count_per_rank, t, q, comm_, stream_));
+        FEAST_NCCL_CHECK(lib_, Recv(static_cast<char*>(recv) + size_t(q) * bytes, count_per_rank, t, q, comm_, stream_));
+      }
+      FEAST_NCCL_CHECK(lib_, GroupEnd());
+    });
+  }
+
+  WorkHandle send(const void* data, size_t count, DType dtype, int peer, int tag) override {
+    if (!on_device(data, data)) return host_->send(data, count, dtype, peer, tag);
+    check_peer(peer, "send");
+    return enqueue(subject("send", count, dtype) + " to rank " + std::to_string(peer), {},
+                   [&] { FEAST_NCCL_CHECK(lib_, Send(data, count, nccl_type(dtype), peer, comm_, stream_)); });
+  }
+
+  WorkHandle recv(void* data, size_t count, DType dtype, int peer, int tag) override {
+    if (!on_device(data, data)) return host_->recv(data, count, dtype, peer, tag);
+    check_peer(peer, "recv");
+    return enqueue(subject("recv", count, dtype) + " from rank " + std::to_string(peer), {},
+                   [&] { FEAST_NCCL_CHECK(lib_, Recv(data, count, nccl_type(dtype), peer, comm_, stream_)); });
+  }
+
+  WorkHandle sendrecv(const void* send_data, size_t send_count, int to, void* recv_data, size_t recv_count, int from,
+                      DType dtype, int tag) override {
+    if (!on_device(send_data, recv_data))
+      return host_->sendrecv(send_data, send_count, to, recv_data, recv_count, from, dtype, tag);
+    check_peer(to, "sendrecv");
+    check_peer(from, "sendrecv");
+    const ncclDataType_t t = nccl_type(dtype);
+    return enqueue(subject("sendrecv", send_count, dtype) + " to rank " + std::to_string(to) + " and from rank " +
+                       std::to_string(from),
+                   {}, [&] {
+                     FEAST_NCCL_CHECK(lib_, GroupStart());
+                     FEAST_NCCL_CHECK(lib_, Send(send_data, send_count, t, to, comm_, stream_));
+                     FEAST_NCCL_CHECK(lib_, Recv(recv_data, recv_count, t, from, comm_, stream_));
+                     FEAST_NCCL_CHECK(lib_, GroupEnd());
+                   });
+  }
+
+  void barrier() override { host_->barrier(); }
+
+  std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override {
+    std::unique_ptr<Communicator> part = host_->split(color, key, name);
+    if (!part) return nullptr;
+    return std::make_unique<NcclCommunicator>(std::move(part), compute_, timeout_);
+  }
+
+  // For NcclWork: the operation's failure, if NCCL reports one; and ending the communicator.
+  std::string async_error() const {
+    ncclResult_t result = ncclSuccess;
+    if (lib_.CommGetAsyncError(comm_, &result) != ncclSuccess || result == ncclSuccess || result == ncclInProgress)
+      return "";
+    return lib_.GetErrorString(result);
+  }
+  void abort() {
+    if (!aborted_) lib_.CommAbort(comm_);
+    aborted_ = true;
+    comm_ = nullptr;
+  }
+  bool aborted() const { return aborted_; }
+  cudaStream_t compute_stream() const { return compute_; }
+
+ private:
+  // Both pointers device memory: NCCL; both host: the host communicator; mixed: an error.
+  bool on_device(const void* a, const void* b) const {
+    const bool da = is_device_memory(a), db = is_device_memory(b);
+    FEAST_CHECK(da == db, "group '" << name() << "': one buffer of a call is on the GPU and the other in host memory");
+    return da;
+  }
+  static bool equal(std::span<const size_t> counts) {
+    for (size_t c : counts)
+      if (c != counts[0]) return false;
+    return !counts.empty();
+  }
+  void check_peer(int peer, const char* op) const {
+    FEAST_CHECK(peer >= 0 && peer < size(), op << " on group '" << name() << "': rank " << peer << " is not in a group of "
+                                               << size());
+  }
+  std::string subject(const char* op, size_t count, DType dtype) const {
+    std::ostringstream os;
+    os << "NCCL " << op << " of " << count << " " << dtype_name(dtype) << " on group '" << name() << "' (rank "
+       << rank() << " of " << size() << ")";
+    return os.str();
+  }
+  // Orders the communication stream after the compute stream's queued work, runs `issue` (the
+  // NCCL calls) and records their completion.
+  template <typename Issue>
+  WorkHandle enqueue(const std::string& what, const CollectiveOptions& opts, Issue&& issue) {
+    FEAST_CHECK(!aborted_, what << ": the group's NCCL communicator was aborted by an earlier failure");
+    cudaEvent_t ready = nullptr, done = nullptr;
+    FEAST_NCCL_CUDA(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    FEAST_NCCL_CUDA(cudaEventRecord(ready, compute_));
+    FEAST_NCCL_CUDA(cudaStreamWaitEvent(stream_, ready, 0));
+    FEAST_NCCL_CUDA(cudaEventDestroy(ready));  // released once the wait has happened
+    issue();
+    FEAST_NCCL_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    FEAST_NCCL_CUDA(cudaEventRecord(done, stream_));
+    return std::make_unique<NcclWork>(*this, done, what, opts.timeout.count() > 0 ? opts.timeout : timeout_);
+  }
+
+  std::unique_ptr<Communicator> host_;
+  const nccl::Library& lib_;
+  cudaStream_t compute_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+  std::chrono::milliseconds timeout_;
+  bool aborted_ = false;
+};
+
+void NcclWork::wait() {
+  if (waited_) return;
+  waited_ = true;
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    const cudaError_t state = cudaEventQuery(done_);
+    if (state == cudaSuccess) break;
+    if (state != cudaErrorNotReady) {
+      cudaGetLastError();
+      comm_.abort();
+      throw Error(subject_ + " failed on the GPU: " + cudaGetErrorString(state));
+    }
+    if (const std::string e = comm_.async_error(); !e.empty()) {
+      comm_.abort();
+      throw Error(subject_ + " failed: " + e);
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      comm_.abort();
+      throw CommTimeout(subject_ + " did not finish within " + std::to_string(double(timeout_.count()) / 1000.0) +
+                        " s (parallel.timeout_s): another rank has probably failed or is stuck elsewhere; the "
+                        "NCCL communicator was aborted");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  // Later compute work reads what the operation wrote.
+  FEAST_NCCL_CUDA(cudaStreamWaitEvent(comm_.compute_stream(), done_, 0));
+}
+
+}  // namespace
+
+bool nccl_available(std::string* why) { return nccl::load(why) != nullptr; }
+
+std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host, void* compute_stream,
+                                                     std::chrono::milliseconds timeout) {
+  return std::make_unique<NcclCommunicator>(std::move(host), static_cast<cudaStream_t>(compute_stream), timeout);
+}
+
+}  // namespace feast

@@ -1,0 +1,52 @@
+// NCCL, loaded when first needed (dlopen of libnccl.so.2) rather than linked: the trainer then
+// starts where NCCL is not installed (CI, login nodes, CPU-only machines) and needs NCCL only
+// when parallel.backend picks it. Built only where nccl.h was found (FEAST_WITH_NCCL); only this
+// file's .cpp and nccl_communicator.cpp see NCCL's types.
+#pragma once
+
+#include <nccl.h>
+
+#include <sstream>
+#include <string>
+
+namespace feast::nccl {
+
+// The NCCL functions the trainer calls, resolved from the library.
+struct Library {
+  decltype(&ncclGetVersion) GetVersion = nullptr;
+  decltype(&ncclGetUniqueId) GetUniqueId = nullptr;
+  decltype(&ncclCommInitRank) CommInitRank = nullptr;
+  decltype(&ncclCommDestroy) CommDestroy = nullptr;
+  decltype(&ncclCommAbort) CommAbort = nullptr;
+  decltype(&ncclCommGetAsyncError) CommGetAsyncError = nullptr;
+  decltype(&ncclGetErrorString) GetErrorString = nullptr;
+  decltype(&ncclAllReduce) AllReduce = nullptr;
+  decltype(&ncclReduceScatter) ReduceScatter = nullptr;
+  decltype(&ncclAllGather) AllGather = nullptr;
+  decltype(&ncclReduce) Reduce = nullptr;
+  decltype(&ncclBroadcast) Broadcast = nullptr;
+  decltype(&ncclSend) Send = nullptr;
+  decltype(&ncclRecv) Recv = nullptr;
+  decltype(&ncclGroupStart) GroupStart = nullptr;
+  decltype(&ncclGroupEnd) GroupEnd = nullptr;
+  int version = 0;  // NCCL_VERSION_CODE of the loaded library (2.28.9 -> 22809)
+};
+
+// The loaded library, or nullptr with the reason in *why (what was tried, what failed).
+const Library* load(std::string* why);
+// The loaded library; throws feast::Error with the reason when it cannot be loaded.
+const Library& library();
+
+}  // namespace feast::nccl
+
+// A failed NCCL call throws feast::Error naming the call, NCCL's reason, the file and the line.
+#define FEAST_NCCL_CHECK(lib, call)                                                                   \
+  do {                                                                                                \
+    const ncclResult_t feast_nccl_result_ = (lib).call;                                               \
+    if (feast_nccl_result_ != ncclSuccess) {                                                          \
+      std::ostringstream feast_nccl_os_;                                                              \
+      feast_nccl_os_ << "NCCL call `" #call "` failed: " << (lib).GetErrorString(feast_nccl_result_) \
+                     << " at " << __FILE__ << ":" << __LINE__;                                         \
+      throw ::feast::Error(feast_nccl_os_.str());                                                     \
+    }                                                                                                 \
+  } while (0)
