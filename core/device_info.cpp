@@ -10,6 +10,7 @@ namespace feast {
 bool cuda_backend_built() { return false; }
 int cuda_device_count() { return 0; }
 std::string cuda_device_name() { return ""; }
+std::array<uint8_t, 16> cuda_device_uuid() { return {}; }
 #else
 bool cuda_backend_built() { return true; }
 #endif

@@ -2,6 +2,8 @@
 // built. The trainer prints this at start and validates `training.device` against it.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <string>
 
 namespace feast {
@@ -11,6 +13,9 @@ bool cuda_backend_built();
 int cuda_device_count();
 // The name CUDA reports for the calling thread's current GPU ("NVIDIA H200"); "" when there is none.
 std::string cuda_device_name();
+// The 16 bytes of the current GPU's UUID (which GPU it is, whatever CUDA_VISIBLE_DEVICES calls
+// it); zeros when there is none.
+std::array<uint8_t, 16> cuda_device_uuid();
 // One line per device for the start-up banner.
 std::string describe_devices();
 

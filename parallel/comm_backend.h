@@ -12,6 +12,11 @@ struct CommBackendChoice {
   std::string why;  // for the start-up report: "NCCL 2.28.9", "2 ranks share a GPU: NCCL refuses that"
 };
 
+// Collective over `world`: whether two ranks drive the same physical GPU (by its UUID, whatever
+// CUDA_VISIBLE_DEVICES calls it on each), which NCCL refuses.
+class Communicator;
+bool some_gpu_is_shared(Communicator& world);
+
 // requested: parallel.backend ("auto", "nccl", "mpi"); device: training.device. nccl_usable and
 // nccl_why: whether NCCL is built and loads, and if not why; gpu_shared: some GPU serves more
 // than one rank of the job. Throws ConfigError naming parallel.backend when "nccl" is asked

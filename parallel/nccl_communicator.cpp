@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <exception>
 #include <numeric>
 #include <sstream>
 #include <thread>
@@ -46,20 +47,32 @@ ncclRedOp_t nccl_op(ReduceOp op, const std::string& subject) {
 
 class NcclCommunicator;
 
+// ncclGroupStart()..ncclGroupEnd() that ends the group however the scope is left: a group left
+// open by a failed call would defer every later NCCL call of this thread, silently.
+class NcclGroup {
+ public:
+  explicit NcclGroup(const nccl::Library& lib) : lib_(lib) { FEAST_NCCL_CHECK(lib_, GroupStart()); }
+  ~NcclGroup() {
+    if (open_) lib_.GroupEnd();
+  }
+  void end() {
+    open_ = false;
+    FEAST_NCCL_CHECK(lib_, GroupEnd());
+  }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+
+ private:
+  const nccl::Library& lib_;
+  bool open_ = true;
+};
+
 // One operation in flight: its completion event on the communication stream.
 class NcclWork final : public Work {
  public:
   NcclWork(NcclCommunicator& comm, cudaEvent_t done, std::string subject, std::chrono::milliseconds timeout)
       : comm_(comm), done_(done), subject_(std::move(subject)), timeout_(timeout) {}
-  ~NcclWork() override {
-    if (!waited_) {
-      try {
-        wait();
-      } catch (...) {  // a destructor must not throw; whoever waits sees the failure
-      }
-    }
-    if (done_) cudaEventDestroy(done_);
-  }
+  ~NcclWork() override;
   void wait() override;
 
  private:
@@ -79,10 +92,17 @@ class NcclCommunicator final : public Communicator {
     static_assert(sizeof id % sizeof(int32_t) == 0);
     host_->broadcast(&id, sizeof id / sizeof(int32_t), DType::kInt32, 0)->wait();
     FEAST_NCCL_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    FEAST_NCCL_CHECK(lib_, CommInitRank(&comm_, host_->size(), id, host_->rank()));
+    try {
+      FEAST_NCCL_CHECK(lib_, CommInitRank(&comm_, host_->size(), id, host_->rank()));
+    } catch (...) {
+      cudaStreamDestroy(stream_);
+      throw;
+    }
   }
   ~NcclCommunicator() override {
-    if (comm_) (aborted_ ? lib_.CommAbort(comm_) : lib_.CommDestroy(comm_));
+    // While an error unwinds the run, peers may be stuck: abort (which never waits for them)
+    // rather than destroy (which may).
+    if (comm_) (std::uncaught_exceptions() > 0 ? lib_.CommAbort(comm_) : lib_.CommDestroy(comm_));
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -91,7 +111,7 @@ class NcclCommunicator final : public Communicator {
   const std::string& name() const override { return host_->name(); }
 
   WorkHandle allreduce(void* data, size_t count, DType dtype, const CollectiveOptions& opts = {}) override {
-    if (!on_device(data, data)) return host_->allreduce(data, count, dtype, opts);
+    if (!on_device(data)) return host_->allreduce(data, count, dtype, opts);
     const std::string what = subject("allreduce", count, dtype);
     const ncclRedOp_t op = nccl_op(opts.op, what);
     return enqueue(what, opts, [&] { FEAST_NCCL_CHECK(lib_, AllReduce(data, data, count, nccl_type(dtype), op, comm_, stream_)); });
@@ -99,8 +119,11 @@ class NcclCommunicator final : public Communicator {
 
   WorkHandle reduce_scatter(const void* send, void* recv, std::span<const size_t> recv_counts, DType dtype,
                             const CollectiveOptions& opts = {}) override {
-    if (!on_device(send, recv)) return host_->reduce_scatter(send, recv, recv_counts, dtype, opts);
     const size_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
+    // Decided by the send buffer, which every rank has: this rank's block of the output may be
+    // empty, its pointer one past an allocation.
+    if (!on_device(send, recv, recv_counts[size_t(rank())] > 0))
+      return host_->reduce_scatter(send, recv, recv_counts, dtype, opts);
     const std::string what = subject("reduce_scatter", total, dtype);
     const ncclRedOp_t op = nccl_op(opts.op, what);
     const ncclDataType_t t = nccl_type(dtype);
@@ -112,7 +135,7 @@ class NcclCommunicator final : public Communicator {
       }
       // Unequal blocks (ZeRO's shards cut a bucket anywhere): a reduce to each block's owner,
       // all in one group so NCCL runs them together.
-      FEAST_NCCL_CHECK(lib_, GroupStart());
+      NcclGroup group(lib_);
       size_t offset = 0;
       for (int r = 0; r < size(); ++r) {
         const size_t n = recv_counts[size_t(r)];
@@ -121,14 +144,15 @@ class NcclCommunicator final : public Communicator {
         if (n > 0) FEAST_NCCL_CHECK(lib_, Reduce(block, recv, n, t, op, r, comm_, stream_));
         offset += n;
       }
-      FEAST_NCCL_CHECK(lib_, GroupEnd());
+      group.end();
     });
   }
 
   WorkHandle allgather(const void* send, void* recv, std::span<const size_t> counts, DType dtype,
                        const CollectiveOptions& opts = {}) override {
-    if (!on_device(send, recv)) return host_->allgather(send, recv, counts, dtype, opts);
     const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+    // Decided by the output, which every rank has; this rank's own block may be empty.
+    if (!on_device(recv, send, counts[size_t(rank())] > 0)) return host_->allgather(send, recv, counts, dtype, opts);
     const std::string what = subject("allgather", total, dtype);
     const ncclDataType_t t = nccl_type(dtype);
     const size_t elem = dtype_size(dtype);
@@ -138,7 +162,7 @@ class NcclCommunicator final : public Communicator {
         return;
       }
       // Unequal blocks: each rank broadcasts its block into place, in one group.
-      FEAST_NCCL_CHECK(lib_, GroupStart());
+      NcclGroup group(lib_);
       size_t offset = 0;
       for (int r = 0; r < size(); ++r) {
         const size_t n = counts[size_t(r)];
@@ -146,12 +170,12 @@ class NcclCommunicator final : public Communicator {
         if (n > 0) FEAST_NCCL_CHECK(lib_, Broadcast(r == rank() ? send : block, block, n, t, r, comm_, stream_));
         offset += n;
       }
-      FEAST_NCCL_CHECK(lib_, GroupEnd());
+      group.end();
     });
   }
 
   WorkHandle broadcast(void* data, size_t count, DType dtype, int root, const CollectiveOptions& opts = {}) override {
-    if (!on_device(data, data)) return host_->broadcast(data, count, dtype, root, opts);
+    if (!on_device(data)) return host_->broadcast(data, count, dtype, root, opts);
     check_peer(root, "broadcast");
     return enqueue(subject("broadcast", count, dtype), opts,
                    [&] { FEAST_NCCL_CHECK(lib_, Broadcast(data, data, count, nccl_type(dtype), root, comm_, stream_)); });
@@ -159,28 +183,28 @@ class NcclCommunicator final : public Communicator {
 
   WorkHandle alltoall(const void* send, void* recv, size_t count_per_rank, DType dtype,
                       const CollectiveOptions& opts = {}) override {
-    if (!on_device(send, recv)) return host_->alltoall(send, recv, count_per_rank, dtype, opts);
+    if (!on_device(send, recv, count_per_rank > 0)) return host_->alltoall(send, recv, count_per_rank, dtype, opts);
     const ncclDataType_t t = nccl_type(dtype);
     const size_t bytes = count_per_rank * dtype_size(dtype);
     return enqueue(subject("alltoall", count_per_rank * size_t(size()), dtype), opts, [&] {
-      FEAST_NCCL_CHECK(lib_, GroupStart());
+      NcclGroup group(lib_);
       for (int q = 0; q < size(); ++q) {
         FEAST_NCCL_CHECK(lib_, Send(static_cast<const char*>(send) + size_t(q) * bytes, count_per_rank, t, q, comm_, stream_));
         FEAST_NCCL_CHECK(lib_, Recv(static_cast<char*>(recv) + size_t(q) * bytes, count_per_rank, t, q, comm_, stream_));
       }
-      FEAST_NCCL_CHECK(lib_, GroupEnd());
+      group.end();
     });
   }
 
   WorkHandle send(const void* data, size_t count, DType dtype, int peer, int tag) override {
-    if (!on_device(data, data)) return host_->send(data, count, dtype, peer, tag);
+    if (!on_device(data)) return host_->send(data, count, dtype, peer, tag);
     check_peer(peer, "send");
     return enqueue(subject("send", count, dtype) + " to rank " + std::to_string(peer), {},
                    [&] { FEAST_NCCL_CHECK(lib_, Send(data, count, nccl_type(dtype), peer, comm_, stream_)); });
   }
 
   WorkHandle recv(void* data, size_t count, DType dtype, int peer, int tag) override {
-    if (!on_device(data, data)) return host_->recv(data, count, dtype, peer, tag);
+    if (!on_device(data)) return host_->recv(data, count, dtype, peer, tag);
     check_peer(peer, "recv");
     return enqueue(subject("recv", count, dtype) + " from rank " + std::to_string(peer), {},
                    [&] { FEAST_NCCL_CHECK(lib_, Recv(data, count, nccl_type(dtype), peer, comm_, stream_)); });
@@ -188,7 +212,7 @@ class NcclCommunicator final : public Communicator {
 
   WorkHandle sendrecv(const void* send_data, size_t send_count, int to, void* recv_data, size_t recv_count, int from,
                       DType dtype, int tag) override {
-    if (!on_device(send_data, recv_data))
+    if (!on_device(send_data, recv_data, recv_count > 0))
       return host_->sendrecv(send_data, send_count, to, recv_data, recv_count, from, dtype, tag);
     check_peer(to, "sendrecv");
     check_peer(from, "sendrecv");
@@ -196,10 +220,10 @@ class NcclCommunicator final : public Communicator {
     return enqueue(subject("sendrecv", send_count, dtype) + " to rank " + std::to_string(to) + " and from rank " +
                        std::to_string(from),
                    {}, [&] {
-                     FEAST_NCCL_CHECK(lib_, GroupStart());
+                     NcclGroup group(lib_);
                      FEAST_NCCL_CHECK(lib_, Send(send_data, send_count, t, to, comm_, stream_));
                      FEAST_NCCL_CHECK(lib_, Recv(recv_data, recv_count, t, from, comm_, stream_));
-                     FEAST_NCCL_CHECK(lib_, GroupEnd());
+                     group.end();
                    });
   }
 
@@ -227,11 +251,15 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t compute_stream() const { return compute_; }
 
  private:
-  // Both pointers device memory: NCCL; both host: the host communicator; mixed: an error.
-  bool on_device(const void* a, const void* b) const {
-    const bool da = is_device_memory(a), db = is_device_memory(b);
-    FEAST_CHECK(da == db, "group '" << name() << "': one buffer of a call is on the GPU and the other in host memory");
-    return da;
+  // Whether a call goes through NCCL (its primary buffer is device memory) or the host
+  // communicator. The primary buffer is one every rank has, so all ranks take the same path; a
+  // second buffer that holds elements must agree with it.
+  bool on_device(const void* primary) const { return is_device_memory(primary); }
+  bool on_device(const void* primary, const void* other, bool other_used) const {
+    const bool device = is_device_memory(primary);
+    FEAST_CHECK(!other_used || is_device_memory(other) == device,
+                "group '" << name() << "': one buffer of a call is on the GPU and the other in host memory");
+    return device;
   }
   static bool equal(std::span<const size_t> counts) {
     for (size_t c : counts)
@@ -273,10 +301,29 @@ class NcclCommunicator final : public Communicator {
   bool aborted_ = false;
 };
 
+NcclWork::~NcclWork() {
+  if (!waited_) {
+    if (std::uncaught_exceptions() > 0) {
+      // An error is already unwinding the run: do not sit out the deadline for an operation
+      // whose peers may be gone; end it.
+      comm_.abort();
+    } else {
+      try {
+        wait();
+      } catch (...) {  // a destructor must not throw; whoever waits sees the failure
+      }
+    }
+  }
+  if (done_) cudaEventDestroy(done_);
+}
+
 void NcclWork::wait() {
   if (waited_) return;
   waited_ = true;
+  if (comm_.aborted())
+    throw Error(subject_ + ": the group's NCCL communicator was aborted by an earlier failure; its result is lost");
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  const auto start = std::chrono::steady_clock::now();
   for (;;) {
     const cudaError_t state = cudaEventQuery(done_);
     if (state == cudaSuccess) break;
@@ -295,7 +342,12 @@ void NcclWork::wait() {
                         " s (parallel.timeout_s): another rank has probably failed or is stuck elsewhere; the "
                         "NCCL communicator was aborted");
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    // Spin while the operation is young (a tensor-parallel all-reduce takes microseconds), then
+    // let the core go.
+    if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200))
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    else
+      std::this_thread::yield();
   }
   // Later compute work reads what the operation wrote.
   FEAST_NCCL_CUDA(cudaStreamWaitEvent(comm_.compute_stream(), done_, 0));
@@ -304,6 +356,8 @@ void NcclWork::wait() {
 }  // namespace
 
 bool nccl_available(std::string* why) { return nccl::load(why) != nullptr; }
+
+bool is_nccl_communicator(const Communicator& c) { return dynamic_cast<const NcclCommunicator*>(&c) != nullptr; }
 
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host, void* compute_stream,
                                                      std::chrono::milliseconds timeout) {

@@ -18,7 +18,7 @@ Loaded load_once() {
   Loaded l;
   // libnccl.so.2 is the name NCCL's packages and pip's nvidia-nccl install; LD_LIBRARY_PATH
   // (or the loader's cache) must reach it.
-  void* handle = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+  void* handle = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* e = dlerror();
     l.error = std::string("cannot load NCCL (libnccl.so.2): ") + (e ? e : "unknown error") +
@@ -30,7 +30,7 @@ Loaded load_once() {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
     if (!fn && ok) {
       ok = false;
-      l.error = std::string("NCCL (libnccl.so.2) lacks ") + name + ": it is older than 2.7, which feast needs";
+      l.error = std::string("NCCL (libnccl.so.2) lacks ") + name + ": it is older than 2.10, which feast needs";
     }
   };
   Library& b = l.lib;
@@ -51,6 +51,10 @@ Loaded load_once() {
   resolve(b.GroupStart, "ncclGroupStart");
   resolve(b.GroupEnd, "ncclGroupEnd");
   if (ok && b.GetVersion(&b.version) != ncclSuccess) b.version = 0;
+  // bfloat16 reductions came with 2.10 (21000 in NCCL_VERSION_CODE's encoding).
+  if (ok && b.version < 21000) {
+    l.error = "NCCL (libnccl.so.2) is version " + std::to_string(b.version) + "; feast needs 2.10 or later (bf16)";
+  }
   return l;
 }
 

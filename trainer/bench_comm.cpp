@@ -18,6 +18,7 @@
 #include "core/timer.h"
 #include "model/backend.h"
 #include "parallel/agreement.h"
+#include "parallel/comm_backend.h"
 #include "parallel/collective_algorithms.h"
 #include "parallel/grid_report.h"
 #include "parallel/mpi_world.h"
@@ -549,6 +550,9 @@ int bench_comm_command(const std::vector<std::string>& args, std::unique_ptr<Com
 #if defined(FEAST_WITH_NCCL)
     std::string why;
     if (!nccl_available(&why)) throw ConfigError("bench comm: --backend nccl: " + why);
+    if (some_gpu_is_shared(*world))
+      throw ConfigError("bench comm: --backend nccl: several ranks share a GPU, which NCCL refuses; give each rank "
+                        "its own GPU or use --backend mpi");
     comm = make_nccl_communicator(std::move(world), device->stream().native_handle(), std::chrono::minutes(5));
 #else
     throw ConfigError("bench comm: --backend nccl: this build has no NCCL (nccl.h was not found)");

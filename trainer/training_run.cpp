@@ -153,7 +153,7 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
   owns_loss_ = spec.has_head && me_.tp == 0;
   const int slots = PipelineExecutor::slots_needed(plan_.schedule, layout.pp(), me_.pp, m);
   backend_ = make_backend(tc.device, tc.dtype, local_rank);
-  if (tc.device != "cpu") connect_gpu_groups(hosts);
+  if (tc.device != "cpu") connect_gpu_groups();
   stage_ = std::make_unique<DecoderStage>(config.model, spec, StageShape{B, T, slots}, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr);
   initialize_parameters(*stage_, tc.seed);
@@ -204,21 +204,20 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
 
 TrainingRun::~TrainingRun() = default;
 
-void TrainingRun::connect_gpu_groups(const std::vector<std::string>& hosts) {
+void TrainingRun::connect_gpu_groups() {
   Communicator& world = *groups_.world;
-  const int world_rank = world.rank();
-  const int on_my_host = int(std::count(hosts.begin(), hosts.end(), hosts[size_t(hosts.size() > 1 ? world_rank : 0)]));
+  const bool gpu_shared = some_gpu_is_shared(world);
   std::string nccl_why = "this build has no NCCL (nccl.h was not found)";
   bool usable = false;
 #if defined(FEAST_WITH_NCCL)
   usable = nccl_available(&nccl_why);
 #endif
   // Every rank must choose alike: NCCL only if it loads everywhere and no GPU anywhere is shared.
-  int32_t flags[2] = {usable ? 0 : 1, on_my_host > cuda_device_count() ? 1 : 0};
-  world.allreduce(flags, 2, DType::kInt32, {ReduceOp::kMax})->wait();
-  if (flags[0] && usable) nccl_why = "NCCL cannot be loaded on some rank";
+  int32_t unusable = usable ? 0 : 1;
+  world.allreduce(&unusable, 1, DType::kInt32, {ReduceOp::kMax})->wait();
+  if (unusable && usable) nccl_why = "NCCL cannot be loaded on some rank";
   const CommBackendChoice choice = choose_comm_backend(config_.parallel.backend, config_.training.device,
-                                                       flags[0] == 0, nccl_why, flags[1] != 0);
+                                                       unusable == 0, nccl_why, gpu_shared);
   if (!choice.nccl) {
     stage_device_buffers(groups_);
     log::info("communication: " + choice.why);
@@ -226,15 +225,24 @@ void TrainingRun::connect_gpu_groups(const std::vector<std::string>& hosts) {
   }
 #if defined(FEAST_WITH_NCCL)
   // Tensor- and data-parallel groups (and the tied embedding's) through NCCL; the world and the
-  // pipeline group stay on MPI, staged (nccl_communicator.h says why for the pipeline).
+  // pipeline group stay on MPI, staged (nccl_communicator.h says why for the pipeline), and so
+  // do groups of one rank (nothing to send) and a parameter server's data-parallel group (its
+  // workers post point-to-point transfers in both directions at once, which NCCL would
+  // serialise into a deadlock).
   const auto timeout = std::chrono::milliseconds(int64_t(config_.parallel.timeout_s * 1000));
   void* compute = backend_->stream().native_handle();
-  for (std::unique_ptr<Communicator>* g : {&groups_.tp, &groups_.dp, &groups_.embedding})
-    if (*g) *g = make_nccl_communicator(std::move(*g), compute, timeout);
-  for (std::unique_ptr<Communicator>* g : {&groups_.world, &groups_.pp})
-    if (*g) *g = std::make_unique<StagedCommunicator>(std::move(*g));
-  log::info("communication: " + choice.why + " for the tensor- and data-parallel groups; pipeline transfers "
-            "through MPI, staged through host memory");
+  const bool server = config_.parallel.dp_sync == "parameter-server";
+  std::string on_nccl;
+  for (auto [group, name] : {std::pair{&groups_.tp, "tensor-parallel"}, std::pair{&groups_.dp, "data-parallel"},
+                             std::pair{&groups_.embedding, "tied-embedding"}}) {
+    if (!*group || (*group)->size() == 1 || (group == &groups_.dp && server)) continue;
+    *group = make_nccl_communicator(std::move(*group), compute, timeout);
+    on_nccl += std::string(on_nccl.empty() ? "" : ", ") + name;
+  }
+  for (std::unique_ptr<Communicator>* g : {&groups_.world, &groups_.pp, &groups_.tp, &groups_.dp, &groups_.embedding})
+    if (*g && !is_nccl_communicator(**g)) *g = std::make_unique<StagedCommunicator>(std::move(*g));
+  log::info("communication: " + choice.why + (on_nccl.empty() ? ", but no group has more than one rank" : " for the " + on_nccl + " groups") +
+            "; the rest through MPI, staged through host memory");
 #endif
 }
 

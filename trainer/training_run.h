@@ -127,8 +127,8 @@ class TrainingRun {
  private:
   void open_data();
   // A GPU run's groups: NCCL or MPI with device buffers staged (parallel.backend), alike on every
-  // rank. hosts: every rank's host name (one entry in a job of one).
-  void connect_gpu_groups(const std::vector<std::string>& hosts);
+  // rank (collective over the world).
+  void connect_gpu_groups();
   // A step's loss or norm was not finite: skip its update or fail (see step()).
   void handle_nonfinite(const StepResult& r, bool mine_finite);
   void report_start();

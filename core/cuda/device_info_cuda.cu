@@ -27,4 +27,16 @@ std::string cuda_device_name() {
   return prop.name;
 }
 
+std::array<uint8_t, 16> cuda_device_uuid() {
+  std::array<uint8_t, 16> out{};
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    cudaGetLastError();
+    return out;
+  }
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(prop.uuid.bytes[i]);
+  return out;
+}
+
 }  // namespace feast
