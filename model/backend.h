@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/stream.h"
 #include "core/tensor.h"
@@ -158,6 +159,13 @@ class Backend {
                           const TensorView& grads, const AdamWStep& step, float grad_scale) = 0;
   // Sum of squares of x (float32) in float64, independent of the thread count.
   virtual double sum_of_squares(const TensorView& x) = 0;
+  // sum_of_squares of each part, as that computes it, with one wait for all of them (a GPU sums
+  // every part before the host reads any: the gradient norm's per-tensor squares).
+  virtual std::vector<double> sums_of_squares(const std::vector<TensorView>& parts) {
+    std::vector<double> out;
+    for (const TensorView& p : parts) out.push_back(sum_of_squares(p));
+    return out;
+  }
   // dst = src converted to dst's dtype (same numel): master weights -> compute parameters.
   virtual void cast(const TensorView& dst, const TensorView& src) = 0;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "core/error.h"
 
@@ -86,22 +87,28 @@ std::optional<AdamW::TensorState> AdamW::state_of(const std::string& name) const
 
 double counted_sum_of_squares(Backend& backend, const LocalTable& table, const TensorView& grads, size_t begin,
                               size_t end) {
-  double total = 0;
-  for (const LocalParam& p : table.params()) {
-    if (!p.counts_in_norm) continue;
-    const size_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
-    if (b < e) total += backend.sum_of_squares(grads.slice(b - begin, e - b));
-  }
+  double total = 0;  // added in table order, as one tensor at a time would
+  for (double s : counted_squares_per_tensor(backend, table, grads, begin, end)) total += s;
   return total;
 }
 
 std::vector<double> counted_squares_per_tensor(Backend& backend, const LocalTable& table, const TensorView& grads,
                                                size_t begin, size_t end) {
-  std::vector<double> out;
+  // Every counted tensor's part of [begin, end) in one call: a GPU then waits once, not per tensor.
+  std::vector<TensorView> parts;
+  std::vector<size_t> slot;  // table index -> index into parts, or npos
   for (const LocalParam& p : table.params()) {
     const size_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
-    out.push_back(p.counts_in_norm && b < e ? backend.sum_of_squares(grads.slice(b - begin, e - b)) : 0.0);
+    if (p.counts_in_norm && b < e) {
+      slot.push_back(parts.size());
+      parts.push_back(grads.slice(b - begin, e - b));
+    } else {
+      slot.push_back(std::string::npos);
+    }
   }
+  const std::vector<double> sums = backend.sums_of_squares(parts);
+  std::vector<double> out;
+  for (size_t i : slot) out.push_back(i == std::string::npos ? 0.0 : sums[i]);
   return out;
 }
 

@@ -54,7 +54,7 @@ const std::vector<std::string> kOps = {
     "rmsnorm_backward", "matmul_forward", "matmul_backward", "matmul_backward_input", "matmul_backward_weight_rows",
     "attention_forward", "attention_backward", "rope_forward", "rope_backward", "gelu_forward", "gelu_backward",
     "swiglu_forward", "swiglu_backward", "add", "cross_entropy_row_max", "cross_entropy_partials",
-    "cross_entropy_finish", "sum", "adamw_step", "sum_of_squares", "cast", "copy", "zero"};
+    "cross_entropy_finish", "sum", "adamw_step", "sum_of_squares", "sums_of_squares", "cast", "copy", "zero"};
 
 // The largest |test - ref| allowed, relative to the largest |ref| of the tensor.
 double tolerance_for(DType computed_in) { return computed_in == DType::kBFloat16 ? 2e-2 : 1e-4; }
@@ -588,6 +588,16 @@ class BackendComparison {
     begin("sum_of_squares", shape);
     compare_values("value", {tested_.sum_of_squares(x.test.view())}, {reference_.sum_of_squares(x.ref.view())},
                    DType::kFloat32);
+    // Several parts at once, one of them empty (the gradient norm's per-tensor squares).
+    begin("sums_of_squares", shape);
+    const size_t a = n / 3, b = n / 3 + 1;
+    const auto parts = [&](const Tensor& t) {
+      return std::vector<TensorView>{t.view().first(a), t.view().slice(a, 0), t.view().slice(a, b),
+                                     t.view().slice(a + b, n - a - b)};
+    };
+    const std::vector<double> got = tested_.sums_of_squares(parts(x.test));
+    const std::vector<double> want = reference_.sums_of_squares(parts(x.ref));
+    compare_values("values", got, want, DType::kFloat32);
   }
 
   // Both directions, each read without the other: bfloat16 goes to and from the host as bits.
@@ -716,7 +726,8 @@ int check_backend_command(const std::vector<std::string>& args) {
   log::info("check-backend: " + options.device + " in " + dtypes + " against the CPU reference, seed " +
             std::to_string(options.seed));
   log::info("tolerance on max |test - ref| / max |ref| per output: fp32 1e-04, bf16 2e-02 (adamw_step, sum, "
-            "sum_of_squares, cast, copy and zero compute in float32 or are exact: held to fp32's in every run)");
+            "sum_of_squares, sums_of_squares, cast, copy and zero compute in float32 or are exact: held to "
+            "fp32's in every run)");
   Report report(options.verbose);
   report.print_header();
   std::string tested_name;

@@ -236,6 +236,15 @@ class CudaBackend final : public Backend {
     cuda::adamw_step(ctx_, F(params, count), F(m, count), F(v, count), F(grads, count), count, step, grad_scale);
   }
   double sum_of_squares(const TensorView& x) override { return cuda::sum_of_squares(ctx_, F(x, x.numel), x.numel); }
+  std::vector<double> sums_of_squares(const std::vector<TensorView>& parts) override {
+    std::vector<const float*> data;
+    std::vector<size_t> counts;
+    for (const TensorView& p : parts) {
+      data.push_back(F(p, p.numel));
+      counts.push_back(p.numel);
+    }
+    return cuda::sums_of_squares(ctx_, data, counts);
+  }
   void cast(const TensorView& dst, const TensorView& src) override {
     FEAST_CHECK(dst.numel == src.numel, name() << " cast: " << src.numel << " elements into " << dst.numel);
     check_place(dst, "cast", "dst", false);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 #include "model/cuda/cuda_context.h"
@@ -83,6 +84,9 @@ void cross_entropy_finish(const CudaContext& ctx, DType dt, void* logits, float*
 // reduce.cu: float64 sums in a fixed order (the same result every run); they wait for the stream.
 double sum(const CudaContext& ctx, const float* x, size_t n);
 double sum_of_squares(const CudaContext& ctx, const float* x, size_t n);
+// Each part's sum of squares, as sum_of_squares computes it, with one wait for all.
+std::vector<double> sums_of_squares(const CudaContext& ctx, const std::vector<const float*>& parts,
+                                    const std::vector<size_t>& counts);
 
 // adamw.cu: one fused pass over float32 params, m, v from grads * grad_scale.
 void adamw_step(const CudaContext& ctx, float* params, float* m, float* v, const float* grads, size_t n,

@@ -33,16 +33,27 @@ __global__ void final_sum_kernel(double* total, const double* partials, unsigned
   if (threadIdx.x == 0) *total = s;
 }
 
+// Enqueues the sum of x (or of its squares) into *total on the device. `partials` (kMaxBlocks
+// doubles) may be reused by the next call: the stream runs them in order.
 template <bool kSquare>
-double reduce(const CudaContext& ctx, const float* x, size_t n) {
-  if (n == 0) return 0.0;
+void enqueue_reduce(const CudaContext& ctx, double* total, double* partials, const float* x, size_t n) {
+  if (n == 0) {
+    FEAST_CUDA_CHECK(cudaMemsetAsync(total, 0, sizeof(double), ctx.stream));
+    return;
+  }
   const unsigned int blocks = std::min(blocks_for(n, kThreads), kMaxBlocks);
-  double* partials = ctx.scratch->get_as<double>(kMaxBlocks + 1);
-  double* total = partials + kMaxBlocks;
   partial_sums_kernel<kSquare><<<blocks, kThreads, 0, ctx.stream>>>(partials, x, n);
   FEAST_CUDA_LAUNCH_CHECK(partial_sums_kernel);
   final_sum_kernel<<<1, kMaxBlocks, 0, ctx.stream>>>(total, partials, blocks);
   FEAST_CUDA_LAUNCH_CHECK(final_sum_kernel);
+}
+
+template <bool kSquare>
+double reduce(const CudaContext& ctx, const float* x, size_t n) {
+  if (n == 0) return 0.0;
+  double* partials = ctx.scratch->get_as<double>(kMaxBlocks + 1);
+  double* total = partials + kMaxBlocks;
+  enqueue_reduce<kSquare>(ctx, total, partials, x, n);
   double result = 0.0;
   FEAST_CUDA_CHECK(cudaMemcpyAsync(&result, total, sizeof result, cudaMemcpyDeviceToHost, ctx.stream));
   FEAST_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
@@ -54,5 +65,18 @@ double reduce(const CudaContext& ctx, const float* x, size_t n) {
 double sum(const CudaContext& ctx, const float* x, size_t n) { return reduce<false>(ctx, x, n); }
 
 double sum_of_squares(const CudaContext& ctx, const float* x, size_t n) { return reduce<true>(ctx, x, n); }
+
+std::vector<double> sums_of_squares(const CudaContext& ctx, const std::vector<const float*>& parts,
+                                    const std::vector<size_t>& counts) {
+  std::vector<double> out(parts.size(), 0.0);
+  if (parts.empty()) return out;
+  // One scratch request: the partials, then a total per part.
+  double* partials = ctx.scratch->get_as<double>(kMaxBlocks + parts.size());
+  double* totals = partials + kMaxBlocks;
+  for (size_t i = 0; i < parts.size(); ++i) enqueue_reduce<true>(ctx, totals + i, partials, parts[i], counts[i]);
+  FEAST_CUDA_CHECK(cudaMemcpyAsync(out.data(), totals, out.size() * sizeof(double), cudaMemcpyDeviceToHost, ctx.stream));
+  FEAST_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  return out;
+}
 
 }  // namespace feast::cuda

@@ -16,7 +16,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 ops="embedding_forward embedding_backward layernorm_forward layernorm_backward rmsnorm_forward rmsnorm_backward
      matmul_forward matmul_backward matmul_backward_input matmul_backward_weight_rows attention_forward
      attention_backward rope_forward rope_backward gelu_forward gelu_backward swiglu_forward swiglu_backward add
-     cross_entropy_row_max cross_entropy_partials cross_entropy_finish sum adamw_step sum_of_squares cast copy zero"
+     cross_entropy_row_max cross_entropy_partials cross_entropy_finish sum adamw_step sum_of_squares sums_of_squares
+     cast copy zero"
 # A table row: op, output, shape, dtype, max rel err, NMSE, tolerance, result.
 row='^[a-z_]+ [^ ]+ .* (fp32|bf16) +[0-9.]+e[-+][0-9]+ +[0-9.]+e[-+][0-9]+ +[0-9]e-0[0-9]  (ok|FAIL)$'
 
@@ -30,7 +31,7 @@ cpu)
   zeros=$(grep -cE '^[a-z_]+ .* fp32 +0\.000e\+00 +0\.000e\+00 +1e-04  ok$' "$work/out")
   (( rows > 150 )) || fail "only $rows rows: $(cat "$work/out")"
   [[ $zeros -eq $rows ]] || fail "CPU against CPU: $((rows - zeros)) rows with a nonzero error: $(grep -vE ' 0\.000e\+00 +0\.000e\+00 ' "$work/out")"
-  grep -qE "^check-backend: all $rows comparisons of 28 ops on cpu \(fp32\) within tolerance$" "$work/out" ||
+  grep -qE "^check-backend: all $rows comparisons of 29 ops on cpu \(fp32\) within tolerance$" "$work/out" ||
     fail "no summary line for $rows rows: $(tail -1 "$work/out")"
   [[ ! -s $work/err ]] || fail "stderr not empty: $(cat "$work/err")"
   echo "ok: $rows comparisons, every op, every error 0"
@@ -59,7 +60,7 @@ cuda)
     code=$?
     cat "$work/out"
     [[ $code -eq 0 ]] || fail "a GPU is visible and check-backend exited $code: $(cat "$work/err")"
-    grep -qE "^check-backend: all [0-9]+ comparisons of 28 ops on cuda:[0-9]+ \(fp32 and bf16\) within tolerance$" \
+    grep -qE "^check-backend: all [0-9]+ comparisons of 29 ops on cuda:[0-9]+ \(fp32 and bf16\) within tolerance$" \
       "$work/out" || fail "no passing summary"
     echo "ok: the CUDA backend matches the CPU reference in fp32 and bf16"
     exit 0
