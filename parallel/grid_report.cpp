@@ -67,6 +67,12 @@ std::string ranks_per_host(const std::vector<std::string>& hosts) {
 
 }  // namespace
 
+int local_rank(const std::vector<std::string>& hosts, int rank) {
+  int n = 0;
+  for (int r = 0; r < rank; ++r) n += hosts[size_t(r)] == hosts[size_t(rank)] ? 1 : 0;
+  return n;
+}
+
 std::vector<std::string> gather_host_names(Communicator& world) {
   std::vector<int32_t> mine(kNameWords, 0);
   char name[MPI_MAX_PROCESSOR_NAME] = {};

@@ -14,6 +14,10 @@ namespace feast {
 // Every rank's host name (MPI_Get_processor_name), indexed by world rank. Collective over world.
 std::vector<std::string> gather_host_names(Communicator& world);
 
+// Rank `rank`'s place among the ranks on its host (0, 1, ...: which of the host's GPUs it takes),
+// from gather_host_names' list (one entry, rank 0, in a job of one).
+int local_rank(const std::vector<std::string>& hosts, int rank);
+
 // A multi-line block for rank 0 to print; hosts[r] is world rank r's host. The embedding groups
 // are listed only for a model whose head is tied to its embedding (others have none). Up to
 // kEveryRankUpTo ranks, or with every_rank, each rank gets a line and every group is listed;

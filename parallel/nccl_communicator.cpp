@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cuda/cuda_check.h"
 #include "core/device_memory.h"
 #include "core/error.h"
 #include "parallel/comm_error.h"
@@ -15,15 +16,6 @@
 
 namespace feast {
 namespace {
-
-void check_cuda(cudaError_t err, const char* call) {
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    throw Error(std::string("CUDA call `") + call + "` failed: " + cudaGetErrorName(err) + " (" +
-                cudaGetErrorString(err) + ")");
-  }
-}
-#define FEAST_NCCL_CUDA(call) check_cuda((call), #call)
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
@@ -91,10 +83,12 @@ class NcclCommunicator final : public Communicator {
     if (host_->rank() == 0) FEAST_NCCL_CHECK(lib_, GetUniqueId(&id));
     static_assert(sizeof id % sizeof(int32_t) == 0);
     host_->broadcast(&id, sizeof id / sizeof(int32_t), DType::kInt32, 0)->wait();
-    FEAST_NCCL_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    FEAST_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     try {
+      FEAST_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
       FEAST_NCCL_CHECK(lib_, CommInitRank(&comm_, host_->size(), id, host_->rank()));
     } catch (...) {
+      if (ready_) cudaEventDestroy(ready_);
       cudaStreamDestroy(stream_);
       throw;
     }
@@ -103,6 +97,7 @@ class NcclCommunicator final : public Communicator {
     // While an error unwinds the run, peers may be stuck: abort (which never waits for them)
     // rather than destroy (which may).
     if (comm_) (std::uncaught_exceptions() > 0 ? lib_.CommAbort(comm_) : lib_.CommDestroy(comm_));
+    if (ready_) cudaEventDestroy(ready_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -281,14 +276,13 @@ class NcclCommunicator final : public Communicator {
   template <typename Issue>
   WorkHandle enqueue(const std::string& what, const CollectiveOptions& opts, Issue&& issue) {
     FEAST_CHECK(!aborted_, what << ": the group's NCCL communicator was aborted by an earlier failure");
-    cudaEvent_t ready = nullptr, done = nullptr;
-    FEAST_NCCL_CUDA(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-    FEAST_NCCL_CUDA(cudaEventRecord(ready, compute_));
-    FEAST_NCCL_CUDA(cudaStreamWaitEvent(stream_, ready, 0));
-    FEAST_NCCL_CUDA(cudaEventDestroy(ready));  // released once the wait has happened
+    // One event serves every call: a stream's wait takes the event as recorded at that moment.
+    FEAST_CUDA_CHECK(cudaEventRecord(ready_, compute_));
+    FEAST_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
     issue();
-    FEAST_NCCL_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    FEAST_NCCL_CUDA(cudaEventRecord(done, stream_));
+    cudaEvent_t done = nullptr;
+    FEAST_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    FEAST_CUDA_CHECK(cudaEventRecord(done, stream_));
     return std::make_unique<NcclWork>(*this, done, what, opts.timeout.count() > 0 ? opts.timeout : timeout_);
   }
 
@@ -296,6 +290,7 @@ class NcclCommunicator final : public Communicator {
   const nccl::Library& lib_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;  // marks the compute stream's queued work for the next operation
   ncclComm_t comm_ = nullptr;
   std::chrono::milliseconds timeout_;
   bool aborted_ = false;
@@ -350,7 +345,7 @@ void NcclWork::wait() {
       std::this_thread::yield();
   }
   // Later compute work reads what the operation wrote.
-  FEAST_NCCL_CUDA(cudaStreamWaitEvent(comm_.compute_stream(), done_, 0));
+  FEAST_CUDA_CHECK(cudaStreamWaitEvent(comm_.compute_stream(), done_, 0));
 }
 
 }  // namespace

@@ -39,6 +39,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from sweep import read_json  # noqa: E402  (the sweep's own files, read as it reads them)
+
 DPI = 100
 SPLIT_PARTS = [("compute_s", "compute", "#4c72b0"), ("tp_comm_s", "tp comm", "#dd8452"),
                ("pp_idle_s", "pp idle", "#c44e52"), ("dp_comm_s", "dp comm", "#55a868"),
@@ -68,14 +70,6 @@ def number(text):
         if text in ("False", "false"):
             return False
         return text
-
-
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def read_metrics(path):

@@ -27,6 +27,7 @@
 #endif
 #include "parallel/staged_communicator.h"
 #include "trainer/cli_args.h"
+#include "trainer/formatted.h"
 #include "trainer/threads.h"
 
 namespace feast {
@@ -147,12 +148,6 @@ std::vector<size_t> sizes_of(const CommBenchOptions& o) {
   return sizes;
 }
 
-std::string fixed(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 // Where a collective's buffers live: host vectors (fill and check), mirrored in GPU memory when
 // the bench runs on a device.
 struct OpBuffers {
@@ -183,7 +178,7 @@ struct OpBuffers {
 void bench_op(CommOp op, const CommBenchOptions& o, Communicator& world, nlohmann::json& report, Backend* device) {
   const int n = world.size(), me = world.rank();
   const double factor = busbw_factor(op, n);
-  log::info(std::string(comm_op_name(op)) + ": busbw = algbw x " + factor_text(op) + " = " + fixed("%.3f", factor));
+  log::info(std::string(comm_op_name(op)) + ": busbw = algbw x " + factor_text(op) + " = " + formatted("%.3f", factor));
   log::info("        bytes      elements     time (us)   algbw (GB/s)   busbw (GB/s)   check");
   for (size_t bytes : sizes_of(o)) {
     const size_t elements = comm_elements(op, bytes, n);
@@ -286,14 +281,14 @@ void bench_algorithms(const CommBenchOptions& o, Communicator& world, nlohmann::
       for (size_t i = 0; i < sizes.size(); ++i) {
         char line[120];
         std::snprintf(line, sizeof line, "%13.0f %14.2f %14s", xs[i], one_way[i] * 1e6,
-                      link ? fixed("%.2f", link->seconds(xs[i]) * 1e6).c_str() : "-");
+                      link ? formatted("%.2f", link->seconds(xs[i]) * 1e6).c_str() : "-");
         log::info(line);
         report["pingpong"].push_back({{"bytes", xs[i]}, {"one_way_s", one_way[i]}});
       }
       if (link) {
-        log::info("fit (least squares on relative error): alpha = " + fixed("%.2f", link->alpha * 1e6) +
+        log::info("fit (least squares on relative error): alpha = " + formatted("%.2f", link->alpha * 1e6) +
                   " us, 1/beta = " +
-                  (link->beta > 0 ? fixed("%.3f", 1e-9 / link->beta) + " GB/s"
+                  (link->beta > 0 ? formatted("%.3f", 1e-9 / link->beta) + " GB/s"
                                   : std::string("inf GB/s (no time grows with size: try a larger --max-bytes)")));
         report["fit"] = {{"alpha_s", link->alpha}, {"beta_s_per_byte", link->beta}};
       } else {
@@ -336,8 +331,8 @@ void bench_algorithms(const CommBenchOptions& o, Communicator& world, nlohmann::
       const double predicted = link ? way.predict(*link, double(real_bytes), n) : 0.0;  // 0: none
       char line[200];
       std::snprintf(line, sizeof line, "%13zu   %-16s %12.1f %14s %11s %14.3f   %s", real_bytes, way.name, s * 1e6,
-                    link ? fixed("%.1f", predicted * 1e6).c_str() : "-",
-                    predicted > 0 ? fixed("%.2f", s / predicted).c_str() : "-", algbw * factor,
+                    link ? formatted("%.1f", predicted * 1e6).c_str() : "-",
+                    predicted > 0 ? formatted("%.2f", s / predicted).c_str() : "-", algbw * factor,
                     wrong ? "WRONG" : "ok");
       log::info(line);
       nlohmann::json row = {{"bytes", real_bytes},    {"algorithm", way.name},       {"time_s", s},
@@ -541,10 +536,7 @@ int bench_comm_command(const std::vector<std::string>& args, std::unique_ptr<Com
     return 0;
   }
   // A GPU per rank, by its place among the ranks of its host.
-  const int me = world->rank();
-  int local_rank = 0;
-  for (int r = 0; r < me; ++r) local_rank += hosts[size_t(r)] == hosts[size_t(me)] ? 1 : 0;
-  const std::unique_ptr<Backend> device = make_backend("cuda", "fp32", local_rank);
+  const std::unique_ptr<Backend> device = make_backend("cuda", "fp32", local_rank(hosts, world->rank()));
   std::unique_ptr<Communicator> comm;
   if (o.backend == "nccl") {
 #if defined(FEAST_WITH_NCCL)

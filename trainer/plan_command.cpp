@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "model/flop_count.h"
 #include "trainer/cli_args.h"
+#include "trainer/formatted.h"
 #include "trainer/config.h"
 #include "trainer/cost_model.h"
 
@@ -180,12 +181,6 @@ PlanArgs parse_args(const std::vector<std::string>& args) {
   return a;
 }
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 // A unit for a column of sizes or times, chosen by its largest value so the table stays aligned.
 struct Unit {
   const char* name;
@@ -204,22 +199,22 @@ Unit time_unit(double largest) {
 
 std::string human_bytes(double b) {
   const Unit u = bytes_unit(b);
-  return fmt("%.2f ", b / u.scale) + u.name;
+  return formatted("%.2f ", b / u.scale) + u.name;
 }
 
 std::string human_seconds(double s) {
-  if (s >= 86400) return fmt("%.1f days", s / 86400);
-  if (s >= 3600) return fmt("%.2f h", s / 3600);
-  if (s >= 60) return fmt("%.1f min", s / 60);
-  if (s >= 1) return fmt("%.2f s", s);
-  return fmt("%.2f ms", s * 1e3);
+  if (s >= 86400) return formatted("%.1f days", s / 86400);
+  if (s >= 3600) return formatted("%.2f h", s / 3600);
+  if (s >= 60) return formatted("%.1f min", s / 60);
+  if (s >= 1) return formatted("%.2f s", s);
+  return formatted("%.2f ms", s * 1e3);
 }
 
 std::string human_count(double n) {
-  if (n >= 1e9) return fmt("%.2fB", n / 1e9);
-  if (n >= 1e6) return fmt("%.2fM", n / 1e6);
-  if (n >= 1e3) return fmt("%.1fK", n / 1e3);
-  return fmt("%.0f", n);
+  if (n >= 1e9) return formatted("%.2fB", n / 1e9);
+  if (n >= 1e6) return formatted("%.2fM", n / 1e6);
+  if (n >= 1e3) return formatted("%.1fK", n / 1e3);
+  return formatted("%.0f", n);
 }
 
 nlohmann::json to_json(const LayoutEstimate& l, PlanDType dtype, const Config& config) {
@@ -329,9 +324,9 @@ int plan_command(const std::vector<std::string>& args) {
             (dtype == PlanDType::kFp32 ? " (the trainer's CPU path: float32 throughout)"
                                        : " (bf16 weights and activations, fp32 gradients, master weights and moments)") +
             (a.dtype_set ? "" : std::string(" from training.device = \"") + config.training.device + "\"") + "; " +
-            human_bytes(cl.gpu_memory) + " per GPU; " + fmt("%.0f", cl.intra_node.bandwidth / 1e9) +
-            " GB/s within a node, " + fmt("%.0f", cl.inter_node.bandwidth / 1e9) + " GB/s between nodes, " +
-            fmt("%.1f", cl.intra_node.latency * 1e6) + " us per message; " + fmt("%.0f", cl.tflops) +
+            human_bytes(cl.gpu_memory) + " per GPU; " + formatted("%.0f", cl.intra_node.bandwidth / 1e9) +
+            " GB/s within a node, " + formatted("%.0f", cl.inter_node.bandwidth / 1e9) + " GB/s between nodes, " +
+            formatted("%.1f", cl.intra_node.latency * 1e6) + " us per message; " + formatted("%.0f", cl.tflops) +
             " TFLOP/s achieved per GPU (flags override; defaults are H100 SXM-like)");
   int valid = 0, fit = 0;
   for (const LayoutEstimate& l : layouts) {
@@ -375,18 +370,18 @@ int plan_command(const std::vector<std::string>& args) {
   const double C = measured ? a.checkpoint_seconds : ckpt_bytes / a.checkpoint_bw;
   const double interval = young_daly_interval_seconds(C, mttf_s);
   log::info("");
-  log::info("reliability: one GPU's MTTF " + fmt("%.0f", a.mttf_hours) + " h / " + std::to_string(cl.gpus) +
+  log::info("reliability: one GPU's MTTF " + formatted("%.0f", a.mttf_hours) + " h / " + std::to_string(cl.gpus) +
             " GPUs = cluster MTTF " + human_seconds(mttf_s));
   log::info("checkpoint: " + human_bytes(ckpt_bytes) + " (fp32 weights, master weights, 2 moments); C = " +
             human_seconds(C) +
             (measured ? " (--checkpoint-seconds)"
-                      : " estimated at " + fmt("%.1f", a.checkpoint_bw / 1e9) +
+                      : " estimated at " + formatted("%.1f", a.checkpoint_bw / 1e9) +
                             " GB/s (measure it: trainer bench --checkpoint --dir DIR, then --checkpoint-seconds)"));
   std::string steps;
-  if (!rows.empty()) steps = " = every " + fmt("%.0f", std::max(1.0, std::round(interval / rows[0]->time.step_s()))) +
+  if (!rows.empty()) steps = " = every " + formatted("%.0f", std::max(1.0, std::round(interval / rows[0]->time.step_s()))) +
                              " steps of layout #1";
   log::info("Young/Daly interval sqrt(2 C MTTF) = " + human_seconds(interval) + steps + "; expected loss " +
-            fmt("%.2f", 100 * (C / interval + interval / (2 * mttf_s))) + "% of the time (C/interval + interval/(2 MTTF))");
+            formatted("%.2f", 100 * (C / interval + interval / (2 * mttf_s))) + "% of the time (C/interval + interval/(2 MTTF))");
   return 0;
 }
 

@@ -129,9 +129,6 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
     hosts = gather_host_names(w);
     log::info(describe_grid(layout, hosts, config.model.tied(), config.logging.verbose));
   }
-  // This rank's place among the ranks of its host: which of the host's GPUs it takes.
-  int local_rank = 0;
-  for (int r = 0; r < world_rank; ++r) local_rank += hosts[size_t(r)] == hosts[size_t(world_rank)] ? 1 : 0;
   const int sharing = ranks_sharing_my_cpus(w, hosts);
   const ThreadChoice choice = config.training.threads > 0 ? ThreadChoice{config.training.threads, ""}
                                                           : thread_policy(sharing);
@@ -152,7 +149,7 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
   const StageSpec spec = plan_.stage_of(world_rank);
   owns_loss_ = spec.has_head && me_.tp == 0;
   const int slots = PipelineExecutor::slots_needed(plan_.schedule, layout.pp(), me_.pp, m);
-  backend_ = make_backend(tc.device, tc.dtype, local_rank);
+  backend_ = make_backend(tc.device, tc.dtype, local_rank(hosts, world_rank));
   if (tc.device != "cpu") connect_gpu_groups();
   stage_ = std::make_unique<DecoderStage>(config.model, spec, StageShape{B, T, slots}, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr);

@@ -4,21 +4,11 @@
 #include <new>
 #include <string>
 
+#include "core/cuda/cuda_check.h"
 #include "core/device_memory.h"
 #include "core/error.h"
 
 namespace feast {
-namespace {
-
-void check(cudaError_t err, const char* call) {
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    throw Error(std::string("CUDA call `") + call + "` failed: " + cudaGetErrorName(err) + " (" +
-                cudaGetErrorString(err) + ")");
-  }
-}
-
-}  // namespace
 
 bool is_device_memory(const void* p) {
   if (!p) return false;
@@ -33,8 +23,8 @@ bool is_device_memory(const void* p) {
 void copy_memory(void* dst, const void* src, size_t bytes) {
   if (bytes == 0 || dst == src) return;
   // Kernels run on non-blocking streams, which cudaMemcpy does not wait for.
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize()");
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy(dst, src, bytes, cudaMemcpyDefault)");
+  FEAST_CUDA_CHECK(cudaDeviceSynchronize());
+  FEAST_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
 }
 
 int current_device() {
@@ -47,7 +37,7 @@ int current_device() {
 }
 
 void use_device(int device) {
-  if (device >= 0) check(cudaSetDevice(device), "cudaSetDevice(device)");
+  if (device >= 0) FEAST_CUDA_CHECK(cudaSetDevice(device));
 }
 
 void* allocate_pinned(size_t bytes) {

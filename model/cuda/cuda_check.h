@@ -1,41 +1,22 @@
-// One check macro per CUDA library: a failed call throws feast::Error naming the call, the
-// library's own description of the failure, the file and the line. The rank is added where the
-// error is printed (log::error prefixes "[rank r]" in a job of several ranks).
+// One check macro per CUDA library the backend calls: FEAST_CUDA_CHECK (core/cuda/cuda_check.h)
+// for the runtime, FEAST_CUBLAS_CHECK for cuBLAS and cuBLASLt; a failed call throws feast::Error
+// naming the call, the library's own description of the failure, the file and the line.
 #pragma once
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
-#include <cuda_runtime_api.h>
 
-#include <sstream>
 #include <string>
 
-#include "core/error.h"
+#include "core/cuda/cuda_check.h"
 
 namespace feast::cuda {
-
-[[noreturn]] inline void throw_cuda_failure(const char* library, const char* call, const std::string& what,
-                                            const char* file, int line) {
-  std::ostringstream os;
-  os << library << " call `" << call << "` failed: " << what << " at " << file << ":" << line;
-  throw Error(os.str());
-}
 
 inline std::string cublas_status_text(cublasStatus_t s) {
   return std::string(cublasGetStatusName(s)) + " (" + cublasGetStatusString(s) + ")";
 }
 
 }  // namespace feast::cuda
-
-#define FEAST_CUDA_CHECK(call)                                                                              \
-  do {                                                                                                      \
-    const cudaError_t feast_cuda_err_ = (call);                                                             \
-    if (feast_cuda_err_ != cudaSuccess)                                                                     \
-      ::feast::cuda::throw_cuda_failure("CUDA", #call,                                                      \
-                                        std::string(cudaGetErrorName(feast_cuda_err_)) + " (" +             \
-                                            cudaGetErrorString(feast_cuda_err_) + ")",                      \
-                                        __FILE__, __LINE__);                                                \
-  } while (0)
 
 #define FEAST_CUBLAS_CHECK(call)                                                                             \
   do {                                                                                                      \
