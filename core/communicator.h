@@ -45,11 +45,13 @@ class Communicator {
   virtual int size() const = 0;
   virtual const std::string& name() const = 0;  // "tp", "dp", ... for messages
 
-  // In place: data (count) becomes the reduction over the group.
+  // In place: data (count) becomes the reduction over the group. Reductions of bfloat16 round
+  // every partial result to bfloat16, as NCCL does.
   virtual WorkHandle allreduce(void* data, size_t count, DType dtype, const CollectiveOptions& opts = {}) = 0;
 
   // send holds the concatenation of size() blocks, block r having recv_counts[r] elements;
-  // rank r receives the reduction of block r in recv (recv_counts[rank()] elements).
+  // rank r receives the reduction of block r in recv (recv_counts[rank()] elements). recv may
+  // be this rank's own block of send (in place; send's other blocks are then left undefined).
   virtual WorkHandle reduce_scatter(const void* send, void* recv, std::span<const size_t> recv_counts,
                                     DType dtype, const CollectiveOptions& opts = {}) = 0;
 
@@ -77,9 +79,9 @@ class Communicator {
   // A send to `to` and a receive from `from` that proceed together (a ring shift, or a pipeline
   // stage passing one tensor on while taking another): a library that runs a group's transfers
   // one after another (NCCL) must be told they go together, or a receive queued before its
-  // matching send deadlocks. This one posts both and waits for both.
-  virtual WorkHandle sendrecv(const void* send_data, size_t send_count, int to, void* recv_data, size_t recv_count,
-                              int from, DType dtype, int tag);
+  // matching send deadlocks. This one posts both and waits for both. Tags as for send and recv.
+  virtual WorkHandle sendrecv(const void* send_data, size_t send_count, int to, int send_tag, void* recv_data,
+                              size_t recv_count, int from, int recv_tag, DType dtype);
 
   virtual void barrier() = 0;
 
@@ -100,10 +102,10 @@ class PairedWork final : public Work {
   WorkHandle first_, second_;
 };
 
-inline WorkHandle Communicator::sendrecv(const void* send_data, size_t send_count, int to, void* recv_data,
-                                         size_t recv_count, int from, DType dtype, int tag) {
-  WorkHandle rx = recv(recv_data, recv_count, dtype, from, tag);
-  WorkHandle tx = send(send_data, send_count, dtype, to, tag);
+inline WorkHandle Communicator::sendrecv(const void* send_data, size_t send_count, int to, int send_tag,
+                                         void* recv_data, size_t recv_count, int from, int recv_tag, DType dtype) {
+  WorkHandle rx = recv(recv_data, recv_count, dtype, from, recv_tag);
+  WorkHandle tx = send(send_data, send_count, dtype, to, send_tag);
   return std::make_unique<PairedWork>(std::move(rx), std::move(tx));
 }
 

@@ -6,10 +6,6 @@
 #include "core/timer.h"
 
 namespace feast {
-namespace {
-constexpr int kStagingSlots = 3;  // a bucket being written, one being reduced, one spare
-}
-
 GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<GradRange>& ranges, int zero_stage,
                            size_t bucket_elems, Communicator* dp, Communicator* embedding, DType wire)
     : total_(total), backend_(backend), zero_stage_(zero_stage), dp_(dp), embedding_(embedding) {
@@ -59,17 +55,18 @@ GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<Gra
   if (zero_stage_ < 2) {
     full_ = backend.allocate(DType::kFloat32, total);
   } else {
-    slots_ = backend.allocate(DType::kFloat32, slot_elems_ * kStagingSlots);
-    for (int s = 0; s < kStagingSlots; ++s) free_slots_.push_back(s);
+    slots_ = backend.allocate(DType::kFloat32, slot_elems_ * kGradStagingSlots);
+    for (int s = 0; s < kGradStagingSlots; ++s) free_slots_.push_back(s);
     if (dedicated_end > dedicated_begin_)
       dedicated_ = backend.allocate(DType::kFloat32, dedicated_end - dedicated_begin_);
   }
-  if (zero_stage_ > 0) shard_acc_ = backend.allocate(DType::kFloat32, shard_.size());
+  // ZeRO 1 reduces in place into the shard's part of full_; ZeRO 2 needs the shard apart.
+  if (zero_stage_ == 2) shard_acc_ = backend.allocate(DType::kFloat32, shard_.size());
   if (wire == DType::kBFloat16 && dp_) {
     wire_dtype_ = wire;
-    size_t largest = 0;
-    for (const Bucket& b : buckets_) largest = std::max(largest, b.end - b.begin);
-    wire_ = backend.allocate(DType::kBFloat16, largest);
+    for (const Bucket& b : buckets_) wire_slot_elems_ = std::max(wire_slot_elems_, b.end - b.begin);
+    wire_ = backend.allocate(DType::kBFloat16, wire_slot_elems_ * kGradWireSlots);
+    for (int s = 0; s < kGradWireSlots; ++s) free_wire_.push_back(s);
   }
 }
 
@@ -144,43 +141,62 @@ void GradientSync::release(size_t begin, size_t) {
   }
 }
 
-void GradientSync::round_to_wire(const TensorView& x) {
-  if (wire_dtype_ == DType::kFloat32 || x.numel == 0) return;
-  const TensorView w = wire_.view().first(x.numel);
-  backend_.cast(w, x);
-  backend_.cast(x, w);
+int GradientSync::take_wire_slot() {
+  while (free_wire_.empty()) complete_oldest();
+  const int s = free_wire_.back();
+  free_wire_.pop_back();
+  return s;
 }
 
 void GradientSync::launch(int i) {
   Bucket& b = buckets_[size_t(i)];
   const TensorView data = staging(b);
-  if (zero_stage_ == 0) {
-    if (!dp_) return;
-    round_to_wire(data);
-    pending_.push_back({i, dp_->allreduce(data.data, data.numel, DType::kFloat32), -1, data});
-    return;
-  }
-  // ZeRO 1 and 2 (dp > 1): reduce-scatter into this rank's part of the shard. ZeRO 2 reduces
-  // every micro-batch, so the owner first adds what the shard holds into its own contribution
-  // (after the previous reduction into that part has landed).
-  // This rank's part of the bucket, [mine_begin, mine_end); empty (and clamped into the shard,
-  // so the view stays inside the buffer) when the bucket lies outside the shard.
-  const size_t mine_begin = std::clamp(b.begin, shard_.begin, shard_.end);
-  const size_t mine_end = std::clamp(b.end, shard_.begin, shard_.end);
-  const TensorView mine = shard_acc_.view().slice(mine_begin - shard_.begin, mine_end - mine_begin);
+  if (!dp_) return;
+  // What this rank receives: the whole bucket (ZeRO 0), or its part of the bucket, flat
+  // offsets [lo, hi) (empty when the bucket lies outside the shard).
+  const size_t lo = zero_stage_ == 0 ? b.begin : std::clamp(shard_.begin, b.begin, b.end);
+  const size_t hi = zero_stage_ == 0 ? b.end : std::clamp(shard_.end, b.begin, b.end);
+  // ZeRO 0 and 1: in place; ZeRO 2: into the shard (clamped into it so that an empty part's
+  // view stays inside the buffer).
+  const TensorView result =
+      zero_stage_ < 2 ? full_.view().slice(lo, hi - lo)
+                      : shard_acc_.view().slice(std::clamp(lo, shard_.begin, shard_.end) - shard_.begin, hi - lo);
   if (zero_stage_ == 2) {
+    // ZeRO 2 reduces every micro-batch, so the owner first adds what the shard holds into its
+    // own contribution (after the previous reduction into that part has landed).
     while (std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.bucket == i; }))
       complete_oldest();
-    if (mine.numel > 0) {
-      const TensorView own = data.slice(mine_begin - b.begin, mine.numel);
-      backend_.add(own, own, mine, mine.numel);
+    if (result.numel > 0) {
+      const TensorView own = data.slice(lo - b.begin, result.numel);
+      backend_.add(own, own, result, result.numel);
     }
   }
-  round_to_wire(data);
-  const std::vector<size_t> counts = shard_counts(total_, dp_size_, b.begin, b.end);
-  pending_.push_back({i, dp_->reduce_scatter(data.data, mine.data, counts, DType::kFloat32),
-                      zero_stage_ == 2 && !b.dedicated() ? b.slot : -1, mine});
-  if (zero_stage_ == 2 && !b.dedicated()) b.slot = -1;  // the slot now belongs to the reduction
+  Pending p{i, nullptr, -1, -1, result, {}};
+  // The buffer that travels: the bucket itself, or its bf16 copy (the staging slot is then free
+  // at once: the reduction reads the copy).
+  TensorView travel = data;
+  if (wire_dtype_ == DType::kBFloat16) {
+    p.wire_slot = take_wire_slot();
+    travel = wire_.view().slice(size_t(p.wire_slot) * wire_slot_elems_, data.numel);
+    backend_.cast(travel, data);
+    p.wire_result = travel.slice(lo - b.begin, hi - lo);
+  }
+  if (zero_stage_ == 0) {
+    p.work = dp_->allreduce(travel.data, travel.numel, travel.dtype);
+  } else {
+    // Into this rank's block of the travelling buffer itself (in place) or of the shard.
+    void* into = wire_dtype_ == DType::kBFloat16 ? p.wire_result.data : result.data;
+    if (zero_stage_ == 1 && wire_dtype_ == DType::kFloat32) into = travel.slice(lo - b.begin, hi - lo).data;
+    const std::vector<size_t> counts = shard_counts(total_, dp_size_, b.begin, b.end);
+    p.work = dp_->reduce_scatter(travel.data, into, counts, travel.dtype);
+  }
+  if (zero_stage_ == 2 && !b.dedicated()) {
+    // The slot now belongs to the reduction, unless a bf16 copy travels.
+    if (wire_dtype_ == DType::kBFloat16) free_slots_.push_back(b.slot);
+    else p.slot = b.slot;
+    b.slot = -1;
+  }
+  pending_.push_back(std::move(p));
 }
 
 void GradientSync::complete_oldest() {
@@ -189,7 +205,10 @@ void GradientSync::complete_oldest() {
   Timer t;
   p.work->wait();
   wait_seconds_ += t.seconds();
-  round_to_wire(p.result);
+  if (p.wire_slot >= 0) {
+    backend_.cast(p.result, p.wire_result);
+    free_wire_.push_back(p.wire_slot);
+  }
   if (p.slot >= 0) free_slots_.push_back(p.slot);
 }
 
@@ -214,11 +233,11 @@ void GradientSync::share_update(const TensorView& params) {
 }
 
 TensorView GradientSync::shard_grads() const {
-  return zero_stage_ == 0 ? full_.view().slice(shard_.begin, shard_.size()) : shard_acc_.view();
+  return zero_stage_ < 2 ? full_.view().slice(shard_.begin, shard_.size()) : shard_acc_.view();
 }
 
 size_t GradientSync::gradient_bytes() const {
-  return full_.bytes() + shard_acc_.bytes() + slots_.bytes() + dedicated_.bytes();
+  return full_.bytes() + shard_acc_.bytes() + slots_.bytes() + dedicated_.bytes() + wire_.bytes();
 }
 
 double GradientSync::take_wait_seconds() {

@@ -4,8 +4,9 @@
 // non-blocking collectives as soon as backward has produced them, so communication overlaps
 // the rest of the backward.
 //   ZeRO 0: one full gradient buffer; buckets all-reduced during the last micro-batch's backward.
-//   ZeRO 1: one full gradient buffer; buckets reduce-scattered during the last micro-batch's
-//           backward straight into this rank's shard.
+//   ZeRO 1: one full gradient buffer; buckets reduce-scattered in place during the last
+//           micro-batch's backward, each rank's part landing where its shard lies in the buffer
+//           (so ZeRO 1 needs no more gradient memory than ZeRO 0).
 //   ZeRO 2: no full buffer: each bucket is staged in one of a few bucket-sized slots while
 //           backward writes it and reduce-scattered after every micro-batch straight into the
 //           shard (the owner first adds what its shard has accumulated into its own
@@ -14,9 +15,10 @@
 //           (pp = 1): the head writes it at the start of the backward and the embedding at the
 //           end, so its chunks keep their own buffer through the backward and are reduced once
 //           per micro-batch, after both, rather than twice.
-// With a bf16 wire dtype (parallel.grad_reduce_dtype) the data-parallel reductions see bf16
-// values: each bucket is rounded before it is reduced and the result again when it lands, as
-// bf16 traffic would give; accumulation stays float32.
+// With a bf16 wire dtype (parallel.grad_reduce_dtype) the data-parallel reductions carry bf16:
+// each bucket is cast into one of a few bucket-sized bf16 buffers, reduced there in bf16 (half
+// the bytes), and the result cast back into the float32 gradients when it lands; accumulation
+// over micro-batches stays float32.
 // A tied tensor held by two stages (the token embedding and a tied head, pp > 1) is summed over
 // the embedding group before its data-parallel reduction (Megatron-LM #844), at the end of the
 // step: summing it earlier would make the last stage wait for the first stage's backward inside
@@ -35,6 +37,12 @@
 #include "parallel/zero_shard.h"
 
 namespace feast {
+
+// ZeRO 2's staging slots: a bucket being written, one being reduced, one spare.
+inline constexpr int kGradStagingSlots = 3;
+// bf16 traffic: buckets in flight at once, each in a bf16 copy of its own (more would overlap
+// longer backwards; each costs the largest bucket's size in bf16).
+inline constexpr int kGradWireSlots = 4;
 
 class GradientSync;
 
@@ -79,8 +87,8 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   // to another stage. embedding: the group of the two stages that hold a tied tensor (null
   // unless a tie spans stages); dp: the data-parallel group (null when dp = 1). Gradient memory
   // comes from `backend`, float32.
-  // wire: the dtype the data-parallel reductions carry (kBFloat16: each bucket is rounded to
-  // bf16 before it is reduced and the reduced result again; sums stay float32).
+  // wire: the dtype the data-parallel reductions carry (kBFloat16: buckets travel and are
+  // summed as bf16; micro-batches still accumulate in float32).
   GradientSync(Backend& backend, size_t total, const std::vector<GradRange>& ranges, int zero_stage,
                size_t bucket_elems, Communicator* dp, Communicator* embedding, DType wire = DType::kFloat32);
 
@@ -103,7 +111,7 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   TensorView shard_grads() const override;
   // What this rank's optimizer updates: the whole buffer under ZeRO 0, the shard otherwise.
   ShardRange optimizer_range() const override { return zero_stage_ == 0 ? ShardRange{0, total_} : shard_; }
-  TensorView optimizer_grads() const override { return zero_stage_ == 0 ? full_.view() : shard_acc_.view(); }
+  TensorView optimizer_grads() const override { return zero_stage_ == 0 ? full_.view() : shard_grads(); }
   int zero_stage() const { return zero_stage_; }
   size_t gradient_bytes() const override;
   double take_wait_seconds() override;
@@ -127,8 +135,10 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   struct Pending {
     int bucket;
     WorkHandle work;
-    int slot;           // ZeRO 2 staging slot to free when done, or -1
-    TensorView result;  // what the reduction writes (rounded to the wire dtype when it lands)
+    int slot;                // ZeRO 2 staging slot to free when done, or -1
+    int wire_slot;           // bf16 traffic: the wire buffer to cast back from and free, or -1
+    TensorView result;       // the float32 gradients the reduction yields
+    TensorView wire_result;  // bf16 traffic: where the reduction leaves them in the wire buffer
   };
 
   int bucket_of(size_t begin) const;
@@ -136,8 +146,7 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   void launch(int bucket);
   void complete_oldest();
   int take_slot();
-  // x = x rounded to the wire dtype (nothing for float32).
-  void round_to_wire(const TensorView& x);
+  int take_wire_slot();
 
   size_t total_;
   Backend& backend_;
@@ -149,13 +158,15 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   std::vector<Bucket> buckets_;  // in descending order of offset (the order backward writes them)
   bool last_micro_batch_ = true;
   Tensor full_;       // ZeRO 0 and 1: every gradient
-  Tensor shard_acc_;  // ZeRO 1 and 2: the reduced shard
+  Tensor shard_acc_;  // ZeRO 2: the reduced shard
   Tensor slots_;      // ZeRO 2: staging slots, slot_elems_ each
   Tensor dedicated_;  // ZeRO 2: the buffer of buckets kept through the backward (Bucket::dedicated)
   size_t dedicated_begin_ = 0;  // flat offset of dedicated_'s first element
   size_t slot_elems_ = 0;
   DType wire_dtype_ = DType::kFloat32;
-  Tensor wire_;  // bf16 traffic: a bucket's values in the wire dtype
+  Tensor wire_;  // bf16 traffic: kWireSlots buffers of wire_slot_elems_ bf16 values
+  size_t wire_slot_elems_ = 0;
+  std::vector<int> free_wire_;
   std::vector<int> free_slots_;
   std::deque<Pending> pending_;
   double wait_seconds_ = 0;

@@ -8,11 +8,13 @@
 #include <climits>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "core/bfloat16.h"
 #include "core/log.h"
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_world.h"
@@ -51,22 +53,48 @@ MPI_Datatype to_mpi(DType dtype) {
   throw Error("unknown DType");
 }
 
-MPI_Op to_mpi(ReduceOp op) {
+// bfloat16 sums and maxima: MPI would treat the 16-bit words as integers, so these user
+// operations widen each pair to float32, combine and round back (to nearest even), as NCCL's
+// bfloat16 reductions do at every step of their ring.
+template <typename Combine>
+void combine_bf16(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float_to_bf16(Combine{}(bf16_to_float(a[i]), bf16_to_float(b[i])));
+}
+struct Add {
+  float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+  float operator()(float a, float b) const { return std::max(a, b); }
+};
+
+// Created once, on first use after MPI_Init; MPI_Finalize releases them.
+MPI_Op bf16_op(ReduceOp op) {
+  static const MPI_Op sum = [] {
+    MPI_Op o;
+    FEAST_MPI_CHECK(MPI_Op_create(&combine_bf16<Add>, /*commute=*/1, &o));
+    return o;
+  }();
+  static const MPI_Op max = [] {
+    MPI_Op o;
+    FEAST_MPI_CHECK(MPI_Op_create(&combine_bf16<Max>, /*commute=*/1, &o));
+    return o;
+  }();
+  return op == ReduceOp::kSum ? sum : max;
+}
+
+// Bitwise operations are defined on integers only.
+MPI_Op to_mpi(ReduceOp op, DType dtype, const std::string& what) {
+  if (op == ReduceOp::kBitXor && dtype != DType::kInt32 && dtype != DType::kInt64)
+    throw Error(what + ": a bitwise reduction needs an integer type");
+  if (dtype == DType::kBFloat16) return bf16_op(op);
   switch (op) {
     case ReduceOp::kSum: return MPI_SUM;
     case ReduceOp::kMax: return MPI_MAX;
     case ReduceOp::kBitXor: return MPI_BXOR;
   }
   throw Error("unknown ReduceOp");
-}
-
-// MPI would add 16-bit words as integers: reducing bfloat16 needs a backend that knows it.
-// Bitwise operations are defined on integers only.
-void check_reducible(DType dtype, ReduceOp op, const std::string& what) {
-  if (dtype == DType::kBFloat16)
-    throw Error(what + ": MPI cannot reduce bfloat16; reduce float32 (or use NCCL)");
-  if (op == ReduceOp::kBitXor && dtype != DType::kInt32 && dtype != DType::kInt64)
-    throw Error(what + ": a bitwise reduction needs an integer type");
 }
 
 std::string amount(size_t count, DType dtype) { return std::to_string(count) + " " + dtype_name(dtype); }
@@ -95,9 +123,11 @@ class MpiWork final : public Work {
   // Keeps a derived datatype the requests read until the handle goes (MPI allows freeing one
   // a pending call uses, but some implementations' non-blocking collectives did not keep it).
   void keep(MPI_Datatype type) { types_.types.push_back(type); }
+  // What to do once every request has completed (move an in-place result into place).
+  void then(std::function<void()> finish) { finish_ = std::move(finish); }
 
   ~MpiWork() override {
-    if (done()) return;
+    if (done() && !finish_) return;
     if (std::uncaught_exceptions() > 0) {
       // Unwinding after an error: the job is ending, and waiting here (up to a timeout) would
       // only delay the abort. Abandon the requests.
@@ -115,7 +145,12 @@ class MpiWork final : public Work {
   }
 
   void wait() override {
-    if (done()) return;
+    if (!done()) poll();
+    if (finish_) std::exchange(finish_, nullptr)();
+  }
+
+ private:
+  void poll() {
     const auto start = Clock::now();
     const auto deadline = start + timeout_;
     const bool back_off = g_wait_policy.load(std::memory_order_relaxed) == WaitPolicy::kBackOff;
@@ -144,7 +179,6 @@ class MpiWork final : public Work {
     }
   }
 
- private:
   // Whether every request has completed. MPI_Testall drives progress only after it has found a
   // request incomplete and then returns without looking again, so a collective finished by that
   // progress would wait for the next poll (a sleep): look once more, as MPI_Test does itself.
@@ -209,6 +243,7 @@ class MpiWork final : public Work {
   std::chrono::milliseconds timeout_;
   std::shared_ptr<const std::vector<int>> group_;
   std::vector<int> arrays_;
+  std::function<void()> finish_;
   // Members are destroyed after the destructor's body has waited for (or abandoned) the requests.
   struct Types {
     std::vector<MPI_Datatype> types;
@@ -261,11 +296,11 @@ std::chrono::milliseconds MpiCommunicator::timeout_for(const CollectiveOptions& 
 
 WorkHandle MpiCommunicator::allreduce(void* data, size_t count, DType dtype, const CollectiveOptions& opts) {
   const std::string what = describe("allreduce of " + amount(count, dtype));
-  check_reducible(dtype, opts.op, what);
+  const MPI_Op op = to_mpi(opts.op, dtype, what);
   auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts), world_ranks_);
   in_pieces(count, max_count_, [&](size_t offset, int n) {
     MPI_Request r;
-    FEAST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, at(data, offset, dtype), n, to_mpi(dtype), to_mpi(opts.op), comm_, &r));
+    FEAST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, at(data, offset, dtype), n, to_mpi(dtype), op, comm_, &r));
     work->add(r);
   });
   return work;
@@ -273,33 +308,49 @@ WorkHandle MpiCommunicator::allreduce(void* data, size_t count, DType dtype, con
 
 WorkHandle MpiCommunicator::reduce_scatter(const void* send, void* recv, std::span<const size_t> recv_counts,
                                            DType dtype, const CollectiveOptions& opts) {
-  size_t total = 0;
-  for (size_t c : recv_counts) total += c;
+  size_t total = 0, mine = 0;
+  for (size_t r = 0; r < recv_counts.size(); ++r) {
+    if (int(r) < rank_) mine += recv_counts[r];
+    total += recv_counts[r];
+  }
   const std::string what = describe("reduce_scatter of " + amount(total, dtype));
-  check_reducible(dtype, opts.op, what);
+  const MPI_Op op = to_mpi(opts.op, dtype, what);
   FEAST_CHECK(recv_counts.size() == static_cast<size_t>(size_),
               what << ": got " << recv_counts.size() << " counts for " << size_ << " ranks");
-  FEAST_CHECK(send != recv || total == 0, what << ": send and recv must be different buffers");
+  const size_t my_count = recv_counts[size_t(rank_)];
+  // In place: this rank's block of send is where its result goes (even an empty block).
+  const bool in_place = recv == at(send, mine, dtype) && total > 0;
+  FEAST_CHECK(in_place || send != recv || total == 0,
+              what << ": recv must be a separate buffer or this rank's block of send");
   auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts), world_ranks_);
   if (total <= max_count_) {
     std::vector<int> counts(recv_counts.size());
     for (size_t r = 0; r < counts.size(); ++r) counts[r] = static_cast<int>(recv_counts[r]);
     MPI_Request request;
-    FEAST_MPI_CHECK(
-        MPI_Ireduce_scatter(send, recv, counts.data(), to_mpi(dtype), to_mpi(opts.op), comm_, &request));
+    if (in_place) {
+      // MPI's in-place form reads the whole input from the buffer and leaves this rank's result
+      // at its start: move it to its block once it has landed.
+      char* base = const_cast<char*>(static_cast<const char*>(send));
+      FEAST_MPI_CHECK(MPI_Ireduce_scatter(MPI_IN_PLACE, base, counts.data(), to_mpi(dtype), op, comm_, &request));
+      work->then([base, recv, bytes = my_count * dtype_size(dtype)] { std::memmove(recv, base, bytes); });
+    } else {
+      FEAST_MPI_CHECK(MPI_Ireduce_scatter(send, recv, counts.data(), to_mpi(dtype), op, comm_, &request));
+    }
     work->add(request);
     work->keep(std::move(counts));
     return work;
   }
-  // Too large for one call's int counts: reduce each rank's block to it, piece by piece.
+  // Too large for one call's int counts: reduce each rank's block to it, piece by piece (in
+  // place, the owner's input is its result buffer).
   size_t block = 0;
   for (int r = 0; r < size_; ++r) {
     const size_t count = recv_counts[size_t(r)];
     in_pieces(count, max_count_, [&](size_t offset, int n) {
       MPI_Request request;
+      const void* from = at(send, block + offset, dtype);
       void* into = r == rank_ ? at(recv, offset, dtype) : nullptr;
-      FEAST_MPI_CHECK(MPI_Ireduce(at(send, block + offset, dtype), into, n, to_mpi(dtype), to_mpi(opts.op), r, comm_,
-                                  &request));
+      if (r == rank_ && in_place) from = MPI_IN_PLACE;
+      FEAST_MPI_CHECK(MPI_Ireduce(from, into, n, to_mpi(dtype), op, r, comm_, &request));
       work->add(request);
     });
     block += count;

@@ -205,10 +205,11 @@ class NcclCommunicator final : public Communicator {
                    [&] { FEAST_NCCL_CHECK(lib_, Recv(data, count, nccl_type(dtype), peer, comm_, stream_)); });
   }
 
-  WorkHandle sendrecv(const void* send_data, size_t send_count, int to, void* recv_data, size_t recv_count, int from,
-                      DType dtype, int tag) override {
+  // NCCL matches point-to-point transfers by their order between two ranks, not by tag.
+  WorkHandle sendrecv(const void* send_data, size_t send_count, int to, int send_tag, void* recv_data,
+                      size_t recv_count, int from, int recv_tag, DType dtype) override {
     if (!on_device(send_data, recv_data, recv_count > 0))
-      return host_->sendrecv(send_data, send_count, to, recv_data, recv_count, from, dtype, tag);
+      return host_->sendrecv(send_data, send_count, to, send_tag, recv_data, recv_count, from, recv_tag, dtype);
     check_peer(to, "sendrecv");
     check_peer(from, "sendrecv");
     const ncclDataType_t t = nccl_type(dtype);

@@ -5,7 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/bfloat16.h"
 #include "core/device_memory.h"
 #include "parallel/process_groups.h"
 
@@ -57,40 +56,6 @@ class StagedWork final : public Work {
   bool done_ = false;
 };
 
-// A bfloat16 all-reduce of device memory, widened: the float32 host sums go back rounded.
-class WidenedWork final : public Work {
- public:
-  WidenedWork(WorkHandle inner, void* device, size_t count, std::shared_ptr<void> narrow, std::vector<float> wide,
-              decltype(DeviceMemoryOps::copy) copy)
-      : narrow_(std::move(narrow)), wide_(std::move(wide)), inner_(std::move(inner)), device_(device), count_(count),
-        copy_(std::move(copy)) {}
-  ~WidenedWork() override {
-    if (!done_) {
-      try {
-        wait();
-      } catch (...) {  // as StagedWork
-      }
-    }
-  }
-  void wait() override {
-    if (done_) return;
-    done_ = true;
-    inner_->wait();
-    auto* bits = static_cast<uint16_t*>(narrow_.get());
-    for (size_t i = 0; i < count_; ++i) bits[i] = float_to_bf16(wide_[i]);
-    copy_(device_, bits, count_ * sizeof(uint16_t));
-  }
-
- private:
-  std::shared_ptr<void> narrow_;  // the bf16 bits, host side
-  std::vector<float> wide_;       // what the reduction sums
-  WorkHandle inner_;
-  void* device_;
-  size_t count_;
-  decltype(DeviceMemoryOps::copy) copy_;
-  bool done_ = false;
-};
-
 size_t total(std::span<const size_t> counts) { return std::accumulate(counts.begin(), counts.end(), size_t{0}); }
 
 }  // namespace
@@ -106,15 +71,6 @@ StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> inner, Devi
 WorkHandle StagedCommunicator::allreduce(void* data, size_t count, DType dtype, const CollectiveOptions& opts) {
   use_device(device_);
   if (!memory_.is_device(data)) return inner_->allreduce(data, count, dtype, opts);
-  if (dtype == DType::kBFloat16) {
-    std::shared_ptr<void> narrow = memory_.host_buffer(count * sizeof(uint16_t));
-    memory_.copy(narrow.get(), data, count * sizeof(uint16_t));
-    const auto* bits = static_cast<const uint16_t*>(narrow.get());
-    std::vector<float> wide(count);
-    for (size_t i = 0; i < count; ++i) wide[i] = bf16_to_float(bits[i]);
-    WorkHandle h = inner_->allreduce(wide.data(), count, DType::kFloat32, opts);
-    return std::make_unique<WidenedWork>(std::move(h), data, count, std::move(narrow), std::move(wide), memory_.copy);
-  }
   std::vector<Stage> results;
   results.emplace_back(data, count * dtype_size(dtype), true, memory_);
   WorkHandle h = inner_->allreduce(results.back().host.get(), count, dtype, opts);

@@ -3,9 +3,7 @@
 // result back when the operation is waited on. Host buffers pass straight through, so the same
 // groups carry the trainer's host-side reductions (losses, norms) and the model's GPU tensors.
 // It is the path for machines without NCCL and for several ranks sharing one GPU (which NCCL
-// refuses); every copy waits for the device, so it is correct, not fast. MPI cannot sum bfloat16:
-// a bf16 all-reduce of device memory (tensor parallelism in bf16) is widened to float32 on the
-// host, reduced, and rounded back. Every operation first makes the device current that was
+// refuses); every copy waits for the device, so it is correct, not fast. Every operation first makes the device current that was
 // current when the communicator was made, so a helper thread (the checkpoint writer's) does not
 // open a context on GPU 0.
 #pragma once

@@ -212,7 +212,7 @@ void bench_op(CommOp op, const CommBenchOptions& o, Communicator& world, nlohman
             case CommOp::kBroadcast: world.broadcast(in, elements, DType::kFloat32, 0)->wait(); break;
             case CommOp::kAlltoall: world.alltoall(in, out, block, DType::kFloat32)->wait(); break;
             case CommOp::kSendRecv:
-              world.sendrecv(in, elements, next, out, elements, prev, DType::kFloat32, kSendRecvTag)->wait();
+              world.sendrecv(in, elements, next, kSendRecvTag, out, elements, prev, kSendRecvTag, DType::kFloat32)->wait();
               break;
           }
           if (device) device->stream().synchronize();  // NCCL's wait orders the stream; the data lands here

@@ -239,12 +239,12 @@ const std::vector<KeyDesc>& keys() {
        "says which and why). CPU runs always use MPI; the check for NCCL happens when the run "
        "starts, so any value passes `print-config`"},
       {FEAST_KEY(parallel, grad_reduce_dtype), one_of({"fp32", "bf16"}), "dtype of data-parallel gradient traffic",
-       "the precision data-parallel gradients travel in (`dp_sync = \"allreduce\"`): with `\"bf16\"` a "
-       "bucket is rounded to bf16 before it is reduced and the reduced result again, while gradients "
-       "accumulate (over micro-batches and, in the reduction, over ranks) in fp32: the arithmetic of "
-       "bf16 traffic. The messages themselves are still fp32 on every backend (sending them as bf16, "
-       "half the bytes, comes with the NCCL path); docs/cluster.md gives its effect on the loss. The "
-       "tied embedding's sum over the first and last stage stays fp32"},
+       "the dtype data-parallel gradients travel and are summed in (`dp_sync = \"allreduce\"`): "
+       "`\"bf16\"` sends half the bytes; each bucket is cast to bf16 in one of four bucket-sized "
+       "buffers, reduced there (NCCL natively; MPI through an operation that adds in fp32 and rounds "
+       "each partial sum) and cast back, while gradients still accumulate over micro-batches in fp32. "
+       "docs/cluster.md gives its effect on the loss. The tied embedding's sum over the first and "
+       "last stage stays fp32"},
       {FEAST_KEY(parallel, ps_sparse_embedding), any(), "parameter server: move only touched embedding rows",
        "with `dp_sync = \"parameter-server\"`: workers push and pull only the rows of the token "
        "embedding their batch touches (the recommender-system case); the bytes moved per step are "

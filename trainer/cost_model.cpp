@@ -10,14 +10,11 @@
 #include "model/parameters.h"
 #include "model/pipeline_stage.h"
 #include "parallel/pipeline_executor.h"
+#include "parallel/grad_sync.h"
 #include "parallel/zero_shard.h"
 
 namespace feast {
 namespace {
-
-// GradientSync's ZeRO 2 staging slots: a bucket being written, one being reduced, one spare
-// (parallel/grad_sync.cpp).
-constexpr int kStagingSlots = 3;
 
 double element_bytes(PlanDType d) { return d == PlanDType::kFp32 ? 4.0 : 2.0; }
 
@@ -63,15 +60,16 @@ std::vector<GradRange> stage_gradient_ranges(const LocalTable& table, const Stag
   return out;
 }
 
-// What GradientSync allocates besides the full buffer and the shard under ZeRO 2: its staging
-// slots are as large as the largest bucket it stages in them, and the buckets it keeps through
-// the backward (a tied tensor held by two stages; a token embedding a tied head on the same
-// stage also writes) get a buffer of their own. Buckets merge ranges as GradientSync does: in
-// descending order, while contiguous, neither standalone and the bucket still below bucket_elems.
-struct Zero2Extra {
-  size_t slot_elems = 0, dedicated_elems = 0;
+// The sizes GradientSync allocates by: under ZeRO 2, its staging slots are as large as the
+// largest bucket it stages in them, and the buckets it keeps through the backward (a tied tensor
+// held by two stages; a token embedding a tied head on the same stage also writes) get a buffer
+// of their own; with bf16 traffic, each wire buffer holds the largest bucket. Buckets merge
+// ranges as GradientSync does: in descending order, while contiguous, neither standalone and the
+// bucket still below bucket_elems.
+struct BucketSizes {
+  size_t slot_elems = 0, dedicated_elems = 0, largest = 0;
 };
-Zero2Extra zero2_extra(const std::vector<GradRange>& ranges, size_t total, size_t bucket_elems, bool embedding_group) {
+BucketSizes bucket_sizes(const std::vector<GradRange>& ranges, size_t total, size_t bucket_elems, bool embedding_group) {
   struct Bucket {
     size_t begin, end;
     bool standalone, dedicated;
@@ -86,9 +84,10 @@ Zero2Extra zero2_extra(const std::vector<GradRange>& ranges, size_t total, size_
     else
       buckets.push_back({r.begin, r.end, r.standalone, (r.tied && embedding_group) || r.uses > 1});
   }
-  Zero2Extra z;
+  BucketSizes z;
   size_t dedicated_begin = total, dedicated_end = 0;
   for (const Bucket& b : buckets) {
+    z.largest = std::max(z.largest, b.end - b.begin);
     if (b.dedicated) {
       dedicated_begin = std::min(dedicated_begin, b.begin);
       dedicated_end = std::max(dedicated_end, b.end);
@@ -123,13 +122,15 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
     // ParameterServer: the worker's whole gradient, and a buffer for one received push or pull
     // (shard 0, the largest); the optimizer keeps the state of the shard it serves.
     mem.gradients = double(n) * f32 + (dp > 1 ? double(shard_range(n, dp, 0).size()) * f32 : 0.0);
-  } else if (zero < 2) {
-    mem.gradients = double(n) * f32 + (zero == 1 ? double(shard) * f32 : 0.0);
   } else {
     const size_t bucket_elems = static_cast<size_t>(config.parallel.bucket_mb * 1024 * 1024 / sizeof(float));
-    const Zero2Extra z = zero2_extra(stage_gradient_ranges(table, spec, bucket_elems), n, bucket_elems,
-                                     plan.layout.pp() > 1);
-    mem.gradients = (double(kStagingSlots) * double(z.slot_elems) + double(z.dedicated_elems) + double(shard)) * f32;
+    const BucketSizes z = bucket_sizes(stage_gradient_ranges(table, spec, bucket_elems), n, bucket_elems,
+                                       plan.layout.pp() > 1);
+    // ZeRO 0 and 1: the whole buffer (ZeRO 1 reduces in place into it); ZeRO 2: the slots, the
+    // buckets kept through the backward, and the shard.
+    mem.gradients = zero < 2 ? double(n) * f32
+                             : (double(kGradStagingSlots) * double(z.slot_elems) + double(z.dedicated_elems) + double(shard)) * f32;
+    if (dp > 1 && config.parallel.grad_reduce_dtype == "bf16") mem.gradients += double(kGradWireSlots) * double(z.largest) * 2.0;
   }
   // AdamW: two float32 moments of its range, and a float32 master copy unless the parameters
   // are float32 themselves.
@@ -329,8 +330,8 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
       if (spec.has_head)
         tp_comm[size_t(s)] += ring_allreduce_seconds(rows * 4, t, tp_link) + ring_allreduce_seconds(rows * 8, t, tp_link);
     }
-    // Data parallel: the stage's gradients (float32: parallel.grad_reduce_dtype = "bf16" rounds
-    // them but does not shrink the messages yet) and, for ZeRO 1 and 2, the parameters gathered back. Reductions during a backward hide behind it
+    // Data parallel: the stage's gradients (in parallel.grad_reduce_dtype) and, for ZeRO 1 and
+    // 2, the parameters gathered back. Reductions during a backward hide behind it
     // (ZeRO 0/1: the last micro-batch's; ZeRO 2: every micro-batch's); the gather after the
     // update and a parameter server's push and pull do not.
     const double P = double(LocalTable(logical, spec).total_numel());
@@ -338,14 +339,15 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
     double dps = 0;
     if (d > 1) {
       const int zero = effective_zero_stage(config, plan);
+      const double g = config.parallel.grad_reduce_dtype == "bf16" ? 2.0 : 4.0;  // bytes per gradient
       if (config.parallel.dp_sync == "parameter-server") {
         // Every data-parallel rank serves its shard: pushes of the gradient, then pulls of the
         // updated weights, each (d - 1)/d P/B on a server's link.
         dps = parameter_server_seconds(4 * P, d, d, true, dp_link) + parameter_server_seconds(e * P, d, d, true, dp_link);
       } else if (zero == 0) {
-        dps = std::max(0.0, ring_allreduce_seconds(4 * P, d, dp_link) - window);
+        dps = std::max(0.0, ring_allreduce_seconds(g * P, d, dp_link) - window);
       } else {
-        const double rs = std::max(0.0, reduce_scatter_seconds(4 * P, d, dp_link) - window);
+        const double rs = std::max(0.0, reduce_scatter_seconds(g * P, d, dp_link) - window);
         dps = (zero == 2 ? m : 1) * rs + allgather_seconds(e * P, d, dp_link);
       }
     }

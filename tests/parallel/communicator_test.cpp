@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bfloat16.h"
 #include "core/communicator.h"
 #include "core/error.h"
 #include "parallel/comm_error.h"
@@ -93,14 +94,32 @@ TEST_P(Mpi, AllreduceBitXor) {
   EXPECT_THROW(world->allreduce(f.data(), f.size(), DType::kFloat32, {.op = ReduceOp::kBitXor}), Error);
 }
 
-TEST_P(Mpi, BFloat16MovesButDoesNotReduce) {
-  // bfloat16 travels as 16-bit words: a broadcast keeps every bit; a sum is refused.
+TEST_P(Mpi, BFloat16MovesBitForBit) {
   std::vector<uint16_t> data(9, 0);
   if (me == 0)
     for (size_t i = 0; i < data.size(); ++i) data[i] = uint16_t(0x3F80 + 7 * i);
   world->broadcast(data.data(), data.size(), DType::kBFloat16, 0)->wait();
   for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], uint16_t(0x3F80 + 7 * i));
-  EXPECT_THROW(world->allreduce(data.data(), data.size(), DType::kBFloat16), Error);
+}
+
+TEST_P(Mpi, BFloat16SumsAndMaximaAreBFloat16) {
+  // Element i of rank r is (r + 1) * (i + 1) / 4: every partial sum is exact in bfloat16, so
+  // any order of reduction gives the same bits, and integer addition of the words would not.
+  std::vector<uint16_t> sum(11), max(11);
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = max[i] = float_to_bf16(float((me + 1) * int(i + 1)) / 4.0f);
+  world->allreduce(sum.data(), sum.size(), DType::kBFloat16)->wait();
+  world->allreduce(max.data(), max.size(), DType::kBFloat16, {.op = ReduceOp::kMax})->wait();
+  for (size_t i = 0; i < sum.size(); ++i) {
+    ASSERT_EQ(bf16_to_float(sum[i]), float(n * (n + 1) / 2 * int(i + 1)) / 4.0f) << i;
+    ASSERT_EQ(bf16_to_float(max[i]), float(n * int(i + 1)) / 4.0f) << i;
+  }
+  // A sum that bfloat16 cannot hold comes back rounded to nearest even (with two ranks there is
+  // one addition, so no order to depend on): 256 + 1 is 256 in bfloat16.
+  if (n == 2) {
+    uint16_t x = float_to_bf16(me == 0 ? 256.0f : 1.0f);
+    world->allreduce(&x, 1, DType::kBFloat16)->wait();
+    EXPECT_EQ(bf16_to_float(x), 256.0f);
+  }
 }
 
 // Block b has (b mod period) * scale elements: block 0 (and every period-th) is empty.
@@ -126,6 +145,20 @@ TEST_P(Mpi, ReduceScatterUnevenSum) {
   world->reduce_scatter(send.data(), recv.data(), counts, DType::kFloat32)->wait();
   for (size_t k = 0; k < recv.size(); ++k)
     ASSERT_EQ(recv[k], static_cast<float>(100 * n * (n - 1) / 2 + n * (me * 10 + static_cast<int>(k)))) << k;
+}
+
+TEST_P(Mpi, ReduceScatterUnevenSumInPlace) {
+  // recv is this rank's own block of send: its result lands there (ZeRO 1's gradient buffer).
+  std::vector<size_t> counts = uneven_counts(n, 3, 5);
+  counts[0] = 4;
+  const std::vector<size_t> offsets = offsets_of(counts);
+  std::vector<float> data(offsets.back() + counts.back());
+  for (int b = 0; b < n; ++b)
+    for (size_t k = 0; k < counts[b]; ++k) data[offsets[b] + k] = static_cast<float>(me * 100 + b * 10 + k);
+  world->reduce_scatter(data.data(), data.data() + offsets[me], counts, DType::kFloat32)->wait();
+  for (size_t k = 0; k < counts[me]; ++k)
+    ASSERT_EQ(data[offsets[me] + k], static_cast<float>(100 * n * (n - 1) / 2 + n * (me * 10 + static_cast<int>(k))))
+        << k;
 }
 
 TEST_P(Mpi, ReduceScatterUnevenMaxInt64) {

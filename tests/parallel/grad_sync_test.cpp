@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/backend.h"
@@ -14,8 +15,7 @@
 namespace feast {
 namespace {
 
-// Passes every call through and counts reduce-scatters by their first element's flat offset
-// (the test hands GradientSync buffers whose offsets it can recover).
+// Passes every call through and counts the reductions and the bytes they send, by dtype.
 class CountingCommunicator final : public Communicator {
  public:
   explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
@@ -24,11 +24,15 @@ class CountingCommunicator final : public Communicator {
   const std::string& name() const override { return inner_.name(); }
   WorkHandle allreduce(void* d, size_t n, DType t, const CollectiveOptions& o = {}) override {
     ++allreduces;
+    count(n, t);
     return inner_.allreduce(d, n, t, o);
   }
   WorkHandle reduce_scatter(const void* s, void* r, std::span<const size_t> c, DType t,
                             const CollectiveOptions& o = {}) override {
     ++reduce_scatters;
+    size_t n = 0;
+    for (size_t k : c) n += k;
+    count(n, t);
     return inner_.reduce_scatter(s, r, c, t, o);
   }
   WorkHandle allgather(const void* s, void* r, std::span<const size_t> c, DType t,
@@ -45,8 +49,14 @@ class CountingCommunicator final : public Communicator {
     return inner_.split(color, key, n);
   }
   int allreduces = 0, reduce_scatters = 0;
+  size_t bytes = 0;           // the reductions' inputs, in their dtypes
+  bool only_bf16 = true;      // every reduction carried bfloat16
 
  private:
+  void count(size_t n, DType t) {
+    bytes += n * dtype_size(t);
+    only_bf16 = only_bf16 && t == DType::kBFloat16;
+  }
   Communicator& inner_;
 };
 
@@ -73,17 +83,32 @@ void write(GradientSync& sync, const GradRange& r, int rank, int micro_batch, in
   sync.release(r.begin, r.end);
 }
 
-TEST(GradientSync, TiedEmbeddingOnOneStageIsReducedOncePerMicroBatch) {
+// The sums every reduced element should hold: over ranks, micro-batches and uses.
+double want_sum(size_t e, int dp, int micro_batches) {
+  const bool chunk = e < 2 * Layout::kChunk;
+  double want = 0;
+  for (int r = 0; r < dp; ++r)
+    for (int mb = 0; mb < micro_batches; ++mb)
+      for (int use = 0; use < (chunk ? 2 : 1); ++use) want += value(r, mb, e, use);
+  return want;
+}
+
+// Gradients travelling as float32 or bfloat16 (parallel.grad_reduce_dtype).
+class GradientSyncWire : public ::testing::TestWithParam<DType> {};
+
+TEST_P(GradientSyncWire, TiedEmbeddingOnOneStageIsReducedOncePerMicroBatch) {
   auto world = make_mpi_world(std::chrono::milliseconds(60'000));
   const int dp = world->size(), rank = world->rank();
   if (dp < 2) GTEST_SKIP() << "needs a data-parallel group";
+  const DType wire = GetParam();
   const std::unique_ptr<Backend> backend = make_backend("cpu");
   const Layout layout;
   const std::vector<GradRange> ranges = layout.ranges();
   constexpr int kMicroBatches = 3;
+  size_t zero0_gradient_bytes = 0;
   for (int zero = 0; zero <= 2; ++zero) {
     CountingCommunicator counting(*world);
-    GradientSync sync(*backend, Layout::total(), ranges, zero, /*bucket_elems=*/64, &counting, nullptr);
+    GradientSync sync(*backend, Layout::total(), ranges, zero, /*bucket_elems=*/64, &counting, nullptr, wire);
     sync.begin_step();
     for (int mb = 0; mb < kMicroBatches; ++mb) {
       sync.set_last_micro_batch(mb == kMicroBatches - 1);
@@ -101,20 +126,31 @@ TEST(GradientSync, TiedEmbeddingOnOneStageIsReducedOncePerMicroBatch) {
     const int expected_reduce_scatters = zero == 0 ? 0 : zero == 1 ? buckets : buckets * kMicroBatches;
     EXPECT_EQ(counting.allreduces, expected_allreduces) << "ZeRO " << zero;
     EXPECT_EQ(counting.reduce_scatters, expected_reduce_scatters) << "ZeRO " << zero;
+    // Every reduction carries the whole of its bucket, in the wire dtype: bf16 halves the bytes.
+    const size_t per_pass = Layout::total() * dtype_size(wire);
+    EXPECT_EQ(counting.bytes, (zero == 2 ? kMicroBatches : 1) * per_pass) << "ZeRO " << zero;
+    EXPECT_EQ(counting.only_bf16, wire == DType::kBFloat16) << "ZeRO " << zero;
+    // ZeRO 1 reduces in place into its shard's part of the full buffer: no more gradient memory
+    // than ZeRO 0.
+    if (zero == 0) zero0_gradient_bytes = sync.gradient_bytes();
+    if (zero == 1) {
+      EXPECT_EQ(sync.gradient_bytes(), zero0_gradient_bytes);
+    }
 
-    // The reduced gradient of every element this rank owns: the sum over ranks, micro-batches and uses.
+    // The reduced gradient of every element this rank owns. bf16 traffic rounds each bucket and
+    // every partial sum to 8 significant bits.
+    const double tolerance = wire == DType::kBFloat16 ? 2e-2 : 1e-3;
     const ShardRange mine = sync.shard();
     const TensorView got = sync.shard_grads();
     for (size_t e = mine.begin; e < mine.end; ++e) {
-      const bool chunk = e < 2 * Layout::kChunk;
-      double want = 0;
-      for (int r = 0; r < dp; ++r)
-        for (int mb = 0; mb < kMicroBatches; ++mb)
-          for (int use = 0; use < (chunk ? 2 : 1); ++use) want += value(r, mb, e, use);
-      EXPECT_NEAR(got.as<float>()[e - mine.begin], want, 1e-3 * want) << "ZeRO " << zero << " element " << e;
+      const double want = want_sum(e, dp, kMicroBatches);
+      EXPECT_NEAR(got.as<float>()[e - mine.begin], want, tolerance * want) << "ZeRO " << zero << " element " << e;
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Wire, GradientSyncWire, ::testing::Values(DType::kFloat32, DType::kBFloat16),
+                         [](const ::testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
 
 }  // namespace
 }  // namespace feast

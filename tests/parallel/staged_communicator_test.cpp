@@ -283,24 +283,32 @@ TYPED_TEST(StagedReducible, ReduceScatterUnequalCounts) {
     }
 }
 
-TEST_F(Staged, Bfloat16AllreduceOfDeviceMemoryIsSummedInFloat32) {
-  // MPI cannot add bfloat16 (tensor parallelism in bf16 needs it): the staged call widens to
-  // float32 on the host and rounds the sums back. Each rank adds x = 1 + (rank + 1)/128, a bf16
-  // value; the float32 sum is exact, and its bf16 rounding is the answer.
-  const float x = 1.0f + float(me + 1) / 128.0f;
-  std::span<uint16_t> data = device.allocate(5, float_to_bf16(x));
+TEST_F(Staged, Bfloat16AllreduceOfDeviceMemoryTravelsAsBfloat16) {
+  // Tensor parallelism in bf16: the staged copy is reduced as bf16 by MPI itself (each rank
+  // adds 1 + (rank + 1)/4, so every partial sum is exact), one copy each way.
+  std::span<uint16_t> data = device.allocate(5, float_to_bf16(1.0f + float(me + 1) / 4.0f));
   comm->allreduce(data.data(), data.size(), DType::kBFloat16)->wait();
-  float sum = 0;
-  for (int r = 0; r < n; ++r) sum += 1.0f + float(r + 1) / 128.0f;
-  const uint16_t want = float_to_bf16(sum);
-  for (uint16_t v : data) EXPECT_EQ(v, want) << bf16_to_float(v) << " vs " << bf16_to_float(want);
+  const float want = float(n) + float(n * (n + 1) / 2) / 4.0f;
+  for (uint16_t v : data) EXPECT_EQ(bf16_to_float(v), want);
   EXPECT_EQ(device.copies(), std::make_pair(1, 1));
 }
 
 TEST_F(Staged, RefusalOfTheInnerCommunicatorReachesTheCaller) {
-  // MPI cannot add bfloat16 in host memory: the call passes through and throws as the plain one does.
-  std::vector<uint16_t> data(4, as<uint16_t>(1));
-  EXPECT_THROW(comm->allreduce(data.data(), data.size(), DType::kBFloat16), Error);
+  // MPI has no bitwise reduction of floats: the call passes through and throws as the plain one does.
+  std::vector<float> data(4, 1.0f);
+  EXPECT_THROW(comm->allreduce(data.data(), data.size(), DType::kFloat32, {.op = ReduceOp::kBitXor}), Error);
+}
+
+TEST_F(Staged, ReduceScatterInPlaceOfDeviceMemory) {
+  // ZeRO 1 reduces each bucket into this rank's block of the same device buffer.
+  std::vector<size_t> counts(static_cast<size_t>(n));
+  for (int b = 0; b < n; ++b) counts[size_t(b)] = size_t(b + 2);
+  size_t mine = 0, total = 0;
+  for (int b = 0; b < n; ++b) (b < me ? mine : total) += counts[size_t(b)];
+  total += mine;
+  std::span<float> data = device.allocate(total, float(me + 1));
+  comm->reduce_scatter(data.data(), data.data() + mine, counts, DType::kFloat32)->wait();
+  for (size_t k = 0; k < counts[size_t(me)]; ++k) EXPECT_EQ(data[mine + k], float(n * (n + 1) / 2)) << k;
 }
 
 // Rank r contributes counts[r] = r + 2 elements, block b element k being b * 16 + k + 1.

@@ -30,6 +30,7 @@ struct Case {
   int micro_batch_size = 2;
   std::string dp_sync = "allreduce";
   bool sparse = false;  // parallel.ps_sparse_embedding
+  std::string grad_reduce_dtype = "fp32";
 };
 
 Config case_config(const Case& k, const std::string& corpus) {
@@ -48,6 +49,7 @@ Config case_config(const Case& k, const std::string& corpus) {
   c.parallel.schedule = k.schedule;
   c.parallel.dp_sync = k.dp_sync;
   c.parallel.ps_sparse_embedding = k.sparse;
+  c.parallel.grad_reduce_dtype = k.grad_reduce_dtype;
   c.parallel.micro_batch_size = k.micro_batch_size;
   c.parallel.bucket_mb = 0.05;  // several buckets per stage, so ZeRO 2's staging slots are bucket-sized
   c.training.batch_size = 16;
@@ -60,7 +62,7 @@ Config case_config(const Case& k, const std::string& corpus) {
 std::string label(const Case& k, int micro_batches) {
   return LayoutChoice{k.tp, k.pp, k.dp, k.zero, k.micro_batch_size, micro_batches}.name() +
          (k.dp_sync == "parameter-server" ? (k.sparse ? " ps-sparse" : " ps") : "") +
-         (k.schedule == "gpipe" ? " gpipe" : "");
+         (k.schedule == "gpipe" ? " gpipe" : "") + (k.grad_reduce_dtype == "bf16" ? " bf16-grads" : "");
 }
 
 double relative_error(double planned, double real) {
@@ -88,6 +90,8 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
     cases.push_back({arch, 1, 1, 4, 0, "1f1b", 2, "parameter-server"});
   }
   cases.push_back({"llama", 2, 1, 2, 0, "1f1b", 2, "parameter-server", true});
+  // Gradients travelling in bf16: the wire buffers count.
+  for (int zero = 0; zero <= 2; ++zero) cases.push_back({"gpt2", 1, 1, 4, zero, "1f1b", 2, "allreduce", false, "bf16"});
   double worst = 0;
   if (me == 0)
     std::printf("%-6s %-36s %4s %5s | %-39s | %-39s | %s\n", "arch", "layout", "rank", "stage",

@@ -121,8 +121,9 @@ TEST(PlanMemory, ZeroShardsOptimizerStateAndGradients) {
   }
   EXPECT_EQ(z[0].parameters, z[1].parameters);
   EXPECT_NEAR(z[1].optimizer, z[0].optimizer / 4, 16);
-  EXPECT_NEAR(z[1].gradients, z[0].gradients * 1.25, 16);  // the full buffer and the reduced shard
-  EXPECT_LT(z[2].gradients, z[1].gradients / 2);           // the shard and three bucket-sized slots
+  EXPECT_EQ(z[1].gradients, z[0].gradients);  // the full buffer, reduce-scattered in place
+  // The shard, three bucket-sized slots, and the token embedding the tied head also writes.
+  EXPECT_LT(z[2].gradients, z[1].gradients * 0.6);
   EXPECT_EQ(z[2].optimizer, z[1].optimizer);
   // ZeRO does nothing at dp 1 (GradientSync treats it as stage 0).
   c.parallel.dp = 1;
