@@ -9,9 +9,8 @@
 //
 // Point-to-point: NCCL pairs a rank's sends to a peer with the peer's receives in the order they
 // are posted, without tags, and runs a communicator's operations one after another on its
-// stream; a pipeline that sends and receives in either direction at once needs them grouped in
-// one call, which this interface does not express. So the trainer keeps pipeline transfers on
-// the staged MPI path (docs/cluster.md); send and recv here serve single transfers and tests.
+// stream, a send waiting for its receive. So a pipeline stage that sends and receives at once
+// uses sendrecv (one NCCL group), as the schedule says (Action::with_next).
 //
 // Built only with FEAST_WITH_NCCL; NCCL itself is loaded at run time (parallel/nccl_library.h).
 #pragma once

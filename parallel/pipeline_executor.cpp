@@ -50,11 +50,21 @@ WorkHandle PipelineExecutor::send(const TensorView& data, int peer, int tag) {
   return pp_->send(src.data, src.numel, src.dtype, peer, tag);
 }
 
+void PipelineExecutor::exchange(const TensorView& out, int to, int send_tag, const TensorView& into, int from,
+                                int recv_tag) {
+  const TensorView src = out.first(act_elems_), dst = into.first(act_elems_);
+  stage_.backend().stream().synchronize();
+  Timer t;
+  pp_->sendrecv(src.data, src.numel, to, send_tag, dst.data, dst.numel, from, recv_tag, src.dtype)->wait();
+  times_.pp_wait += t.seconds();
+}
+
 double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float loss_scale) {
   const int slots = stage_.slots();
   double loss_sum = 0;
   int backwards = 0;
-  for (const Action& a : train_actions_) {
+  for (size_t i = 0; i < train_actions_.size(); ++i) {
+    const Action& a = train_actions_[i];
     const int k = a.micro_batch, slot = k % slots;
     switch (a.type) {
       case ActionType::kRecvActivation:
@@ -72,7 +82,14 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
         break;
       }
       case ActionType::kSendActivation:
-        act_sends_[size_t(slot)] = send(stage_.output(slot), stage_index_ + 1, activation_tag(k));
+        if (a.with_next) {  // and receive the gradient that follows, from the same stage
+          const int j = train_actions_[++i].micro_batch;
+          wait_send(grad_send_);  // output_grad() and input_grad() share one buffer
+          exchange(stage_.output(slot), stage_index_ + 1, activation_tag(k), stage_.output_grad(), stage_index_ + 1,
+                   gradient_tag(j));
+        } else {
+          act_sends_[size_t(slot)] = send(stage_.output(slot), stage_index_ + 1, activation_tag(k));
+        }
         break;
       case ActionType::kRecvGrad:
         wait_send(grad_send_);  // output_grad() and input_grad() share one buffer
@@ -87,7 +104,14 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
         break;
       }
       case ActionType::kSendGrad:
-        grad_send_ = send(stage_.input_grad(), stage_index_ - 1, gradient_tag(k));
+        if (a.with_next) {  // and receive the activation that follows, from the same stage
+          const int next = train_actions_[++i].micro_batch, next_slot = next % slots;
+          wait_send(act_sends_[size_t(next_slot)]);
+          exchange(stage_.input_grad(), stage_index_ - 1, gradient_tag(k), stage_.input(next_slot), stage_index_ - 1,
+                   activation_tag(next));
+        } else {
+          grad_send_ = send(stage_.input_grad(), stage_index_ - 1, gradient_tag(k));
+        }
         break;
     }
   }

@@ -2,7 +2,8 @@
 // evaluation: forwards and backwards on the stage, activations and their gradients to and from
 // the neighbouring stages with tagged point-to-point messages on the pipeline group. Sends are
 // non-blocking and completed before their buffer is reused; receives block (the time they wait
-// is the pipeline's idle time plus transfer).
+// is the pipeline's idle time plus transfer). A send followed by a receive from the same
+// neighbour goes out as one exchange where the schedule says so (Action::with_next), which NCCL needs.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,8 @@ class PipelineExecutor {
   // Posts a send of the first act_elems_ elements of `data` once the stage's compute stream has
   // produced them (a no-op wait on the CPU).
   WorkHandle send(const TensorView& data, int peer, int tag);
+  // Sends `out` to stage `to` while receiving `into` from stage `from`, and waits for both.
+  void exchange(const TensorView& out, int to, int send_tag, const TensorView& into, int from, int recv_tag);
 
   PipelineStage& stage_;
   Communicator* pp_;

@@ -25,15 +25,16 @@ struct Builder {
   int stages, stage;
   std::vector<Action> actions;
 
-  void forward(int k) {
+  // send_with_next: the send goes out together with the receive that follows it.
+  void forward(int k, bool send_with_next = false) {
     if (stage > 0) actions.push_back({ActionType::kRecvActivation, k});
     actions.push_back({ActionType::kForward, k});
-    if (stage < stages - 1) actions.push_back({ActionType::kSendActivation, k});
+    if (stage < stages - 1) actions.push_back({ActionType::kSendActivation, k, send_with_next});
   }
-  void backward(int k) {
+  void backward(int k, bool send_with_next = false) {
     if (stage < stages - 1) actions.push_back({ActionType::kRecvGrad, k});
     actions.push_back({ActionType::kBackward, k});
-    if (stage > 0) actions.push_back({ActionType::kSendGrad, k});
+    if (stage > 0) actions.push_back({ActionType::kSendGrad, k, send_with_next});
   }
 };
 
@@ -69,9 +70,14 @@ std::vector<Action> build_schedule(ScheduleKind kind, int stages, int stage, int
   // stage ever holds more than p - s micro-batches.
   const int warmup = std::min(stages - stage - 1, m);
   for (int k = 0; k < warmup; ++k) b.forward(k);
+  // In the steady state each send is paired with the receive after it (Action::with_next): the
+  // activation with the gradient to come back, and the gradient with the next activation
+  // (unless this was the last steady forward). Stage s + 1, whose warm-up is one shorter, pairs
+  // the same transfers: its gradient i with activation warmup + i (Megatron-LM's
+  // send_forward_recv_backward and send_backward_recv_forward).
   for (int i = 0; i < m - warmup; ++i) {
-    b.forward(warmup + i);
-    b.backward(i);
+    b.forward(warmup + i, /*send_with_next=*/true);
+    b.backward(i, /*send_with_next=*/i + 1 < m - warmup);
   }
   for (int k = m - warmup; k < m; ++k) b.backward(k);
   return b.actions;

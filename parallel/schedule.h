@@ -26,6 +26,12 @@ enum class ActionType {
 struct Action {
   ActionType type;
   int micro_batch;
+  // A send issued together with the receive that follows it, from the same neighbour: 1F1B's
+  // steady state sends activation k while receiving gradient j, and sends gradient j while
+  // receiving activation k + 1, and the neighbour pairs the same two transfers the other way
+  // round. NCCL runs one group's transfers in order and a send waits for its receive, so issued
+  // apart, two neighbours that both send first would wait for each other.
+  bool with_next = false;
   bool operator==(const Action&) const = default;
 };
 
