@@ -2,7 +2,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <atomic>
 #include <exception>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <thread>
@@ -12,7 +15,9 @@
 #include "core/device_memory.h"
 #include "core/error.h"
 #include "parallel/comm_error.h"
+#include "parallel/mpi_communicator.h"
 #include "parallel/nccl_library.h"
+#include "parallel/watchdog.h"
 
 namespace feast {
 namespace {
@@ -38,6 +43,11 @@ ncclRedOp_t nccl_op(ReduceOp op, const std::string& subject) {
 }
 
 class NcclCommunicator;
+
+// How long a timed-out wait asks the other ranks who is alive (as MpiWork does).
+std::chrono::milliseconds survey_grace(std::chrono::milliseconds timeout) {
+  return std::clamp(timeout / 4, std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
+}
 
 // ncclGroupStart()..ncclGroupEnd() that ends the group however the scope is left: a group left
 // open by a failed call would defer every later NCCL call of this thread, silently.
@@ -83,10 +93,14 @@ class NcclCommunicator final : public Communicator {
     if (host_->rank() == 0) FEAST_NCCL_CHECK(lib_, GetUniqueId(&id));
     static_assert(sizeof id % sizeof(int32_t) == 0);
     host_->broadcast(&id, sizeof id / sizeof(int32_t), DType::kInt32, 0)->wait();
+    try {
+      world_ranks_ = watchdog::world_ranks_of(mpi_comm_of(*host_));
+    } catch (const Error&) {  // not an MPI group (a test's): timeouts then name no late ranks
+    }
     FEAST_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     try {
       FEAST_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-      FEAST_NCCL_CHECK(lib_, CommInitRank(&comm_, host_->size(), id, host_->rank()));
+      comm_ = init_within_deadline(id);
     } catch (...) {
       if (ready_) cudaEventDestroy(ready_);
       cudaStreamDestroy(stream_);
@@ -245,8 +259,48 @@ class NcclCommunicator final : public Communicator {
   }
   bool aborted() const { return aborted_; }
   cudaStream_t compute_stream() const { return compute_; }
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
 
  private:
+  // ncclCommInitRank blocks until every rank of the group has joined, and a rank that never
+  // comes (failed before, or cannot reach the others: NCCL_SOCKET_IFNAME) would hold the others
+  // forever. So it runs on a helper thread while this one waits under the deadline, serving the
+  // watchdog; past it the run ends naming the group (the helper is left behind: the job ends).
+  ncclComm_t init_within_deadline(const ncclUniqueId& id) {
+    struct Init {
+      ncclComm_t comm = nullptr;
+      ncclResult_t result = ncclSuccess;
+      std::atomic<bool> done{false};
+    };
+    auto init = std::make_shared<Init>();
+    int device = 0;
+    FEAST_CUDA_CHECK(cudaGetDevice(&device));
+    const nccl::Library& lib = lib_;
+    const int n = host_->size(), me = host_->rank();
+    std::thread([init, device, &lib, id, n, me] {
+      cudaSetDevice(device);
+      init->result = lib.CommInitRank(&init->comm, n, id, me);
+      init->done.store(true, std::memory_order_release);
+    }).detach();
+    const std::string what = "NCCL initialisation of group '" + name() + "' (rank " + std::to_string(me) + " of " +
+                             std::to_string(n) + ")";
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    while (!init->done.load(std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        const std::string late = watchdog::survey(world_ranks_, what, survey_grace(timeout_));
+        throw CommTimeout(what + " did not finish within " + std::to_string(double(timeout_.count()) / 1000.0) +
+                          " s (parallel.timeout_s)" + (late.empty() ? "" : ": " + late) +
+                          "; a rank may have failed before it, or the ranks cannot reach each other "
+                          "(NCCL_SOCKET_IFNAME, firewalls; NCCL_DEBUG=INFO says more)");
+      }
+      watchdog::serve(what);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (init->result != ncclSuccess)
+      throw Error(what + " failed: " + lib_.GetErrorString(init->result));
+    return init->comm;
+  }
+
   // Whether a call goes through NCCL (its primary buffer is device memory) or the host
   // communicator. The primary buffer is one every rank has, so all ranks take the same path; a
   // second buffer that holds elements must agree with it.
@@ -295,6 +349,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_ = nullptr;
   std::chrono::milliseconds timeout_;
   bool aborted_ = false;
+  std::vector<int> world_ranks_;  // the group's members as world ranks, for the watchdog's survey
 };
 
 NcclWork::~NcclWork() {
@@ -334,16 +389,21 @@ void NcclWork::wait() {
     }
     if (std::chrono::steady_clock::now() > deadline) {
       comm_.abort();
+      // Which ranks of the group are late, and what the others wait for (as MPI waits report).
+      const std::string late = watchdog::survey(comm_.world_ranks(), subject_, survey_grace(timeout_));
       throw CommTimeout(subject_ + " did not finish within " + std::to_string(double(timeout_.count()) / 1000.0) +
-                        " s (parallel.timeout_s): another rank has probably failed or is stuck elsewhere; the "
-                        "NCCL communicator was aborted");
+                        " s (parallel.timeout_s): " +
+                        (late.empty() ? "another rank has probably failed or is stuck elsewhere" : late) +
+                        "; the NCCL communicator was aborted");
     }
     // Spin while the operation is young (a tensor-parallel all-reduce takes microseconds), then
-    // let the core go.
-    if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200))
+    // let the core go, answering the watchdog (a rank whose own wait timed out may ask).
+    if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200)) {
+      watchdog::serve(subject_);
       std::this_thread::sleep_for(std::chrono::microseconds(20));
-    else
+    } else {
       std::this_thread::yield();
+    }
   }
   // Later compute work reads what the operation wrote.
   FEAST_CUDA_CHECK(cudaStreamWaitEvent(comm_.compute_stream(), done_, 0));

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "checkpoint/hf_weights.h"
@@ -19,6 +21,8 @@
 #include "model/decoder_stage.h"
 #include "parallel/agreement.h"
 #include "parallel/comm_backend.h"
+#include "parallel/gpu_link_report.h"
+#include "parallel/nccl_network_report.h"
 #include "parallel/grid_report.h"
 #include "parallel/mpi_world.h"
 #if defined(FEAST_WITH_NCCL)
@@ -150,7 +154,7 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
   owns_loss_ = spec.has_head && me_.tp == 0;
   const int slots = PipelineExecutor::slots_needed(plan_.schedule, layout.pp(), me_.pp, m);
   backend_ = make_backend(tc.device, tc.dtype, local_rank(hosts, world_rank));
-  if (tc.device != "cpu") connect_gpu_groups();
+  if (tc.device != "cpu") connect_gpu_groups(hosts);
   stage_ = std::make_unique<DecoderStage>(config.model, spec, StageShape{B, T, slots}, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr);
   initialize_parameters(*stage_, tc.seed);
@@ -201,8 +205,14 @@ TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> wor
 
 TrainingRun::~TrainingRun() = default;
 
-void TrainingRun::connect_gpu_groups() {
+void TrainingRun::connect_gpu_groups(const std::vector<std::string>& hosts) {
   Communicator& world = *groups_.world;
+  if (world.size() > 1) {  // how this job's GPUs are wired, next to the rank grid
+    std::string why;
+    const HostGpuLinks links = gather_gpu_links(world, hosts, &why);
+    const std::string report = describe_gpu_links(plan_.layout, hosts, links, why);
+    if (!report.empty()) log::info(report);
+  }
   const bool gpu_shared = some_gpu_is_shared(world);
   std::string nccl_why = "this build has no NCCL (nccl.h was not found)";
   bool usable = false;
@@ -221,17 +231,19 @@ void TrainingRun::connect_gpu_groups() {
     return;
   }
 #if defined(FEAST_WITH_NCCL)
-  // Tensor- and data-parallel groups (and the tied embedding's) through NCCL; the world and the
-  // pipeline group stay on MPI, staged (nccl_communicator.h says why for the pipeline), and so
-  // do groups of one rank (nothing to send) and a parameter server's data-parallel group (its
-  // workers post point-to-point transfers in both directions at once, which NCCL would
-  // serialise into a deadlock).
+  // Tensor-parallel, data-parallel, pipeline and tied-embedding groups through NCCL (the
+  // pipeline's exchanges are paired as NCCL needs them: Action::with_next); the world stays on
+  // MPI, staged, and so do groups of one rank (nothing to send) and a parameter server's
+  // data-parallel group (its workers post point-to-point transfers in both directions at once,
+  // which NCCL would serialise into a deadlock).
   const auto timeout = std::chrono::milliseconds(int64_t(config_.parallel.timeout_s * 1000));
   void* compute = backend_->stream().native_handle();
   const bool server = config_.parallel.dp_sync == "parameter-server";
+  // Rank 0 keeps NCCL's own lines about its network, to say which one the nodes use.
+  const std::string nccl_log = world.rank() == 0 ? capture_nccl_network_report(config_.logging.dir) : "";
   std::string on_nccl;
   for (auto [group, name] : {std::pair{&groups_.tp, "tensor-parallel"}, std::pair{&groups_.dp, "data-parallel"},
-                             std::pair{&groups_.embedding, "tied-embedding"}}) {
+                             std::pair{&groups_.pp, "pipeline"}, std::pair{&groups_.embedding, "tied-embedding"}}) {
     if (!*group || (*group)->size() == 1 || (group == &groups_.dp && server)) continue;
     *group = make_nccl_communicator(std::move(*group), compute, timeout);
     on_nccl += std::string(on_nccl.empty() ? "" : ", ") + name;
@@ -240,6 +252,11 @@ void TrainingRun::connect_gpu_groups() {
     if (*g && !is_nccl_communicator(**g)) *g = std::make_unique<StagedCommunicator>(std::move(*g));
   log::info("communication: " + choice.why + (on_nccl.empty() ? ", but no group has more than one rank" : " for the " + on_nccl + " groups") +
             "; the rest through MPI, staged through host memory");
+  if (!nccl_log.empty() && !on_nccl.empty()) {
+    std::ifstream in(nccl_log);
+    const std::string network = nccl_network_from_log(std::string(std::istreambuf_iterator<char>(in), {}));
+    log::info("network between nodes (NCCL): " + (network.empty() ? "not reported (see " + nccl_log + ")" : network));
+  }
 #endif
 }
 
