@@ -9,8 +9,10 @@
 #   train      20 steps of a small GPT-2 and a small Llama on the GPU and on the CPU from the same
 #              initialisation and data: fp32 losses within 1e-4 relative, bf16 within 2e-2
 #   multirank  4 ranks sharing the GPU (tp 2 x pp 2, MPI with device buffers staged through host
-#              memory) against one rank on the GPU: fp32 within 1e-4, bf16 within 2e-2; and
-#              trainer bench comm with GPU buffers through NCCL (one rank) and staged MPI (2 ranks)
+#              memory) against one rank on the GPU: fp32 within 1e-4, bf16 within 2e-2; 8 ranks
+#              (tp 2 x pp 2 x dp 2: ZeRO 1 1F1B and ZeRO 2 GPipe in fp32, ZeRO 1 with bf16
+#              gradients in bf16) likewise; and trainer bench comm with GPU buffers through NCCL
+#              (one rank) and staged MPI (2 ranks)
 #   bench      trainer bench --device cuda (GPT-2 124M and 350M, bf16, T 1024) and the PyTorch
 #              reference (bench/torch_bench.py) on the same shapes, eager and torch.compile
 # Usage: scripts/gpu_check.sh [--only STAGE[,STAGE...]] [--cpu-rehearsal] [OUT_DIR]
@@ -166,6 +168,21 @@ multirank() {
       --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batch_size=4 || return 1
     losses_agree "$state/runs/gpt2-cuda-$dtype" "$state/runs/gpt2-cuda-$dtype-tp2pp2" \
       "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
+  done
+  # The equivalence grid's key layouts at 8 ranks (tp 2 x pp 2 x dp 2): ZeRO 1 with 1F1B and
+  # ZeRO 2 with GPipe in fp32, and ZeRO 1 with bf16 compute and bf16 gradient traffic.
+  local zero schedule grads name
+  for dtype in fp32 bf16; do
+    for layout in "1 1f1b fp32" "2 gpipe fp32" "1 1f1b bf16"; do
+      read -r zero schedule grads <<<"$layout"
+      [[ $dtype == bf16 && $grads == fp32 ]] && continue
+      [[ $dtype == fp32 && $grads == bf16 ]] && continue
+      name="gpt2-cuda-$dtype-tp2pp2dp2-zero$zero-$schedule-grads$grads"
+      gpu_run gpt2 $dtype "$name" mpirun --oversubscribe --bind-to none -np 8 -- --set parallel.tp=2 \
+        --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero_stage="$zero" --set parallel.schedule="$schedule" \
+        --set parallel.grad_reduce_dtype="$grads" --set parallel.micro_batch_size=2 || return 1
+      losses_agree "$state/runs/gpt2-cuda-$dtype" "$state/runs/$name" "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
+    done
   done
   # Every collective on GPU buffers, each result checked: NCCL at one rank (the machine has one
   # GPU, and NCCL refuses two ranks on it), staged MPI at two.
