@@ -147,8 +147,8 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   // The attention's saved state: the CPU keeps the softmax probabilities (B, NH, T, T); a fused
   // GPU kernel keeps one log-sum-exp per row (B, NH, T). The CPU backward's scratch is T x T per
   // thread; a fused kernel needs none.
-  const double att_state = o.dtype == PlanDType::kFp32 ? double(B) * NHl * T * T * f32 : double(B) * NHl * T * f32;
-  const double att_work = o.dtype == PlanDType::kFp32 ? double(o.threads) * T * T * e : 0.0;
+  const double att_state = o.gpu ? double(B) * NHl * T * f32 : double(B) * NHl * T * T * f32;
+  const double att_work = o.gpu ? 0.0 : double(o.threads) * T * T * e;
   const double norm = rows * C * e + rows * f32 * (arch.norm == NormKind::kLayerNorm ? 2 : 1);  // out, rstd[, mean]
   const double block = 2 * norm + rows * qkv_w * e + att_state + rows * out_w * e  // ln_1, ln_2, attention
                        + rows * Fl * e + rows * Il * e                             // MLP

@@ -17,8 +17,9 @@
 
 namespace feast {
 
-// Element types of a run: the trainer's CPU path (float32 throughout) or mixed precision on a
-// GPU (bf16 parameters and activations, float32 gradients, float32 master weights and moments).
+// Element types of a run: float32 throughout (the CPU path, or training.dtype = "fp32" on GPUs)
+// or mixed precision on a GPU (bf16 parameters and activations, float32 gradients, float32
+// master weights and moments).
 enum class PlanDType { kFp32, kBf16 };
 std::string to_string(PlanDType dtype);
 
@@ -38,6 +39,9 @@ struct MemoryOptions {
   PlanDType dtype = PlanDType::kFp32;
   // OpenMP threads per rank: the CPU attention backward keeps a T x T scratch per thread.
   int threads = 1;
+  // On GPUs attention is one fused kernel that keeps a log-sum-exp per row, not the T x T
+  // probabilities and scratch of the CPU path; fp32 runs on GPUs too (training.dtype = "fp32").
+  bool gpu = false;
 };
 
 // The memory of world rank `rank` of a run of `config` laid out as `plan` (plan_layout(config,

@@ -9,10 +9,11 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "model/backend.h"
 #include "model/flop_count.h"
 #include "trainer/cli_args.h"
-#include "trainer/formatted.h"
 #include "trainer/config.h"
+#include "trainer/formatted.h"
 #include "trainer/cost_model.h"
 
 namespace feast {
@@ -33,8 +34,8 @@ constexpr const char* kUsage =
     "  --latency TIME            start-up cost of one message, both links (default 5us)\n"
     "  --gpu-tflops X            ACHIEVED TFLOP/s per GPU on the model's 6N + 6LTC count (default 400,\n"
     "                            about 40% of an H100 SXM's 989 dense bf16 peak)\n"
-    "  --dtype fp32|bf16         fp32: the trainer's CPU path; bf16: mixed precision on a GPU\n"
-    "                            (default: fp32 for training.device = \"cpu\", else bf16)\n"
+    "  --dtype fp32|bf16         fp32: float32 throughout; bf16: mixed precision on a GPU (default:\n"
+    "                            the run's own, from training.device and training.dtype)\n"
     "  --threads N               OpenMP threads per rank (fp32: the CPU attention scratch; default\n"
     "                            training.threads, or 1)\n"
     "  --mttf-hours H            mean time to failure of ONE GPU (default 50000)\n"
@@ -294,7 +295,12 @@ int plan_command(const std::vector<std::string>& args) {
     }
   PlanArgs a = parse_args(args);
   const Config config = load_config(a.config_path, a.overrides);
-  if (!a.dtype_set) a.options.memory.dtype = config.training.device == "cpu" ? PlanDType::kFp32 : PlanDType::kBf16;
+  // The run's own compute dtype unless --dtype says otherwise; bf16 means a GPU.
+  if (!a.dtype_set)
+    a.options.memory.dtype = compute_dtype_for(config.training.device, config.training.dtype) == DType::kFloat32
+                                 ? PlanDType::kFp32
+                                 : PlanDType::kBf16;
+  a.options.memory.gpu = config.training.device == "cuda" || a.options.memory.dtype == PlanDType::kBf16;
   if (!a.threads_set) a.options.memory.threads = std::max(1, config.training.threads);
   const Cluster& cl = a.options.cluster;
   const std::vector<LayoutEstimate> layouts = plan_layouts(config, a.options);
@@ -321,9 +327,12 @@ int plan_command(const std::vector<std::string>& args) {
             std::to_string(G * T) + " tokens/step; schedule " + config.parallel.schedule + "; data-parallel sync " +
             config.parallel.dp_sync);
   log::info("assumed: " + to_string(dtype) +
-            (dtype == PlanDType::kFp32 ? " (the trainer's CPU path: float32 throughout)"
-                                       : " (bf16 weights and activations, fp32 gradients, master weights and moments)") +
-            (a.dtype_set ? "" : std::string(" from training.device = \"") + config.training.device + "\"") + "; " +
+            (dtype == PlanDType::kBf16 ? " (bf16 weights and activations, fp32 gradients, master weights and moments)"
+             : a.options.memory.gpu    ? " (float32 throughout on GPUs)"
+                                       : " (the trainer's CPU path: float32 throughout)") +
+            (a.dtype_set ? "" : " from training.device = \"" + config.training.device + "\", training.dtype = \"" +
+                                    config.training.dtype + "\"") +
+            "; " +
             human_bytes(cl.gpu_memory) + " per GPU; " + formatted("%.0f", cl.intra_node.bandwidth / 1e9) +
             " GB/s within a node, " + formatted("%.0f", cl.inter_node.bandwidth / 1e9) + " GB/s between nodes, " +
             formatted("%.1f", cl.intra_node.latency * 1e6) + " us per message; " + formatted("%.0f", cl.tflops) +

@@ -16,6 +16,13 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$trainer" plan configs/demo.toml --gpus 8 > "$work/out" 2> "$work/err" || fail "plan exited $?: $(cat "$work/err")"
 grep -q '^plan: configs/demo.toml on 8 GPUs (1 node of 8)' "$work/out" || fail "no header: $(head -3 "$work/out")"
 grep -q '^assumed: fp32 .* from training.device = "cpu"' "$work/out" || fail "no assumptions line"
+# The run's own dtype decides: a GPU run in fp32 is planned as fp32 on GPUs, one in auto as bf16.
+"$trainer" plan configs/demo.toml --gpus 8 --set training.device=cuda --set training.dtype=fp32 > "$work/gpu32" ||
+  fail "plan of a GPU fp32 run exited $?"
+grep -q '^assumed: fp32 (float32 throughout on GPUs) from training.device = "cuda", training.dtype = "fp32"' \
+  "$work/gpu32" || fail "a GPU fp32 run planned as: $(grep '^assumed' "$work/gpu32")"
+"$trainer" plan configs/demo.toml --gpus 8 --set training.device=cuda > "$work/gpu16" || fail "plan of a GPU run exited $?"
+grep -q '^assumed: bf16 (bf16 weights' "$work/gpu16" || fail "a GPU auto run planned as: $(grep '^assumed' "$work/gpu16")"
 grep -q '^layouts: 92 considered, 90 valid, 90 fit in 80.00 GiB' "$work/out" || fail "wrong layout counts: $(grep '^layouts' "$work/out")"
 rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-2] +[0-9]+ +[0-9]+ \|' "$work/out")
 [[ $rows -eq 10 ]] || fail "expected 10 table rows, got $rows: $(cat "$work/out")"

@@ -97,7 +97,7 @@ TEST(PlanMemory, OneRankOfATinyModelCountedByHand) {
 
   // Mixed precision: bf16 parameters and activations, float32 gradients, a float32 master copy
   // beside the moments, the attention's log-sum-exp instead of its probabilities.
-  const PlannedMemory b = rank_memory(c, plan, 0, {PlanDType::kBf16, 1});
+  const PlannedMemory b = rank_memory(c, plan, 0, {PlanDType::kBf16, 1, true});
   EXPECT_EQ(b.parameters, 2 * n);
   EXPECT_EQ(b.gradients, 4 * n);
   EXPECT_EQ(b.optimizer, 12 * n);
@@ -106,6 +106,14 @@ TEST(PlanMemory, OneRankOfATinyModelCountedByHand) {
   // 1024, losses 8. Scratch: 16 + 16 + 48 + 16 + 64, cross-entropy 24, no attention scratch.
   EXPECT_EQ(b.activations, (16 + 8 + 8) + (64 + 48 + 8 + 16 + 64 + 64 + 32) + (32 + 1024 + 8) +
                                (16 + 16 + 48 + 16 + 64 + 24));
+
+  // fp32 on a GPU (training.dtype = "fp32"): the CPU's sizes, no master copy, and the fused
+  // attention's log-sum-exp instead of the probabilities and their scratch.
+  const PlannedMemory g = rank_memory(c, plan, 0, {PlanDType::kFp32, 1, true});
+  EXPECT_EQ(g.parameters, m.parameters);
+  EXPECT_EQ(g.optimizer, m.optimizer);
+  EXPECT_EQ(g.activations, (32 + 8 + 8) + (96 + 96 + 8 + 32 + 128 + 128 + 64) + (48 + 2048 + 8) +
+                               (32 + 32 + 96 + 32 + 128 + 24));
 }
 
 TEST(PlanMemory, ZeroShardsOptimizerStateAndGradients) {
