@@ -1,7 +1,8 @@
 // CudaBackend: checks each op's operands (on this GPU, of the dtype the op expects, large
 // enough; the message names the op and the operand) and calls the op's launcher on the
-// backend's stream. Copies that involve host memory wait for the stream, so the host may use or
-// free its buffer when copy() returns; everything else returns as soon as it is enqueued.
+// backend's stream. Copies that involve host memory leave the host free to use or free its
+// buffer when copy() returns: small uploads go through pinned buffers (host_uploads.h) and are
+// queued; the others wait for the stream. Everything else returns as soon as it is enqueued.
 #include "model/cuda/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
@@ -14,6 +15,7 @@
 #include "model/cuda/cuda_check.h"
 #include "model/cuda/cuda_context.h"
 #include "model/cuda/cuda_stream.h"
+#include "model/cuda/host_uploads.h"
 #include "model/cuda/kernels.h"
 
 namespace feast {
@@ -59,19 +61,23 @@ class CudaBackend final : public Backend {
         compute_(compute),
         allocator_(device_index),
         stream_(device_index),
-        scratch_(stream_.handle()) {
+        scratch_(stream_.handle()),
+        uploads_(stream_.handle()) {
     FEAST_CHECK(compute == DType::kFloat32 || compute == DType::kBFloat16,
                 "the CUDA backend computes in float32 or bfloat16, not " << dtype_name(compute));
     FEAST_CUDA_CHECK(cudaDeviceGetAttribute(&ctx_.sm_count, cudaDevAttrMultiProcessorCount, device_index));
     FEAST_CUBLAS_CHECK(cublasLtCreate(&ctx_.lt));
     FEAST_CUDA_CHECK(cudaMalloc(&ctx_.lt_workspace, kLtWorkspaceBytes));
     ctx_.stream = stream_.handle();
+    FEAST_CUBLAS_CHECK(cublasCreate(&ctx_.blas));
+    FEAST_CUBLAS_CHECK(cublasSetStream(ctx_.blas, ctx_.stream));
     ctx_.scratch = &scratch_;
   }
 
   ~CudaBackend() override {
     cudaStreamSynchronize(ctx_.stream);
     if (ctx_.lt_workspace) cudaFree(ctx_.lt_workspace);
+    if (ctx_.blas) cublasDestroy(ctx_.blas);
     if (ctx_.lt) cublasLtDestroy(ctx_.lt);
   }
 
@@ -88,6 +94,8 @@ class CudaBackend final : public Backend {
     check_place(dst, "copy", "dst", true);
     check_place(src, "copy", "src", true);
     if (dst.numel == 0 || dst.data == src.data) return;
+    // A micro-batch's tokens and targets: queued without waiting for the stream.
+    if (src.device.is_cpu() && !dst.device.is_cpu() && uploads_.upload(dst.data, src.data, dst.bytes())) return;
     FEAST_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, dst.bytes(), cudaMemcpyDefault, ctx_.stream));
     if (dst.device.is_cpu() || src.device.is_cpu()) stream_.synchronize();
   }
@@ -286,6 +294,7 @@ class CudaBackend final : public Backend {
   CudaAllocator allocator_;
   CudaStream stream_;
   DeviceScratch scratch_;
+  HostUploads uploads_;
   CudaContext ctx_;
 };
 

@@ -1,9 +1,10 @@
 // What every CUDA launcher needs besides its operands: the stream it enqueues on, the cuBLASLt
-// handle and workspace, a scratch buffer for partial results, and the device's shape (SM count)
+// handle and workspace (and a cuBLAS handle for products cuBLASLt has no kernel for), a scratch buffer for partial results, and the device's shape (SM count)
 // to size grids. The CudaBackend owns one and passes it to every launcher.
 #pragma once
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -38,6 +39,7 @@ struct CudaContext {
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
   void* lt_workspace = nullptr;  // cuBLASLt's workspace (kLtWorkspaceBytes)
+  cublasHandle_t blas = nullptr;  // on `stream`
   DeviceScratch* scratch = nullptr;
   int sm_count = 1;
 };

@@ -2,7 +2,8 @@
 // torch.nn.Linear; cuBLAS is column-major, so a row-major (R, K) matrix is its (K, R) transpose
 // and every product below is written for the transposes (llm.c's matmul_cublaslt does the same).
 // The forward fuses the bias into the epilogue. bf16 operands use the tensor cores; float32
-// products run in true fp32 (no TF32), so the fp32 comparison with the CPU holds to 1e-4.
+// products run in true fp32 (no TF32), so the fp32 comparison with the CPU holds to 1e-4. Where
+// cuBLASLt has no kernel for a product's alignments, cublasGemmEx computes it.
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -54,16 +55,31 @@ __global__ void fill_rows_with_bias(T* out, const T* bias, size_t total, int OC)
     out[i] = bias[i % size_t(OC)];
 }
 
+// D (m rows, n columns, column-major, ld m) = bias (m) broadcast over the columns.
+void fill_with_bias(const CudaContext& ctx, cudaDataType_t type, void* D, const void* bias, int m, int n) {
+  const size_t total = size_t(m) * size_t(n);
+  const unsigned blocks = unsigned(std::min<size_t>(blocks_for(total, 256), size_t(ctx.sm_count) * 16));
+  if (type == CUDA_R_32F) {
+    fill_rows_with_bias<float><<<blocks, 256, 0, ctx.stream>>>(static_cast<float*>(D), static_cast<const float*>(bias), total, m);
+  } else {
+    fill_rows_with_bias<__nv_bfloat16><<<blocks, 256, 0, ctx.stream>>>(
+        static_cast<__nv_bfloat16*>(D), static_cast<const __nv_bfloat16*>(bias), total, m);
+  }
+  FEAST_CUDA_LAUNCH_CHECK(fill_rows_with_bias);
+}
+
 // D (m, n, column-major, ld ldd) = alpha op(A) op(B) + beta D [+ bias (m) broadcast over columns].
 // A is (m, k) after op, stored (transa ? k x m : m x k) with leading dimension lda; likewise B.
-// ab_type is the operands' type, d_type the result's (float32 for weight gradients).
+// ab_type is the operands' type, d_type the result's (float32 for weight gradients). A bias needs
+// ldd == m.
 void lt_matmul(const CudaContext& ctx, bool transa, bool transb, int m, int n, int k, const void* A, int lda,
                const void* B, int ldb, void* D, int ldd, float beta, cudaDataType_t ab_type, cudaDataType_t d_type,
                const void* bias = nullptr) {
   if (m == 0 || n == 0) return;
-  FEAST_CHECK(k > 0 || bias == nullptr, "a product over k = 0 with a bias");
-  if (k == 0) {  // an empty sum: D = beta D, and beta is 0 or 1 here
-    if (beta == 0.0f) FEAST_CUDA_CHECK(cudaMemsetAsync(D, 0, size_t(ldd) * size_t(n) * (d_type == CUDA_R_32F ? 4 : 2), ctx.stream));
+  FEAST_CHECK(bias == nullptr || ldd == m, "a product with a bias must write whole columns");
+  if (k == 0) {  // an empty sum: D = beta D (beta is 0 or 1 here), or the bias alone
+    if (bias) fill_with_bias(ctx, d_type, D, bias, m, n);
+    else if (beta == 0.0f) FEAST_CUDA_CHECK(cudaMemsetAsync(D, 0, size_t(ldd) * size_t(n) * (d_type == CUDA_R_32F ? 4 : 2), ctx.stream));
     return;
   }
   // CUBLAS_COMPUTE_32F: fp32 accumulation; fp32 operands are not rounded to TF32.
@@ -89,7 +105,7 @@ void lt_matmul(const CudaContext& ctx, bool transa, bool transb, int m, int n, i
   FEAST_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const size_t ws = kLtWorkspaceBytes;
   cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
+  int found = 0;  // stays 0 when the heuristic has nothing for this configuration
   cublasStatus_t st =
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   const uint32_t align[] = {alignment_of(A), alignment_of(B), alignment_of(D), alignment_of(D)};
@@ -103,10 +119,20 @@ void lt_matmul(const CudaContext& ctx, bool transa, bool transb, int m, int n, i
           ? cublasLtMatmulAlgoGetHeuristic(ctx.lt, call.desc, call.a, call.b, call.c, call.c, pref, 1, &heuristic, &found)
           : st;
   cublasLtMatmulPreferenceDestroy(pref);
-  FEAST_CUBLAS_CHECK(hs);
-  FEAST_CHECK(found > 0, "cuBLASLt has no algorithm for a (" << m << " x " << k << ") by (" << k << " x " << n
-                                                              << ") product" << (bias ? " with a bias" : ""));
+  if (hs != CUBLAS_STATUS_NOT_SUPPORTED) FEAST_CUBLAS_CHECK(hs);  // not supported: no kernel, as found == 0
   const float alpha = 1.0f;
+  if (found == 0) {
+    // cuBLASLt has no kernel for these alignments or leading dimensions (a column slice of a
+    // bf16 gradient starting 2 bytes into a row, say): plain cuBLAS takes any, slower. The bias
+    // is seeded first and the product added onto it.
+    if (bias) {
+      fill_with_bias(ctx, d_type, D, bias, m, n);
+      beta = 1.0f;
+    }
+    FEAST_CUBLAS_CHECK(cublasGemmEx(ctx.blas, opa, opb, m, n, k, &alpha, A, ab_type, lda, B, ab_type, ldb, &beta, D,
+                                    d_type, ldd, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
   FEAST_CUBLAS_CHECK(cublasLtMatmul(ctx.lt, call.desc, &alpha, A, call.a, B, call.b, &beta, D, call.c, D, call.c,
                                     &heuristic.algo, ctx.lt_workspace, ws, ctx.stream));
 }
@@ -140,15 +166,9 @@ void matmul_forward(const CudaContext& ctx, DType dt, void* out, const void* inp
                     const void* bias, int N, int C, int OC) {
   // out^T (OC, N) = W (OC, C) . inp^T (C, N): W's buffer is (C, OC) column-major, transposed.
   const cudaDataType_t t = cuda_type(dt);
-  if (bias && alignment_of(bias) < 16 && N > 0 && OC > 0) {
+  if (bias && alignment_of(bias) < 16 && N > 0 && OC > 0 && C > 0) {
     // The epilogue may read the bias in 16-byte vectors: seed the rows with it, then add.
-    dispatch_compute(dt, "matmul_forward", [&](auto tag) {
-      using T = decltype(tag);
-      const size_t total = size_t(N) * size_t(OC);
-      const unsigned blocks = unsigned(std::min<size_t>(blocks_for(total, 256), size_t(ctx.sm_count) * 16));
-      fill_rows_with_bias<T><<<blocks, 256, 0, ctx.stream>>>(static_cast<T*>(out), static_cast<const T*>(bias), total, OC);
-      FEAST_CUDA_LAUNCH_CHECK(fill_rows_with_bias);
-    });
+    fill_with_bias(ctx, t, out, bias, OC, N);
     lt_matmul(ctx, true, false, OC, N, C, weight, C, inp, C, out, OC, 1.0f, t, t);
     return;
   }
