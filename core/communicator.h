@@ -51,7 +51,8 @@ class Communicator {
 
   // send holds the concatenation of size() blocks, block r having recv_counts[r] elements;
   // rank r receives the reduction of block r in recv (recv_counts[rank()] elements). recv may
-  // be this rank's own block of send (in place; send's other blocks are then left undefined).
+  // be this rank's own block of send (in place; send's other blocks are then left undefined),
+  // on every rank of the call or on none.
   virtual WorkHandle reduce_scatter(const void* send, void* recv, std::span<const size_t> recv_counts,
                                     DType dtype, const CollectiveOptions& opts = {}) = 0;
 

@@ -161,21 +161,24 @@ void GradientSync::launch(int i) {
   const TensorView result =
       zero_stage_ < 2 ? full_.view().slice(lo, hi - lo)
                       : shard_acc_.view().slice(std::clamp(lo, shard_.begin, shard_.end) - shard_.begin, hi - lo);
+  const bool bf16 = wire_dtype_ == DType::kBFloat16;
+  Pending p{i, nullptr, -1, -1, result, {}, {}};
   if (zero_stage_ == 2) {
-    // ZeRO 2 reduces every micro-batch, so the owner first adds what the shard holds into its
-    // own contribution (after the previous reduction into that part has landed).
-    while (std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.bucket == i; }))
+    // ZeRO 2 reduces every micro-batch into the shard, which must keep accumulating in fp32.
+    // With fp32 traffic the owner adds what the shard holds into its own contribution first
+    // (after the previous reduction into that part has landed), and the reduction overwrites
+    // the shard. With bf16 traffic that sum would travel in bf16, so instead the reduced part is
+    // widened into this rank's part of the staging buffer when it lands and added there.
+    while (std::any_of(pending_.begin(), pending_.end(), [&](const Pending& q) { return q.bucket == i; }))
       complete_oldest();
-    if (result.numel > 0) {
-      const TensorView own = data.slice(lo - b.begin, result.numel);
-      backend_.add(own, own, result, result.numel);
-    }
+    const TensorView own = data.slice(lo - b.begin, result.numel);
+    if (bf16) p.landing = own;
+    else if (result.numel > 0) backend_.add(own, own, result, result.numel);
   }
-  Pending p{i, nullptr, -1, -1, result, {}};
   // The buffer that travels: the bucket itself, or its bf16 copy (the staging slot is then free
   // at once: the reduction reads the copy).
   TensorView travel = data;
-  if (wire_dtype_ == DType::kBFloat16) {
+  if (bf16) {
     p.wire_slot = take_wire_slot();
     travel = wire_.view().slice(size_t(p.wire_slot) * wire_slot_elems_, data.numel);
     backend_.cast(travel, data);
@@ -185,15 +188,13 @@ void GradientSync::launch(int i) {
     p.work = dp_->allreduce(travel.data, travel.numel, travel.dtype);
   } else {
     // Into this rank's block of the travelling buffer itself (in place) or of the shard.
-    void* into = wire_dtype_ == DType::kBFloat16 ? p.wire_result.data : result.data;
-    if (zero_stage_ == 1 && wire_dtype_ == DType::kFloat32) into = travel.slice(lo - b.begin, hi - lo).data;
+    void* into = bf16 ? p.wire_result.data : result.data;
+    if (zero_stage_ == 1 && !bf16) into = travel.slice(lo - b.begin, hi - lo).data;
     const std::vector<size_t> counts = shard_counts(total_, dp_size_, b.begin, b.end);
     p.work = dp_->reduce_scatter(travel.data, into, counts, travel.dtype);
   }
   if (zero_stage_ == 2 && !b.dedicated()) {
-    // The slot now belongs to the reduction, unless a bf16 copy travels.
-    if (wire_dtype_ == DType::kBFloat16) free_slots_.push_back(b.slot);
-    else p.slot = b.slot;
+    p.slot = b.slot;  // the slot now belongs to the reduction (with bf16 traffic, to its landing)
     b.slot = -1;
   }
   pending_.push_back(std::move(p));
@@ -206,7 +207,12 @@ void GradientSync::complete_oldest() {
   p.work->wait();
   wait_seconds_ += t.seconds();
   if (p.wire_slot >= 0) {
-    backend_.cast(p.result, p.wire_result);
+    if (p.landing.data) {  // ZeRO 2: widen, then add to what the shard holds
+      backend_.cast(p.landing, p.wire_result);
+      if (p.result.numel > 0) backend_.add(p.result, p.result, p.landing, p.result.numel);
+    } else {
+      backend_.cast(p.result, p.wire_result);
+    }
     free_wire_.push_back(p.wire_slot);
   }
   if (p.slot >= 0) free_slots_.push_back(p.slot);

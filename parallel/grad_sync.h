@@ -139,6 +139,7 @@ class GradientSync final : public GradientSink, public DataParallelSync {
     int wire_slot;           // bf16 traffic: the wire buffer to cast back from and free, or -1
     TensorView result;       // the float32 gradients the reduction yields
     TensorView wire_result;  // bf16 traffic: where the reduction leaves them in the wire buffer
+    TensorView landing;      // bf16 traffic, ZeRO 2: fp32 room to widen them into before adding to result
   };
 
   int bucket_of(size_t begin) const;

@@ -65,8 +65,8 @@ void combine_bf16(void* in, void* inout, int* len, MPI_Datatype*) {
 struct Add {
   float operator()(float a, float b) const { return a + b; }
 };
-struct Max {
-  float operator()(float a, float b) const { return std::max(a, b); }
+struct Max {  // a NaN on any rank wins, whatever the order the ranks combine in
+  float operator()(float a, float b) const { return a != a || b != b ? a + b : std::max(a, b); }
 };
 
 // Created once, on first use after MPI_Init; MPI_Finalize releases them.

@@ -93,10 +93,9 @@ class NcclCommunicator final : public Communicator {
     if (host_->rank() == 0) FEAST_NCCL_CHECK(lib_, GetUniqueId(&id));
     static_assert(sizeof id % sizeof(int32_t) == 0);
     host_->broadcast(&id, sizeof id / sizeof(int32_t), DType::kInt32, 0)->wait();
-    try {
-      world_ranks_ = watchdog::world_ranks_of(mpi_comm_of(*host_));
-    } catch (const Error&) {  // not an MPI group (a test's): timeouts then name no late ranks
-    }
+    // The group's world ranks, for the watchdog's survey when a wait times out (none when the
+    // group is not over MPI: a test's).
+    if (const MPI_Comm comm = mpi_comm_of(*host_); comm != MPI_COMM_NULL) world_ranks_ = watchdog::world_ranks_of(comm);
     FEAST_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     try {
       FEAST_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));

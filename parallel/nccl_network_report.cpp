@@ -3,13 +3,19 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 #include <regex>
 #include <sstream>
 
 namespace feast {
 
 std::string capture_nccl_network_report(const std::string& dir) {
-  if (std::getenv("NCCL_DEBUG") != nullptr) return "";
+  if (std::getenv("NCCL_DEBUG") != nullptr || dir.empty()) return "";
+  // A file NCCL cannot open sends its lines to stdout instead.
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return "";
   const std::string path = dir + "/nccl_debug." + std::to_string(getpid()) + ".log";
   // NCCL reads these when it initialises, once per process.
   setenv("NCCL_DEBUG", "INFO", 1);

@@ -9,8 +9,8 @@
 namespace feast {
 
 // Before the first NCCL communicator of this process: unless NCCL_DEBUG is already set (the
-// user's own NCCL logging wins), sends NCCL's INFO lines about init and the network to
-// <dir>/nccl_debug.<pid>.log and returns that path; "" otherwise.
+// user's own NCCL logging wins) or `dir` is empty or cannot be made, sends NCCL's INFO lines
+// about init and the network to <dir>/nccl_debug.<pid>.log and returns that path; "" otherwise.
 std::string capture_nccl_network_report(const std::string& dir);
 
 // The network in NCCL's INFO lines: "IB ([0]mlx5_0:1/IB [1]mlx5_1:1/IB)", "Socket ([0]eth0:10.0.0.1<0>)",

@@ -46,14 +46,12 @@ void PipelineExecutor::recv(const TensorView& into, int peer, int tag) {
 
 WorkHandle PipelineExecutor::send(const TensorView& data, int peer, int tag) {
   const TensorView src = data.first(act_elems_);
-  stage_.backend().stream().synchronize();
   return pp_->send(src.data, src.numel, src.dtype, peer, tag);
 }
 
 void PipelineExecutor::exchange(const TensorView& out, int to, int send_tag, const TensorView& into, int from,
                                 int recv_tag) {
   const TensorView src = out.first(act_elems_), dst = into.first(act_elems_);
-  stage_.backend().stream().synchronize();
   Timer t;
   pp_->sendrecv(src.data, src.numel, to, send_tag, dst.data, dst.numel, from, recv_tag, src.dtype)->wait();
   times_.pp_wait += t.seconds();

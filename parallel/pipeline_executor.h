@@ -52,8 +52,9 @@ class PipelineExecutor {
  private:
   void wait_send(WorkHandle& h);
   void recv(const TensorView& into, int peer, int tag);
-  // Posts a send of the first act_elems_ elements of `data` once the stage's compute stream has
-  // produced them (a no-op wait on the CPU).
+  // Posts a send of the first act_elems_ elements of `data`. The communicator orders it after
+  // the compute that produced them (NCCL with an event; the staged path by waiting for the
+  // device before it copies), so the host does not wait here.
   WorkHandle send(const TensorView& data, int peer, int tag);
   // Sends `out` to stage `to` while receiving `into` from stage `from`, and waits for both.
   void exchange(const TensorView& out, int to, int send_tag, const TensorView& into, int from, int recv_tag);

@@ -231,8 +231,9 @@ const std::vector<KeyDesc>& keys() {
        "update, and the workers pull the weights back (the world is still tp * pp * dp). It takes the "
        "place of ZeRO: `zero_stage` must be 0 (left unset, it becomes 0)"},
       {FEAST_KEY(parallel, backend), one_of({"auto", "nccl", "mpi"}), "communication library for GPU tensors",
-       "how GPU tensors travel between ranks: `\"nccl\"` (tensor-parallel and data-parallel groups "
-       "through NCCL on a stream of their own; pipeline transfers and host values through MPI), "
+       "how GPU tensors travel between ranks: `\"nccl\"` (tensor-parallel, data-parallel, pipeline "
+       "and tied-embedding groups through NCCL on a stream of their own; host values and a parameter "
+       "server's traffic through MPI), "
        "`\"mpi\"` (through MPI, staged in pinned host memory: for machines without NCCL and for "
        "several ranks sharing a GPU, which NCCL refuses), or `\"auto\"`: NCCL when the run is on "
        "GPUs, NCCL can be loaded and no GPU is shared by two ranks, else MPI (the start-up report "

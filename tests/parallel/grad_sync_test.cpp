@@ -149,6 +149,37 @@ TEST_P(GradientSyncWire, TiedEmbeddingOnOneStageIsReducedOncePerMicroBatch) {
   }
 }
 
+TEST(GradientSync, Zero2WithBf16TrafficStillAccumulatesInFloat32) {
+  // Every write adds 1 (exact in bf16, as is every sum of a micro-batch over the ranks). After
+  // 600 micro-batches an element holds dp x 600 x uses, far past where bf16 can count in ones
+  // (256): a shard that passed through bf16 on each micro-batch would stop growing.
+  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
+  const int dp = world->size();
+  if (dp < 2) GTEST_SKIP() << "needs a data-parallel group";
+  const std::unique_ptr<Backend> backend = make_backend("cpu");
+  const std::vector<GradRange> ranges = Layout().ranges();
+  constexpr int kMicroBatches = 600;
+  GradientSync sync(*backend, Layout::total(), ranges, 2, /*bucket_elems=*/64, world.get(), nullptr, DType::kBFloat16);
+  sync.begin_step();
+  const auto add_one = [&](const GradRange& r) {
+    const TensorView g = sync.acquire(r.begin, r.end);
+    for (size_t e = 0; e < g.numel; ++e) g.as<float>()[e] += 1.0f;
+    sync.release(r.begin, r.end);
+  };
+  for (int mb = 0; mb < kMicroBatches; ++mb) {
+    sync.set_last_micro_batch(mb == kMicroBatches - 1);
+    for (int c = 1; c >= 0; --c) add_one(ranges[size_t(c)]);
+    for (int b = 3; b >= 2; --b) add_one(ranges[size_t(b)]);
+    for (int c = 1; c >= 0; --c) add_one(ranges[size_t(c)]);
+  }
+  sync.finish_step();
+  const ShardRange mine = sync.shard();
+  for (size_t e = mine.begin; e < mine.end; ++e) {
+    const float want = float(dp * kMicroBatches * (e < 2 * Layout::kChunk ? 2 : 1));
+    EXPECT_EQ(sync.shard_grads().as<float>()[e - mine.begin], want) << "element " << e;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Wire, GradientSyncWire, ::testing::Values(DType::kFloat32, DType::kBFloat16),
                          [](const ::testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
 
