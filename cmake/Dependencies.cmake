@@ -83,3 +83,20 @@ if(FEAST_WITH_CUDA)
   endif()
 endif()
 message(STATUS "feast: NCCL communicator ${FEAST_WITH_NCCL}")
+# cuDNN 9 for fused attention (model/cuda/attention_cudnn.h), through the header-only
+# cudnn-frontend in third_party/: from the CUDA toolkit, $CUDNN_ROOT, or pip's nvidia-cudnn
+# package (scripts/gpu_env.sh finds it). Without it the CUDA backend uses its own kernels.
+set(FEAST_WITH_CUDNN OFF)
+if(FEAST_WITH_CUDA)
+  find_path(FEAST_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV CUDNN_ROOT PATH_SUFFIXES include)
+  # pip's nvidia-cudnn ships libcudnn.so.9 without the unversioned link.
+  find_library(FEAST_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
+               ${CUDAToolkit_LIBRARY_ROOT}/lib64 ENV CUDNN_ROOT PATH_SUFFIXES lib lib64)
+  if(FEAST_CUDNN_INCLUDE_DIR AND FEAST_CUDNN_LIBRARY)
+    file(STRINGS "${FEAST_CUDNN_INCLUDE_DIR}/cudnn_version.h" feast_cudnn_major REGEX "^#define CUDNN_MAJOR [0-9]+")
+    if(feast_cudnn_major MATCHES "([0-9]+)$" AND CMAKE_MATCH_1 GREATER_EQUAL 9)
+      set(FEAST_WITH_CUDNN ON)
+    endif()
+  endif()
+endif()
+message(STATUS "feast: cuDNN attention ${FEAST_WITH_CUDNN} ${FEAST_CUDNN_LIBRARY}")

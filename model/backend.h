@@ -112,9 +112,11 @@ class Backend {
   // h / (NH / NKV), from qkv (N, (NH + 2 NKV) hs).
   virtual void attention_forward(const TensorView& out, const TensorView& state, const TensorView& qkv,
                                  const AttentionShape& s) = 0;
-  // dqkv (N, (NH + 2 NKV) hs) = d loss / d qkv.
+  // dqkv (N, (NH + 2 NKV) hs) = d loss / d qkv; out is the forward's output (a fused kernel's
+  // backward reads it).
   virtual void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
-                                  const TensorView& state, const TensorView& workspace, const AttentionShape& s) = 0;
+                                  const TensorView& out, const TensorView& state, const TensorView& workspace,
+                                  const AttentionShape& s) = 0;
   // Rotary embedding in place on the q and k heads of qkv (N, (NH + 2 NKV) hs), Hugging Face's
   // rotate-half; cos and sin (maxT, hs/2) float32. The backward turns the gradient back.
   virtual void rope_forward(const TensorView& qkv, const TensorView& cos, const TensorView& sin,

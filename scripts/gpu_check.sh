@@ -6,6 +6,7 @@
 #   probe      what the machine has (GPU, driver, toolkit, CMake, Python, our dependencies)
 #   build      the trainer for this GPU's architecture only (sm_90 on an H200), no tests
 #   ops        trainer check-backend: every op, forward and backward, CUDA against the CPU, fp32 and bf16
+#              (bf16 attention through cuDNN where built in, then again through feast's own kernels)
 #   train      20 steps of a small GPT-2 and a small Llama on the GPU and on the CPU from the same
 #              initialisation and data: fp32 losses within 1e-4 relative, bf16 within 2e-2
 #   multirank  4 ranks sharing the GPU (tp 2 x pp 2, MPI with device buffers staged through host
@@ -80,6 +81,8 @@ probe() {
   for h in nlohmann/json.hpp boost/crc.hpp hdf5.h cblas.h gtest/gtest.h; do
     printf '%-18s %s\n' "$h" "$(echo "#include <$h>" | g++ -std=c++20 -E -x c++ - >/dev/null 2>&1 && echo present || echo missing)"
   done
+  printf '%-10s %s\n' cudnn "$([[ -f /usr/local/cuda/include/cudnn.h ]] && echo "in the toolkit" ||
+    python3 -c 'import nvidia.cudnn as m; print("pip:", list(m.__path__)[0])' 2>/dev/null || echo missing)"
   source scripts/gpu_env.sh
   echo "after scripts/gpu_env.sh (.gpu-deps: $([[ -d .gpu-deps/debs ]] && ls .gpu-deps/debs | wc -l || echo 0) packages):"
   for tool in mpirun mpicxx h5pcc pkg-config; do printf '%-10s %s\n' "$tool" "$(command -v $tool || echo missing)"; done
@@ -96,7 +99,14 @@ build() {
 
 ops() {
   source scripts/gpu_env.sh
-  "$trainer" check-backend --device $dev --dtype "$([[ $dev == cuda ]] && echo both || echo fp32)"
+  local status=0
+  "$trainer" check-backend --device $dev --dtype "$([[ $dev == cuda ]] && echo both || echo fp32)" || status=1
+  # bf16 attention goes to cuDNN where it is built in: check feast's own kernels too.
+  if [[ $dev == cuda ]]; then
+    echo "== again with FEAST_CUDA_ATTENTION=own (feast's attention kernels in bf16)"
+    FEAST_CUDA_ATTENTION=own "$trainer" check-backend --device cuda --dtype bf16 || status=1
+  fi
+  return $status
 }
 
 # train_pair NAME ARCH DTYPE TOLERANCE: the same 20 steps on the CPU and on the GPU.

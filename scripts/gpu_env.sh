@@ -13,6 +13,12 @@ if feast_nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])'
   export LD_LIBRARY_PATH=$feast_nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   [[ -f /usr/local/cuda/include/nccl.h ]] || export NCCL_ROOT=$feast_nccl
 fi
+# cuDNN 9 (fused attention; linked): where the toolkit has none, pip's nvidia-cudnn package.
+if [[ ! -f /usr/local/cuda/include/cudnn.h ]] &&
+  feast_cudnn=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null) && [[ -d $feast_cudnn/lib ]]; then
+  export LD_LIBRARY_PATH=$feast_cudnn/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export CUDNN_ROOT=$feast_cudnn
+fi
 FEAST_CMAKE_HINTS=()
 if [[ -d $feast_gpu_deps/debs ]]; then
   P=$feast_gpu_deps/root

@@ -447,7 +447,7 @@ class BackendComparison {
 
     begin("attention_backward", shape);
     const Twin dout = activations(out_numel), dqkv = activations(qkv_numel);
-    on_both([&](Backend& be, Side s) { be.attention_backward(dqkv[s], dout[s], qkv[s], state[s], workspace[s], a); });
+    on_both([&](Backend& be, Side s) { be.attention_backward(dqkv[s], dout[s], qkv[s], out[s], state[s], workspace[s], a); });
     compare("dqkv", dqkv);
   }
 

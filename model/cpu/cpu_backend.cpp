@@ -146,8 +146,10 @@ void CpuBackend::attention_forward(const TensorView& out, const TensorView& stat
                          F(qkv, s.rows() * n(s.qkv_width())), s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
 }
 
+// The CPU keeps the probabilities themselves (state), so it does not need the forward's output.
 void CpuBackend::attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
-                                    const TensorView& state, const TensorView& workspace, const AttentionShape& s) {
+                                    const TensorView& /*out*/, const TensorView& state, const TensorView& workspace,
+                                    const AttentionShape& s) {
   float* ws = F(workspace, n(s.T, s.T));
   cpu::attention_backward(F(dqkv, s.rows() * n(s.qkv_width())), F(dout, s.rows() * n(s.out_width())),
                           F(qkv, s.rows() * n(s.qkv_width())), F(state, attention_state_size(s)), s.B, s.T, s.n_head,

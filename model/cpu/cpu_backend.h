@@ -48,7 +48,8 @@ class CpuBackend final : public Backend {
   void attention_forward(const TensorView& out, const TensorView& state, const TensorView& qkv,
                          const AttentionShape& s) override;
   void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
-                          const TensorView& state, const TensorView& workspace, const AttentionShape& s) override;
+                          const TensorView& out, const TensorView& state, const TensorView& workspace,
+                          const AttentionShape& s) override;
   void rope_forward(const TensorView& qkv, const TensorView& cos, const TensorView& sin,
                     const AttentionShape& s) override;
   void rope_backward(const TensorView& dqkv, const TensorView& cos, const TensorView& sin,

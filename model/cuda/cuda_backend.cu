@@ -8,14 +8,20 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "model/cuda/cuda_allocator.h"
 #include "model/cuda/cuda_check.h"
 #include "model/cuda/cuda_context.h"
 #include "model/cuda/cuda_stream.h"
 #include "model/cuda/host_uploads.h"
+#if defined(FEAST_WITH_CUDNN)
+#include "model/cuda/attention_cudnn.h"
+#endif
 #include "model/cuda/kernels.h"
 
 namespace feast {
@@ -176,18 +182,40 @@ class CudaBackend final : public Backend {
     return cuda::attention_state_floats(s.B, s.T, s.n_head);
   }
   size_t attention_workspace_size(const AttentionShape&) const override { return 0; }
+  // cuDNN's fused attention where it takes the call (bf16; cudnn_attention()), else our kernels.
   void attention_forward(const TensorView& out, const TensorView& state, const TensorView& qkv,
                          const AttentionShape& s) override {
     check_heads(s);
-    cuda::attention_forward(ctx_, compute_, A(out, s.rows() * n(s.out_width())), F(state, attention_state_size(s)),
-                            A(qkv, s.rows() * n(s.qkv_width())), s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
+    void* o = A(out, s.rows() * n(s.out_width()));
+    float* st = F(state, attention_state_size(s));
+    const void* q = A(qkv, s.rows() * n(s.qkv_width()));
+#if defined(FEAST_WITH_CUDNN)
+    const cuda::AttentionCall call{s.B, s.T, s.n_head, s.n_kv_head, s.head_dim};
+    if (cuda::CudnnAttention* c = cudnn_attention(); c && c->forward_applies(compute_, call)) {
+      c->forward(ctx_, o, st, q, call);
+      return;
+    }
+#endif
+    cuda::attention_forward(ctx_, compute_, o, st, q, s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
   }
   void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
-                          const TensorView& state, const TensorView&, const AttentionShape& s) override {
+                          const TensorView& out, const TensorView& state, const TensorView&,
+                          const AttentionShape& s) override {
     check_heads(s);
-    cuda::attention_backward(ctx_, compute_, A(dqkv, s.rows() * n(s.qkv_width())), A(dout, s.rows() * n(s.out_width())),
-                             A(qkv, s.rows() * n(s.qkv_width())), F(state, attention_state_size(s)), s.B, s.T,
-                             s.n_head, s.n_kv_head, s.head_dim);
+    void* dq = A(dqkv, s.rows() * n(s.qkv_width()));
+    const void* dO = A(dout, s.rows() * n(s.out_width()));
+    const void* q = A(qkv, s.rows() * n(s.qkv_width()));
+    float* st = F(state, attention_state_size(s));
+#if defined(FEAST_WITH_CUDNN)
+    const cuda::AttentionCall call{s.B, s.T, s.n_head, s.n_kv_head, s.head_dim};
+    if (cuda::CudnnAttention* c = cudnn_attention(); c && c->backward_applies(compute_, call)) {
+      c->backward(ctx_, dq, dO, q, A(out, s.rows() * n(s.out_width())), st, call);
+      return;
+    }
+#else
+    (void)out;
+#endif
+    cuda::attention_backward(ctx_, compute_, dq, dO, q, st, s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
   }
   void rope_forward(const TensorView& qkv, const TensorView& cos, const TensorView& sin,
                     const AttentionShape& s) override {
@@ -296,6 +324,26 @@ class CudaBackend final : public Backend {
   DeviceScratch scratch_;
   HostUploads uploads_;
   CudaContext ctx_;
+#if defined(FEAST_WITH_CUDNN)
+  // cuDNN's fused attention, made on first use; null when cuDNN cannot be initialised or
+  // FEAST_CUDA_ATTENTION=own asks for our kernels.
+  cuda::CudnnAttention* cudnn_attention() {
+    if (!cudnn_tried_) {
+      cudnn_tried_ = true;
+      const char* choice = std::getenv("FEAST_CUDA_ATTENTION");
+      if (choice && std::string(choice) == "own") return nullptr;
+      try {
+        cudnn_ = std::make_unique<cuda::CudnnAttention>();
+        log::info("attention: cuDNN's fused attention for bf16 (FEAST_CUDA_ATTENTION=own: feast's kernels)");
+      } catch (const Error& e) {
+        log::info(std::string("attention: ") + e.what() + "; using feast's own kernels");
+      }
+    }
+    return cudnn_.get();
+  }
+  std::unique_ptr<cuda::CudnnAttention> cudnn_;
+  bool cudnn_tried_ = false;
+#endif
 };
 
 #undef A

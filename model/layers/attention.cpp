@@ -37,7 +37,8 @@ void SelfAttention::backward(const LayerContext& ctx, int slot, const TensorView
   const int N = B * T;
   const StageScratch& sc = ctx.scratch;
   proj_.backward(ctx, sc.dy, dout, y_[s].view(), N, sink);
-  ctx.backend.attention_backward(sc.dqkv, sc.dy, qkv_out_[s].view(), state_[s].view(), sc.attention_workspace, sh);
+  ctx.backend.attention_backward(sc.dqkv, sc.dy, qkv_out_[s].view(), y_[s].view(), state_[s].view(),
+                                 sc.attention_workspace, sh);
   if (cos_) ctx.backend.rope_backward(sc.dqkv, cos_, sin_, sh);
   qkv_.backward(ctx, dx, sc.dqkv, x, N, sink);
 }

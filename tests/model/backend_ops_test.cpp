@@ -200,7 +200,7 @@ TEST_P(BackendOps, GroupedQueryAttentionWithRope) {
   Tensor ws = be->allocate(be->compute_dtype(), be->attention_workspace_size(s));
   be->rope_forward(tqkv.view(), tcos.view(), tsin.view(), s);
   be->attention_forward(out.view(), state.view(), tqkv.view(), s);
-  be->attention_backward(dqkv.view(), tdy.view(), tqkv.view(), state.view(), ws.view(), s);
+  be->attention_backward(dqkv.view(), tdy.view(), tqkv.view(), out.view(), state.view(), ws.view(), s);
   be->rope_backward(dqkv.view(), tcos.view(), tsin.view(), s);
 
   std::vector<double> rqkv = qkv, rout(N * Cq), ratt(size_t(s.B) * s.n_head * s.T * s.T), rdqkv(N * W);
