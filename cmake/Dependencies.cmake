@@ -88,11 +88,12 @@ message(STATUS "feast: NCCL communicator ${FEAST_WITH_NCCL}")
 # package (scripts/gpu_env.sh finds it). Without it the CUDA backend uses its own kernels.
 set(FEAST_WITH_CUDNN OFF)
 if(FEAST_WITH_CUDA)
-  find_path(FEAST_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV CUDNN_ROOT PATH_SUFFIXES include)
+  # $CUDNN_ROOT first, so that the header and the library come from one install.
+  find_path(FEAST_CUDNN_INCLUDE_DIR cudnn.h HINTS ENV CUDNN_ROOT ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
   # pip's nvidia-cudnn ships libcudnn.so.9 without the unversioned link.
-  find_library(FEAST_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
-               ${CUDAToolkit_LIBRARY_ROOT}/lib64 ENV CUDNN_ROOT PATH_SUFFIXES lib lib64)
-  if(FEAST_CUDNN_INCLUDE_DIR AND FEAST_CUDNN_LIBRARY)
+  find_library(FEAST_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ENV CUDNN_ROOT ${CUDAToolkit_LIBRARY_DIR}
+               ${CUDAToolkit_LIBRARY_ROOT}/lib ${CUDAToolkit_LIBRARY_ROOT}/lib64 PATH_SUFFIXES lib lib64)
+  if(FEAST_CUDNN_INCLUDE_DIR AND FEAST_CUDNN_LIBRARY AND EXISTS "${FEAST_CUDNN_INCLUDE_DIR}/cudnn_version.h")
     file(STRINGS "${FEAST_CUDNN_INCLUDE_DIR}/cudnn_version.h" feast_cudnn_major REGEX "^#define CUDNN_MAJOR [0-9]+")
     if(feast_cudnn_major MATCHES "([0-9]+)$" AND CMAKE_MATCH_1 GREATER_EQUAL 9)
       set(FEAST_WITH_CUDNN ON)

@@ -100,11 +100,14 @@ build() {
 ops() {
   source scripts/gpu_env.sh
   local status=0
-  "$trainer" check-backend --device $dev --dtype "$([[ $dev == cuda ]] && echo both || echo fp32)" || status=1
-  # bf16 attention goes to cuDNN where it is built in: check feast's own kernels too.
+  # On the GPU, bf16 attention must go through cuDNN (FEAST_CUDA_ATTENTION=cudnn: a shape it
+  # declines is an error, not a quiet fallback); then feast's own kernels get their turn.
   if [[ $dev == cuda ]]; then
+    FEAST_CUDA_ATTENTION=cudnn "$trainer" check-backend --device cuda --dtype both || status=1
     echo "== again with FEAST_CUDA_ATTENTION=own (feast's attention kernels in bf16)"
     FEAST_CUDA_ATTENTION=own "$trainer" check-backend --device cuda --dtype bf16 || status=1
+  else
+    "$trainer" check-backend --device cpu --dtype fp32 || status=1
   fi
   return $status
 }

@@ -27,8 +27,8 @@ enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kdO, kdQ, kdK, kdV };
 
 Key key_of(const AttentionCall& a) { return {a.B, a.T, a.NH, a.NKV, a.hs}; }
 
-// A row-major (B, T, width) buffer's heads as cuDNN's (B, heads, T, hs), the heads starting
-// `first` heads into each row.
+// `count` heads of a row-major (B, T, width) buffer as cuDNN's (B, heads, T, hs); where in the
+// row they start is the pointer given at execution.
 fe::graph::Tensor_attributes heads(const char* name, int64_t uid, const AttentionCall& a, int count, int width) {
   return fe::graph::Tensor_attributes()
       .set_name(name)
@@ -74,7 +74,9 @@ void check(const fe::error_object& e, const char* what, const AttentionCall& a) 
 }  // namespace
 
 struct CudnnAttention::Impl {
+  static constexpr int64_t kMaxWorkspaceBytes = int64_t{2} << 30;
   cudnnHandle_t handle = nullptr;
+  bool strict = false;  // a shape cuDNN declines is an error, not a fallback
   std::map<Key, Graph> forward, backward;
   std::set<Key> no_forward, no_backward;  // shapes cuDNN declined
 
@@ -135,7 +137,19 @@ struct CudnnAttention::Impl {
     } catch (const std::exception& e) {
       why = e.what();
     }
+    if (why.empty()) {
+      // The deterministic backward keeps (B, NH, T, T) bf16 partials on Hopper: decline shapes
+      // whose workspace would crowd out the model rather than fail to allocate mid-run.
+      int64_t bytes = 0;
+      if (g->get_workspace_size(bytes).is_good() && bytes > kMaxWorkspaceBytes)
+        why = "its workspace would be " + std::to_string(bytes >> 20) + " MiB, above feast's " +
+              std::to_string(kMaxWorkspaceBytes >> 20) + " MiB limit";
+    }
     if (!why.empty()) {
+      // T = 1: cuDNN's backward never takes a single query row; our kernels do.
+      if (strict && !(a.T == 1 && !is_forward))
+        throw Error(std::string("FEAST_CUDA_ATTENTION=cudnn: cuDNN declined the attention ") +
+                    (is_forward ? "forward" : "backward") + " at " + describe(a) + ": " + why);
       declined.insert(k);
       log::info(std::string("attention ") + (is_forward ? "forward" : "backward") + " at " + describe(a) +
                 ": cuDNN declined (" + why + "); using feast's own kernels");
@@ -156,7 +170,8 @@ struct CudnnAttention::Impl {
   }
 };
 
-CudnnAttention::CudnnAttention() : impl_(std::make_unique<Impl>()) {
+CudnnAttention::CudnnAttention(bool strict) : impl_(std::make_unique<Impl>()) {
+  impl_->strict = strict;
   // cuDNN's fused attention needs cuDNN 9; the library found at run time may be older than the
   // headers this was built with.
   if (cudnnGetVersion() < 90000)
@@ -166,7 +181,10 @@ CudnnAttention::CudnnAttention() : impl_(std::make_unique<Impl>()) {
 }
 
 CudnnAttention::~CudnnAttention() {
-  if (impl_ && impl_->handle) cudnnDestroy(impl_->handle);
+  if (!impl_ || !impl_->handle) return;
+  impl_->forward.clear();  // the plans go before the handle they were built on
+  impl_->backward.clear();
+  cudnnDestroy(impl_->handle);
 }
 
 namespace {

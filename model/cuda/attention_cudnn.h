@@ -20,13 +20,17 @@ struct AttentionCall {
 class CudnnAttention {
  public:
   // Throws feast::Error when cuDNN cannot be initialised (its libraries missing or too old).
-  CudnnAttention();
+  // strict: a shape cuDNN declines throws instead of falling back (FEAST_CUDA_ATTENTION=cudnn,
+  // which the GPU check uses to prove cuDNN ran), but for the backward at T = 1, which cuDNN
+  // never takes.
+  explicit CudnnAttention(bool strict = false);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
   // Whether cuDNN runs this shape (each shape is asked of cuDNN once and remembered); false for
-  // anything but bf16 and head sizes that are multiples of 8 up to 256.
+  // anything but bf16 and head sizes that are multiples of 8 up to 256, and for a shape whose
+  // workspace would exceed 2 GiB.
   bool forward_applies(DType dt, const AttentionCall& a);
   bool backward_applies(DType dt, const AttentionCall& a);
 

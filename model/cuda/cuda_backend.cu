@@ -75,6 +75,7 @@ class CudaBackend final : public Backend {
     FEAST_CUBLAS_CHECK(cublasLtCreate(&ctx_.lt));
     FEAST_CUDA_CHECK(cudaMalloc(&ctx_.lt_workspace, kLtWorkspaceBytes));
     ctx_.stream = stream_.handle();
+    attention_choice();  // a wrong FEAST_CUDA_ATTENTION stops the run here, not at the first layer
     FEAST_CUBLAS_CHECK(cublasCreate(&ctx_.blas));
     FEAST_CUBLAS_CHECK(cublasSetStream(ctx_.blas, ctx_.stream));
     ctx_.scratch = &scratch_;
@@ -324,18 +325,32 @@ class CudaBackend final : public Backend {
   DeviceScratch scratch_;
   HostUploads uploads_;
   CudaContext ctx_;
+  // FEAST_CUDA_ATTENTION: "" (cuDNN where it takes the call), "cudnn" (cuDNN or an error) or
+  // "own" (feast's kernels); anything else is an error naming the variable.
+  static std::string attention_choice() {
+    const char* v = std::getenv("FEAST_CUDA_ATTENTION");
+    const std::string choice = v ? v : "";
+    FEAST_CHECK(choice.empty() || choice == "cudnn" || choice == "own",
+                "FEAST_CUDA_ATTENTION=" << choice << ": expected cudnn or own (or unset)");
+#if !defined(FEAST_WITH_CUDNN)
+    FEAST_CHECK(choice != "cudnn", "FEAST_CUDA_ATTENTION=cudnn: this build has no cuDNN attention (CMake did not "
+                                   "find cuDNN 9; see docs/gpu.md)");
+#endif
+    return choice;
+  }
 #if defined(FEAST_WITH_CUDNN)
   // cuDNN's fused attention, made on first use; null when cuDNN cannot be initialised or
-  // FEAST_CUDA_ATTENTION=own asks for our kernels.
+  // FEAST_CUDA_ATTENTION=own asks for our kernels (=cudnn: cuDNN or an error, no fallback).
   cuda::CudnnAttention* cudnn_attention() {
     if (!cudnn_tried_) {
       cudnn_tried_ = true;
-      const char* choice = std::getenv("FEAST_CUDA_ATTENTION");
-      if (choice && std::string(choice) == "own") return nullptr;
+      const std::string choice = attention_choice();
+      if (choice == "own") return nullptr;
       try {
-        cudnn_ = std::make_unique<cuda::CudnnAttention>();
+        cudnn_ = std::make_unique<cuda::CudnnAttention>(choice == "cudnn");
         log::info("attention: cuDNN's fused attention for bf16 (FEAST_CUDA_ATTENTION=own: feast's kernels)");
       } catch (const Error& e) {
+        if (choice == "cudnn") throw Error(std::string("FEAST_CUDA_ATTENTION=cudnn: ") + e.what());
         log::info(std::string("attention: ") + e.what() + "; using feast's own kernels");
       }
     }
