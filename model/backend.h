@@ -89,6 +89,14 @@ class Backend {
   // out (N, OC) = inp (N, C) @ weight^T + bias (OC).
   virtual void matmul_forward(const TensorView& out, const TensorView& inp, const TensorView& weight,
                               const TensorView& bias, int N, int C, int OC) = 0;
+  // GPT-2's MLP input: pre (N, OC) = inp @ weight^T + bias and act = gelu(pre) (tanh form), both
+  // kept for the backward. This composes the two ops; a backend may fuse them (the CUDA one
+  // uses cuBLASLt's GELU epilogue where it can).
+  virtual void matmul_gelu_forward(const TensorView& pre, const TensorView& act, const TensorView& inp,
+                                   const TensorView& weight, const TensorView& bias, int N, int C, int OC) {
+    matmul_forward(pre, inp, weight, bias, N, C, OC);
+    gelu_forward(act, pre, size_t(N) * size_t(OC));
+  }
   // dinp (N, C) = dout @ weight (skipped when empty); dweight (OC, C) += dout^T @ inp;
   // dbias (OC) += column sums of dout (skipped when empty).
   virtual void matmul_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,

@@ -51,10 +51,11 @@ constexpr const char* kUsage =
 // A run that leaves one of them uncompared fails.
 const std::vector<std::string> kOps = {
     "embedding_forward", "embedding_backward", "layernorm_forward", "layernorm_backward", "rmsnorm_forward",
-    "rmsnorm_backward", "matmul_forward", "matmul_backward", "matmul_backward_input", "matmul_backward_weight_rows",
-    "attention_forward", "attention_backward", "rope_forward", "rope_backward", "gelu_forward", "gelu_backward",
-    "swiglu_forward", "swiglu_backward", "add", "cross_entropy_row_max", "cross_entropy_partials",
-    "cross_entropy_finish", "sum", "adamw_step", "sum_of_squares", "sums_of_squares", "cast", "copy", "zero"};
+    "rmsnorm_backward", "matmul_forward", "matmul_gelu_forward", "matmul_backward", "matmul_backward_input",
+    "matmul_backward_weight_rows", "attention_forward", "attention_backward", "rope_forward", "rope_backward",
+    "gelu_forward", "gelu_backward", "swiglu_forward", "swiglu_backward", "add", "cross_entropy_row_max",
+    "cross_entropy_partials", "cross_entropy_finish", "sum", "adamw_step", "sum_of_squares", "sums_of_squares",
+    "cast", "copy", "zero"};
 
 // The largest |test - ref| allowed, relative to the largest |ref| of the tensor.
 double tolerance_for(DType computed_in) { return computed_in == DType::kBFloat16 ? 2e-2 : 1e-4; }
@@ -151,6 +152,11 @@ class BackendComparison {
     guarded([&] { matmul(1, 67, 129, false, false, false); });
     guarded([&] { matmul(67, 771, 131, true, false, true); });
     guarded([&] { matmul(33, 259, 2053, false, true, false); });
+    // GPT-2's MLP input with its GELU: widths a multiple of 8 (the fused epilogue on the GPU, in
+    // bf16) and not (the separate kernels).
+    guarded([&] { matmul_gelu(67, 131, 264, true); });
+    guarded([&] { matmul_gelu(5, 64, 1024, false); });
+    guarded([&] { matmul_gelu(13, 21, 35, true); });
 
     for (int hs : {8, 48, 64, 80}) {
       for (int T : {1, 17, 67})
@@ -423,6 +429,18 @@ class BackendComparison {
       be.matmul_backward_weight_rows(rows[s], dout[s], x[s], N, C, OC, row_begin, row_end);
     });
     compare("dweight_rows", rows);
+  }
+
+  void matmul_gelu(int N, int C, int OC, bool with_bias) {
+    const size_t n = size_t(N), c = size_t(C), oc = size_t(OC);
+    begin("matmul_gelu_forward",
+          "N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC) + (with_bias ? " bias" : ""));
+    const Twin x = activations(n * c), w = activations(oc * c);
+    const Twin bias = with_bias ? activations(oc) : Twin{};
+    const Twin pre = activations(n * oc), act = activations(n * oc);
+    on_both([&](Backend& be, Side s) { be.matmul_gelu_forward(pre[s], act[s], x[s], w[s], bias[s], N, C, OC); });
+    compare("pre", pre);
+    compare("act", act);
   }
 
   static std::string heads_shape(const AttentionShape& a) {

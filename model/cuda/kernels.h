@@ -36,6 +36,10 @@ void rmsnorm_backward(const CudaContext& ctx, DType dt, void* dinp, float* dweig
                       const void* weight, const float* rstd, int N, int C);
 
 // matmul.cu (cuBLASLt; weights (OC, C) row-major like torch.nn.Linear)
+// pre = inp @ weight^T + bias and act = gelu(pre) through cuBLASLt's GELU_AUX epilogue; false
+// (nothing done) where it cannot take the call.
+bool matmul_gelu_forward(const CudaContext& ctx, DType dt, void* pre, void* act, const void* inp, const void* weight,
+                         const void* bias, int N, int C, int OC);
 void matmul_forward(const CudaContext& ctx, DType dt, void* out, const void* inp, const void* weight,
                     const void* bias, int N, int C, int OC);
 // dinp (N, C) = dout (N, OC) @ weight.

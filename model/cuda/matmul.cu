@@ -3,7 +3,8 @@
 // and every product below is written for the transposes (llm.c's matmul_cublaslt does the same).
 // The forward fuses the bias into the epilogue. bf16 operands use the tensor cores; float32
 // products run in true fp32 (no TF32), so the fp32 comparison with the CPU holds to 1e-4. Where
-// cuBLASLt has no kernel for a product's alignments, cublasGemmEx computes it.
+// cuBLASLt has no kernel for a product's alignments, cublasGemmEx computes it. GPT-2's MLP input
+// product fuses its GELU too (matmul_gelu_forward).
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -72,15 +73,19 @@ void fill_with_bias(const CudaContext& ctx, cudaDataType_t type, void* D, const 
 // A is (m, k) after op, stored (transa ? k x m : m x k) with leading dimension lda; likewise B.
 // ab_type is the operands' type, d_type the result's (float32 for weight gradients). A bias needs
 // ldd == m.
-void lt_matmul(const CudaContext& ctx, bool transa, bool transb, int m, int n, int k, const void* A, int lda,
+// With gelu_aux: D = gelu(op(A) op(B) + bias) and gelu_aux (ld m) = the value before the GELU
+// (cuBLASLt's GELU_AUX epilogue); returns false, having done nothing, where cuBLASLt has no
+// kernel for that. Otherwise always true.
+bool lt_matmul(const CudaContext& ctx, bool transa, bool transb, int m, int n, int k, const void* A, int lda,
                const void* B, int ldb, void* D, int ldd, float beta, cudaDataType_t ab_type, cudaDataType_t d_type,
-               const void* bias = nullptr) {
-  if (m == 0 || n == 0) return;
+               const void* bias = nullptr, void* gelu_aux = nullptr) {
+  if (m == 0 || n == 0) return true;
+  if (gelu_aux && k == 0) return false;
   FEAST_CHECK(bias == nullptr || ldd == m, "a product with a bias must write whole columns");
   if (k == 0) {  // an empty sum: D = beta D (beta is 0 or 1 here), or the bias alone
     if (bias) fill_with_bias(ctx, d_type, D, bias, m, n);
     else if (beta == 0.0f) FEAST_CUDA_CHECK(cudaMemsetAsync(D, 0, size_t(ldd) * size_t(n) * (d_type == CUDA_R_32F ? 4 : 2), ctx.stream));
-    return;
+    return true;
   }
   // CUBLAS_COMPUTE_32F: fp32 accumulation; fp32 operands are not rounded to TF32.
   const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
@@ -89,13 +94,24 @@ void lt_matmul(const CudaContext& ctx, bool transa, bool transb, int m, int n, i
   const cublasOperation_t opa = transa ? CUBLAS_OP_T : CUBLAS_OP_N, opb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
   FEAST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
   FEAST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-  if (bias) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (bias || gelu_aux) {
+    const cublasLtEpilogue_t epilogue = !gelu_aux ? CUBLASLT_EPILOGUE_BIAS
+                                        : bias    ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                  : CUBLASLT_EPILOGUE_GELU_AUX;
     FEAST_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  }
+  if (bias) {
     FEAST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     FEAST_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &d_type, sizeof d_type));
+  }
+  if (gelu_aux) {
+    const int64_t aux_ld = m;
+    FEAST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &gelu_aux,
+                                                      sizeof gelu_aux));
+    FEAST_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
   }
   FEAST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.a, ab_type, transa ? k : m, transa ? m : k, lda));
   FEAST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.b, ab_type, transb ? n : k, transb ? k : n, ldb));
@@ -121,6 +137,7 @@ void lt_matmul(const CudaContext& ctx, bool transa, bool transb, int m, int n, i
   cublasLtMatmulPreferenceDestroy(pref);
   if (hs != CUBLAS_STATUS_NOT_SUPPORTED) FEAST_CUBLAS_CHECK(hs);  // not supported: no kernel, as found == 0
   const float alpha = 1.0f;
+  if (found == 0 && gelu_aux) return false;  // plain cuBLAS has no GELU: the caller composes
   if (found == 0) {
     // cuBLASLt has no kernel for these alignments or leading dimensions (a column slice of a
     // bf16 gradient starting 2 bytes into a row, say): plain cuBLAS takes any, slower. The bias
@@ -131,10 +148,11 @@ void lt_matmul(const CudaContext& ctx, bool transa, bool transb, int m, int n, i
     }
     FEAST_CUBLAS_CHECK(cublasGemmEx(ctx.blas, opa, opb, m, n, k, &alpha, A, ab_type, lda, B, ab_type, ldb, &beta, D,
                                     d_type, ldd, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return;
+    return true;
   }
   FEAST_CUBLAS_CHECK(cublasLtMatmul(ctx.lt, call.desc, &alpha, A, call.a, B, call.b, &beta, D, call.c, D, call.c,
                                     &heuristic.algo, ctx.lt_workspace, ws, ctx.stream));
+  return true;
 }
 
 // dbias[o] += the sum over rows of dout[r][o], in two deterministic passes: blocks of 256
@@ -173,6 +191,17 @@ void matmul_forward(const CudaContext& ctx, DType dt, void* out, const void* inp
     return;
   }
   lt_matmul(ctx, true, false, OC, N, C, weight, C, inp, C, out, OC, 0.0f, t, t, bias);
+}
+
+bool matmul_gelu_forward(const CudaContext& ctx, DType dt, void* pre, void* act, const void* inp, const void* weight,
+                         const void* bias, int N, int C, int OC) {
+  // act^T (OC, N) = gelu(W . inp^T + bias), pre^T the same before the GELU; cuBLASLt's GELU is
+  // the tanh form, GPT-2's. The epilogue wants its auxiliary output and bias 16-byte aligned and
+  // the auxiliary's rows a multiple of 8.
+  if (OC % 8 != 0 || alignment_of(pre) < 16 || alignment_of(act) < 16 || (bias && alignment_of(bias) < 16))
+    return false;
+  const cudaDataType_t t = cuda_type(dt);
+  return lt_matmul(ctx, true, false, OC, N, C, weight, C, inp, C, act, OC, 0.0f, t, t, bias, pre);
 }
 
 void matmul_backward_input(const CudaContext& ctx, DType dt, void* dinp, const void* dout, const void* weight, int N,

@@ -10,6 +10,11 @@ void ColumnParallelLinear::forward(const LayerContext& ctx, const TensorView& ou
   ctx.backend.matmul_forward(out, x, p_.w, p_.b, N, in_, out_);
 }
 
+void ColumnParallelLinear::forward_gelu(const LayerContext& ctx, const TensorView& pre, const TensorView& act,
+                                        const TensorView& x, int N) const {
+  ctx.backend.matmul_gelu_forward(pre, act, x, p_.w, p_.b, N, in_, out_);
+}
+
 void ColumnParallelLinear::backward(const LayerContext& ctx, const TensorView& dx, const TensorView& dout,
                                     const TensorView& x, int N, GradientSink& sink) const {
   AcquiredGrads g(sink, p_);

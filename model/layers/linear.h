@@ -19,6 +19,9 @@ class ColumnParallelLinear {
                        int in, int out_local);
   // out (N, out_local) = x (N, in) @ W^T + b.
   void forward(const LayerContext& ctx, const TensorView& out, const TensorView& x, int N) const;
+  // pre = x @ W^T + b and act = gelu(pre), in one call (Backend::matmul_gelu_forward).
+  void forward_gelu(const LayerContext& ctx, const TensorView& pre, const TensorView& act, const TensorView& x,
+                    int N) const;
   // dx (N, in) = the sum over ranks of dout @ W; the weight and bias gradients are added.
   void backward(const LayerContext& ctx, const TensorView& dx, const TensorView& dout, const TensorView& x, int N,
                 GradientSink& sink) const;

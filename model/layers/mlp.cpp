@@ -14,10 +14,10 @@ Mlp::Mlp(const ModelConfig& config, const DecoderArch& arch, const LocalTable& t
 
 void Mlp::forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int N) {
   const size_t s = size_t(slot);
-  fc_.forward(ctx, pre_[s].view(), x, N);
   if (kind_ == MlpKind::kGelu) {
-    ctx.backend.gelu_forward(act_[s].view(), pre_[s].view(), size_t(N) * size_t(width_));
+    fc_.forward_gelu(ctx, pre_[s].view(), act_[s].view(), x, N);
   } else {
+    fc_.forward(ctx, pre_[s].view(), x, N);
     ctx.backend.swiglu_forward(act_[s].view(), pre_[s].view(), N, width_);
   }
   proj_.forward(ctx, out, act_[s].view(), N);

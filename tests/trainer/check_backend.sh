@@ -31,7 +31,7 @@ cpu)
   zeros=$(grep -cE '^[a-z_]+ .* fp32 +0\.000e\+00 +0\.000e\+00 +1e-04  ok$' "$work/out")
   (( rows > 150 )) || fail "only $rows rows: $(cat "$work/out")"
   [[ $zeros -eq $rows ]] || fail "CPU against CPU: $((rows - zeros)) rows with a nonzero error: $(grep -vE ' 0\.000e\+00 +0\.000e\+00 ' "$work/out")"
-  grep -qE "^check-backend: all $rows comparisons of 29 ops on cpu \(fp32\) within tolerance$" "$work/out" ||
+  grep -qE "^check-backend: all $rows comparisons of 30 ops on cpu \(fp32\) within tolerance$" "$work/out" ||
     fail "no summary line for $rows rows: $(tail -1 "$work/out")"
   [[ ! -s $work/err ]] || fail "stderr not empty: $(cat "$work/err")"
   echo "ok: $rows comparisons, every op, every error 0"
@@ -60,7 +60,7 @@ cuda)
     code=$?
     cat "$work/out"
     [[ $code -eq 0 ]] || fail "a GPU is visible and check-backend exited $code: $(cat "$work/err")"
-    grep -qE "^check-backend: all [0-9]+ comparisons of 29 ops on cuda:[0-9]+ \(fp32 and bf16\) within tolerance$" \
+    grep -qE "^check-backend: all [0-9]+ comparisons of 30 ops on cuda:[0-9]+ \(fp32 and bf16\) within tolerance$" \
       "$work/out" || fail "no passing summary"
     echo "ok: the CUDA backend matches the CPU reference in fp32 and bf16"
     exit 0
