@@ -42,6 +42,7 @@ struct CudaContext {
   cublasHandle_t blas = nullptr;  // on `stream`
   DeviceScratch* scratch = nullptr;
   int sm_count = 1;
+  int cc_major = 0;  // compute capability, major (9: Hopper)
 };
 
 inline constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;

@@ -135,7 +135,10 @@ bool lt_matmul(const CudaContext& ctx, bool transa, bool transb, int m, int n, i
           ? cublasLtMatmulAlgoGetHeuristic(ctx.lt, call.desc, call.a, call.b, call.c, call.c, pref, 1, &heuristic, &found)
           : st;
   cublasLtMatmulPreferenceDestroy(pref);
-  if (hs != CUBLAS_STATUS_NOT_SUPPORTED) FEAST_CUBLAS_CHECK(hs);  // not supported: no kernel, as found == 0
+  // Not supported: no kernel, as found == 0. Some versions report an epilogue they lack as an
+  // invalid value: with the GELU asked for, any refusal lets the caller compose instead.
+  if (gelu_aux && hs != CUBLAS_STATUS_SUCCESS) return false;
+  if (hs != CUBLAS_STATUS_NOT_SUPPORTED) FEAST_CUBLAS_CHECK(hs);
   const float alpha = 1.0f;
   if (found == 0 && gelu_aux) return false;  // plain cuBLAS has no GELU: the caller composes
   if (found == 0) {
