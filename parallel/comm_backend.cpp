@@ -11,16 +11,21 @@
 
 namespace feast {
 
-bool some_gpu_is_shared(Communicator& world) {
-  const std::array<uint8_t, 16> uuid = cuda_device_uuid();
+std::vector<GpuUuid> gather_gpu_uuids(Communicator& world) {
   const size_t n = size_t(world.size()), me = size_t(world.rank());
-  std::vector<int32_t> uuids(4 * n);
-  std::memcpy(uuids.data() + 4 * me, uuid.data(), uuid.size());
-  const std::vector<size_t> counts(n, 4);
-  world.allgather(uuids.data() + 4 * me, uuids.data(), counts, DType::kInt32)->wait();
-  for (size_t a = 0; a < n; ++a)
-    for (size_t b = a + 1; b < n; ++b)
-      if (std::equal(uuids.begin() + long(4 * a), uuids.begin() + long(4 * a + 4), uuids.begin() + long(4 * b))) return true;
+  std::vector<int32_t> words(4 * n);  // four int32 words per UUID
+  const GpuUuid mine = cuda_device_uuid();
+  std::memcpy(words.data() + 4 * me, mine.data(), mine.size());
+  world.allgather(words.data() + 4 * me, words.data(), std::vector<size_t>(n, 4), DType::kInt32)->wait();
+  std::vector<GpuUuid> uuids(n);
+  for (size_t r = 0; r < n; ++r) std::memcpy(uuids[r].data(), words.data() + 4 * r, 16);
+  return uuids;
+}
+
+bool some_gpu_is_shared(const std::vector<GpuUuid>& uuids) {
+  for (size_t a = 0; a < uuids.size(); ++a)
+    for (size_t b = a + 1; b < uuids.size(); ++b)
+      if (uuids[a] == uuids[b]) return true;
   return false;
 }
 

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "core/gpu_links.h"
 
 namespace feast {
 
@@ -12,10 +15,12 @@ struct CommBackendChoice {
   std::string why;  // for the start-up report: "NCCL 2.28.9", "2 ranks share a GPU: NCCL refuses that"
 };
 
-// Collective over `world`: whether two ranks drive the same physical GPU (by its UUID, whatever
-// CUDA_VISIBLE_DEVICES calls it on each), which NCCL refuses.
+// Collective over `world`: every rank's GPU UUID (which physical GPU it drives, whatever
+// CUDA_VISIBLE_DEVICES calls it), indexed by world rank.
 class Communicator;
-bool some_gpu_is_shared(Communicator& world);
+std::vector<GpuUuid> gather_gpu_uuids(Communicator& world);
+// Whether two ranks drive the same GPU, which NCCL refuses.
+bool some_gpu_is_shared(const std::vector<GpuUuid>& uuids);
 
 // requested: parallel.backend ("auto", "nccl", "mpi"); device: training.device. nccl_usable and
 // nccl_why: whether NCCL is built and loads, and if not why; gpu_shared: some GPU serves more

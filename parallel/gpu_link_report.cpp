@@ -7,8 +7,8 @@
 #include <set>
 #include <sstream>
 
-#include "core/device_info.h"
 #include "core/error.h"
+#include "parallel/grid_report.h"
 
 namespace feast {
 namespace {
@@ -29,22 +29,19 @@ std::vector<std::vector<GpuLink>> matrix_of(const std::vector<int>& ranks, const
 
 }  // namespace
 
-HostGpuLinks gather_gpu_links(Communicator& world, const std::vector<std::string>& hosts, std::string* why) {
+HostGpuLinks gather_gpu_links(Communicator& world, const std::vector<std::string>& hosts,
+                              const std::vector<GpuUuid>& uuids, std::string* why) {
   const size_t n = size_t(world.size()), me = size_t(world.rank());
-  FEAST_CHECK(hosts.size() == n, "gather_gpu_links: " << hosts.size() << " host names for " << n << " ranks");
-  // Every rank's GPU UUID, as four int32 words.
-  std::vector<int32_t> words(4 * n);
-  const GpuUuid mine = cuda_device_uuid();
-  std::memcpy(words.data() + 4 * me, mine.data(), mine.size());
-  world.allgather(words.data() + 4 * me, words.data(), std::vector<size_t>(n, 4), DType::kInt32)->wait();
+  FEAST_CHECK(hosts.size() == n && uuids.size() == n,
+              "gather_gpu_links: " << hosts.size() << " host names and " << uuids.size() << " GPUs for " << n << " ranks");
   const std::map<std::string, std::vector<int>> by_host = ranks_by_host(hosts);
   size_t widest = 0;
   for (const auto& [host, ranks] : by_host) widest = std::max(widest, ranks.size());
   // This rank's row: its links to the ranks on its host.
   const std::vector<int>& local = by_host.at(hosts[me]);
-  std::vector<GpuUuid> peers(local.size());
-  for (size_t i = 0; i < local.size(); ++i) std::memcpy(peers[i].data(), words.data() + 4 * size_t(local[i]), 16);
-  const std::vector<GpuLink> row = probe_gpu_links(mine, peers, why);
+  std::vector<GpuUuid> peers;
+  for (int r : local) peers.push_back(uuids[size_t(r)]);
+  const std::vector<GpuLink> row = probe_gpu_links(uuids[me], peers, why);
   std::vector<int32_t> rows(widest * n, int32_t(GpuLink::kUnknown));
   for (size_t i = 0; i < row.size(); ++i) rows[widest * me + i] = int32_t(row[i]);
   world.allgather(rows.data() + widest * me, rows.data(), std::vector<size_t>(n, widest), DType::kInt32)->wait();
@@ -105,9 +102,7 @@ std::string describe_gpu_links(const ParallelLayout& layout, const std::vector<s
     for (int x : group)
       for (int y : group) {
         if (x >= y || hosts[size_t(x)] != hosts[size_t(y)]) continue;
-        const std::vector<int>& local = by_host.at(hosts[size_t(x)]);
-        const size_t j = size_t(std::find(local.begin(), local.end(), y) - local.begin());
-        const GpuLink l = links[size_t(x)][j];
+        const GpuLink l = links[size_t(x)][size_t(local_rank(hosts, y))];
         if (slow_for_tensor_parallel(l) && (a < 0 || int(l) > int(worst))) {
           worst = l;
           a = x;

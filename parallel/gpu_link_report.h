@@ -18,9 +18,10 @@ namespace feast {
 using HostGpuLinks = std::vector<std::vector<GpuLink>>;
 
 // Collective over world: each rank asks NVML about its GPU's links to the other GPUs on its host
-// (hosts[r] is rank r's host, from gather_host_names). *why (rank 0's) says why links are
-// unknown, if they are.
-HostGpuLinks gather_gpu_links(Communicator& world, const std::vector<std::string>& hosts, std::string* why);
+// (hosts[r] and uuids[r]: rank r's host, from gather_host_names, and GPU, from gather_gpu_uuids).
+// *why (rank 0's) says why links are unknown, if they are.
+HostGpuLinks gather_gpu_links(Communicator& world, const std::vector<std::string>& hosts,
+                              const std::vector<GpuUuid>& uuids, std::string* why);
 
 // A block for rank 0: one link matrix per distinct host layout (hosts with the same matrix are
 // listed together), a legend, and at most three warnings about tensor-parallel groups on slow

@@ -1,11 +1,45 @@
 #include "parallel/grad_sync.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/error.h"
 #include "core/timer.h"
 
 namespace feast {
+
+std::vector<GradBucket> gradient_buckets(const std::vector<GradRange>& ranges, size_t bucket_elems) {
+  std::vector<GradRange> order = ranges;
+  std::sort(order.begin(), order.end(), [](const GradRange& a, const GradRange& b) { return a.begin > b.begin; });
+  std::vector<GradBucket> buckets;
+  for (const GradRange& r : order) {
+    GradBucket* last = buckets.empty() ? nullptr : &buckets.back();
+    if (last && !r.standalone && !last->standalone && last->begin == r.end && last->end - last->begin < bucket_elems) {
+      last->begin = r.begin;
+      ++last->ranges;
+    } else {
+      buckets.push_back({r.begin, r.end, 1, r.uses, r.standalone, r.tied});
+    }
+  }
+  return buckets;
+}
+
+GradBufferSizes gradient_buffer_sizes(const std::vector<GradBucket>& buckets, bool embedding_group) {
+  GradBufferSizes z;
+  z.dedicated_begin = SIZE_MAX;
+  for (const GradBucket& b : buckets) {
+    z.largest = std::max(z.largest, b.end - b.begin);
+    if (b.dedicated(embedding_group)) {
+      z.dedicated_begin = std::min(z.dedicated_begin, b.begin);
+      z.dedicated_end = std::max(z.dedicated_end, b.end);
+    } else {
+      z.slot_elems = std::max(z.slot_elems, b.end - b.begin);
+    }
+  }
+  if (z.dedicated_end == 0) z.dedicated_begin = 0;
+  return z;
+}
+
 GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<GradRange>& ranges, int zero_stage,
                            size_t bucket_elems, Communicator* dp, Communicator* embedding, DType wire)
     : total_(total), backend_(backend), zero_stage_(zero_stage), dp_(dp), embedding_(embedding) {
@@ -19,37 +53,21 @@ GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<Gra
   // With one data-parallel rank there is nothing to shard: every stage is ZeRO 0.
   if (dp_size_ == 1) zero_stage_ = 0;
   shard_ = shard_range(total, dp_size_, dp_rank_);
-  // Buckets: ranges in the order backward produces them (descending offsets), merged while
-  // contiguous and below the bucket size. Chunks of vocabulary-sized tensors stay buckets of
-  // their own: they may be written twice per backward (tied head and embedding) and may be tied
-  // across stages.
-  std::vector<GradRange> order = ranges;
-  std::sort(order.begin(), order.end(), [](const GradRange& a, const GradRange& b) { return a.begin > b.begin; });
-  for (const GradRange& r : order) {
-    Bucket* last = buckets_.empty() ? nullptr : &buckets_.back();
-    if (last && !r.standalone && !last->standalone && last->begin == r.end && last->end - last->begin < bucket_elems) {
-      last->begin = r.begin;
-      ++last->ranges;
-    } else {
-      Bucket b{r.begin, r.end};
-      b.standalone = r.standalone;
-      b.deferred = r.tied && embedding_ != nullptr;
-      b.uses_per_backward = r.uses;
-      b.shared = zero_stage_ == 2 && r.uses > 1 && !b.deferred;
-      buckets_.push_back(b);
-    }
+  const bool embedding_group = embedding_ != nullptr;
+  const std::vector<GradBucket> merged = gradient_buckets(ranges, bucket_elems);
+  size_t covered = 0;
+  for (const GradBucket& g : merged) {
+    covered += g.end - g.begin;
+    Bucket b{g.begin, g.end};
+    b.ranges = g.ranges;
+    b.deferred = g.deferred(embedding_group);
+    b.uses_per_backward = g.uses;
+    b.shared = zero_stage_ == 2 && g.uses > 1 && !b.deferred;
+    buckets_.push_back(b);
   }
-  size_t covered = 0, dedicated_end = 0;
-  dedicated_begin_ = total;
-  for (const Bucket& b : buckets_) {
-    covered += b.end - b.begin;
-    if (b.dedicated()) {
-      dedicated_begin_ = std::min(dedicated_begin_, b.begin);
-      dedicated_end = std::max(dedicated_end, b.end);
-    } else {
-      slot_elems_ = std::max(slot_elems_, b.end - b.begin);
-    }
-  }
+  const GradBufferSizes sizes = gradient_buffer_sizes(merged, embedding_group);
+  slot_elems_ = sizes.slot_elems;
+  dedicated_begin_ = sizes.dedicated_begin;
   FEAST_CHECK(covered == total, "gradient ranges cover " << covered << " of " << total << " elements");
 
   if (zero_stage_ < 2) {
@@ -57,14 +75,13 @@ GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<Gra
   } else {
     slots_ = backend.allocate(DType::kFloat32, slot_elems_ * kGradStagingSlots);
     for (int s = 0; s < kGradStagingSlots; ++s) free_slots_.push_back(s);
-    if (dedicated_end > dedicated_begin_)
-      dedicated_ = backend.allocate(DType::kFloat32, dedicated_end - dedicated_begin_);
+    if (sizes.dedicated_elems() > 0) dedicated_ = backend.allocate(DType::kFloat32, sizes.dedicated_elems());
   }
   // ZeRO 1 reduces in place into the shard's part of full_; ZeRO 2 needs the shard apart.
   if (zero_stage_ == 2) shard_acc_ = backend.allocate(DType::kFloat32, shard_.size());
   if (wire == DType::kBFloat16 && dp_) {
     wire_dtype_ = wire;
-    for (const Bucket& b : buckets_) wire_slot_elems_ = std::max(wire_slot_elems_, b.end - b.begin);
+    wire_slot_elems_ = sizes.largest;
     wire_ = backend.allocate(DType::kBFloat16, wire_slot_elems_ * kGradWireSlots);
     for (int s = 0; s < kGradWireSlots; ++s) free_wire_.push_back(s);
   }
@@ -93,6 +110,11 @@ void GradientSync::begin_step() {
   }
 }
 
+void GradientSync::drain(int bucket) {
+  while (std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.bucket == bucket; }))
+    complete_oldest();
+}
+
 int GradientSync::take_slot() {
   while (free_slots_.empty()) {
     FEAST_CHECK(!pending_.empty(), "ZeRO-2 staging slots exhausted with no reduction in flight");
@@ -112,8 +134,7 @@ TensorView GradientSync::acquire(size_t begin, size_t end) {
   }
   if (b.shared && !b.open) {  // a new micro-batch: the last one's reduction must have read it
     const int i = int(&b - buckets_.data());
-    while (std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.bucket == i; }))
-      complete_oldest();
+    drain(i);
     backend_.zero(staging(b));
     b.open = true;
   }
@@ -169,8 +190,7 @@ void GradientSync::launch(int i) {
     // (after the previous reduction into that part has landed), and the reduction overwrites
     // the shard. With bf16 traffic that sum would travel in bf16, so instead the reduced part is
     // widened into this rank's part of the staging buffer when it lands and added there.
-    while (std::any_of(pending_.begin(), pending_.end(), [&](const Pending& q) { return q.bucket == i; }))
-      complete_oldest();
+    drain(i);
     const TensorView own = data.slice(lo - b.begin, result.numel);
     if (bf16) p.landing = own;
     else if (result.numel > 0) backend_.add(own, own, result, result.numel);

@@ -46,6 +46,34 @@ inline constexpr int kGradWireSlots = 4;
 
 class GradientSync;
 
+// The buckets GradientSync reduces: a stage's gradient ranges in the order backward produces
+// them (descending offsets), merged while contiguous and below bucket_elems. Chunks of
+// vocabulary-sized tensors stay buckets of their own: they may be written twice per backward
+// (tied head and embedding) and may be tied across stages.
+struct GradBucket {
+  size_t begin, end;
+  int ranges = 1;           // ranges merged into it
+  int uses = 1;             // completions per backward (2: a token embedding a tied head also writes)
+  bool standalone = false;  // a vocabulary-sized tensor's chunk
+  bool tied = false;        // shared with another stage
+  // Reduced at the step's end, after the sum over the embedding group (a tie across stages).
+  bool deferred(bool embedding_group) const { return tied && embedding_group; }
+  // ZeRO 2 keeps it in a buffer of its own through the backward rather than a staging slot: it
+  // is deferred, or written twice per micro-batch (reduced once, after both writes).
+  bool dedicated(bool embedding_group) const { return deferred(embedding_group) || uses > 1; }
+};
+std::vector<GradBucket> gradient_buckets(const std::vector<GradRange>& ranges, size_t bucket_elems);
+
+// What GradientSync allocates by, from its buckets (the planner counts the same): ZeRO 2's
+// staging slots hold the largest bucket not dedicated; the dedicated ones share one buffer
+// spanning [dedicated_begin, dedicated_end); a bf16 wire buffer holds the largest bucket.
+struct GradBufferSizes {
+  size_t slot_elems = 0, largest = 0;
+  size_t dedicated_begin = 0, dedicated_end = 0;  // empty when none is dedicated
+  size_t dedicated_elems() const { return dedicated_end - dedicated_begin; }
+};
+GradBufferSizes gradient_buffer_sizes(const std::vector<GradBucket>& buckets, bool embedding_group);
+
 // How a stage's data-parallel replicas combine their gradients and share the updated weights,
 // as one training step sees it: collectives (all-reduce or ZeRO's reduce-scatter and all-gather:
 // GradientSync) or a parameter server (parallel/parameter_server.h). A step runs begin_step,
@@ -124,7 +152,6 @@ class GradientSync final : public GradientSink, public DataParallelSync {
     int released = 0;           // ranges released since the bucket was last complete
     int uses = 0;               // completions in the current backward
     int uses_per_backward = 1;  // 2 for a token embedding written by both head and embedding
-    bool standalone = false;    // a vocabulary-sized tensor's chunk: never merged with other ranges
     bool deferred = false;      // a tied tensor: reduced at finish_step
     bool shared = false;        // ZeRO 2: written by the head and the embedding of this stage
     bool open = false;          // ZeRO 2, shared: written in this micro-batch, not yet reduced
@@ -146,6 +173,8 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   TensorView staging(const Bucket& b) const;
   void launch(int bucket);
   void complete_oldest();
+  // Completes reductions, oldest first, until none of `bucket` is in flight.
+  void drain(int bucket);
   int take_slot();
   int take_wire_slot();
 

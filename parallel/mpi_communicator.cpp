@@ -164,7 +164,7 @@ class MpiWork final : public Work {
         os << what_ << " did not complete within " << static_cast<double>(timeout_.count()) / 1000.0
            << " s (parallel.timeout_s)";
         // Ask the other ranks who is alive, for a short part of the timeout.
-        const auto grace = std::clamp(timeout_ / 4, std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
+        const auto grace = watchdog::grace_for(timeout_);
         const std::string report = watchdog::survey(*group_, what_, grace);
         os << (report.empty() ? ": another rank may have failed or is stuck" : ": " + report);
         throw CommTimeout(os.str());

@@ -44,10 +44,6 @@ ncclRedOp_t nccl_op(ReduceOp op, const std::string& subject) {
 
 class NcclCommunicator;
 
-// How long a timed-out wait asks the other ranks who is alive (as MpiWork does).
-std::chrono::milliseconds survey_grace(std::chrono::milliseconds timeout) {
-  return std::clamp(timeout / 4, std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
-}
 
 // ncclGroupStart()..ncclGroupEnd() that ends the group however the scope is left: a group left
 // open by a failed call would defer every later NCCL call of this thread, silently.
@@ -286,7 +282,7 @@ class NcclCommunicator final : public Communicator {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     while (!init->done.load(std::memory_order_acquire)) {
       if (std::chrono::steady_clock::now() > deadline) {
-        const std::string late = watchdog::survey(world_ranks_, what, survey_grace(timeout_));
+        const std::string late = watchdog::survey(world_ranks_, what, watchdog::grace_for(timeout_));
         throw CommTimeout(what + " did not finish within " + std::to_string(double(timeout_.count()) / 1000.0) +
                           " s (parallel.timeout_s)" + (late.empty() ? "" : ": " + late) +
                           "; a rank may have failed before it, or the ranks cannot reach each other "
@@ -389,7 +385,7 @@ void NcclWork::wait() {
     if (std::chrono::steady_clock::now() > deadline) {
       comm_.abort();
       // Which ranks of the group are late, and what the others wait for (as MPI waits report).
-      const std::string late = watchdog::survey(comm_.world_ranks(), subject_, survey_grace(timeout_));
+      const std::string late = watchdog::survey(comm_.world_ranks(), subject_, watchdog::grace_for(timeout_));
       throw CommTimeout(subject_ + " did not finish within " + std::to_string(double(timeout_.count()) / 1000.0) +
                         " s (parallel.timeout_s): " +
                         (late.empty() ? "another rank has probably failed or is stuck elsewhere" : late) +
@@ -412,7 +408,6 @@ void NcclWork::wait() {
 
 bool nccl_available(std::string* why) { return nccl::load(why) != nullptr; }
 
-bool is_nccl_communicator(const Communicator& c) { return dynamic_cast<const NcclCommunicator*>(&c) != nullptr; }
 
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host, void* compute_stream,
                                                      std::chrono::milliseconds timeout) {

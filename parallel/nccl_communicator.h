@@ -26,8 +26,6 @@ namespace feast {
 // Whether NCCL can be used in this build on this machine; the reason when not.
 bool nccl_available(std::string* why);
 
-// Whether `c` is one made by make_nccl_communicator.
-bool is_nccl_communicator(const Communicator& c);
 
 // Collective over `host` (every rank of the group calls it): wraps it in a NCCL communicator of
 // the same ranks, on the current CUDA device. compute_stream: the cudaStream_t whose queued work

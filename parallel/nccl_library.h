@@ -6,8 +6,9 @@
 
 #include <nccl.h>
 
-#include <sstream>
 #include <string>
+
+#include "core/cuda/cuda_check.h"
 
 namespace feast::nccl {
 
@@ -40,13 +41,10 @@ const Library& library();
 }  // namespace feast::nccl
 
 // A failed NCCL call throws feast::Error naming the call, NCCL's reason, the file and the line.
-#define FEAST_NCCL_CHECK(lib, call)                                                                   \
-  do {                                                                                                \
-    const ncclResult_t feast_nccl_result_ = (lib).call;                                               \
-    if (feast_nccl_result_ != ncclSuccess) {                                                          \
-      std::ostringstream feast_nccl_os_;                                                              \
-      feast_nccl_os_ << "NCCL call `" #call "` failed: " << (lib).GetErrorString(feast_nccl_result_) \
-                     << " at " << __FILE__ << ":" << __LINE__;                                         \
-      throw ::feast::Error(feast_nccl_os_.str());                                                     \
-    }                                                                                                 \
+#define FEAST_NCCL_CHECK(lib, call)                                                                      \
+  do {                                                                                                   \
+    const ncclResult_t feast_nccl_result_ = (lib).call;                                                  \
+    if (feast_nccl_result_ != ncclSuccess)                                                               \
+      ::feast::cuda::throw_cuda_failure("NCCL", #call, (lib).GetErrorString(feast_nccl_result_), __FILE__, \
+                                        __LINE__);                                                       \
   } while (0)

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -25,6 +26,12 @@ void serve(const std::string& waiting_on);
 // that did not answer and what the answering ones wait for ("" when it learned nothing).
 std::string survey(const std::vector<int>& group_world_ranks, const std::string& waiting_on,
                    std::chrono::milliseconds grace);
+
+// How long a wait that timed out after `timeout` asks the others: a quarter of it, within 0.2 s
+// and 5 s.
+inline std::chrono::milliseconds grace_for(std::chrono::milliseconds timeout) {
+  return std::clamp(timeout / 4, std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
+}
 
 // World ranks of the members of `comm`, in its rank order.
 std::vector<int> world_ranks_of(MPI_Comm comm);

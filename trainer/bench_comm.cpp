@@ -542,7 +542,7 @@ int bench_comm_command(const std::vector<std::string>& args, std::unique_ptr<Com
 #if defined(FEAST_WITH_NCCL)
     std::string why;
     if (!nccl_available(&why)) throw ConfigError("bench comm: --backend nccl: " + why);
-    if (some_gpu_is_shared(*world))
+    if (some_gpu_is_shared(gather_gpu_uuids(*world)))
       throw ConfigError("bench comm: --backend nccl: several ranks share a GPU, which NCCL refuses; give each rank "
                         "its own GPU or use --backend mpi");
     comm = make_nccl_communicator(std::move(world), device->stream().native_handle(), std::chrono::minutes(5));

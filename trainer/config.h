@@ -35,8 +35,8 @@ struct ParallelConfig {
   // The communication library for GPU buffers: "auto" (NCCL on GPUs where it can be used, else
   // MPI), "nccl" or "mpi" (device buffers staged through host memory).
   std::string backend = "auto";
-  // The precision data-parallel gradients travel in: "fp32", or "bf16" (rounded to bf16 before
-  // and after each reduction, accumulation in fp32; the messages are still fp32 for now).
+  // The dtype data-parallel gradients travel and are summed in: "fp32", or "bf16" (half the
+  // bytes; micro-batches still accumulate in fp32).
   std::string grad_reduce_dtype = "fp32";
 };
 

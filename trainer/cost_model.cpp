@@ -60,45 +60,6 @@ std::vector<GradRange> stage_gradient_ranges(const LocalTable& table, const Stag
   return out;
 }
 
-// The sizes GradientSync allocates by: under ZeRO 2, its staging slots are as large as the
-// largest bucket it stages in them, and the buckets it keeps through the backward (a tied tensor
-// held by two stages; a token embedding a tied head on the same stage also writes) get a buffer
-// of their own; with bf16 traffic, each wire buffer holds the largest bucket. Buckets merge
-// ranges as GradientSync does: in descending order, while contiguous, neither standalone and the
-// bucket still below bucket_elems.
-struct BucketSizes {
-  size_t slot_elems = 0, dedicated_elems = 0, largest = 0;
-};
-BucketSizes bucket_sizes(const std::vector<GradRange>& ranges, size_t total, size_t bucket_elems, bool embedding_group) {
-  struct Bucket {
-    size_t begin, end;
-    bool standalone, dedicated;
-  };
-  std::vector<GradRange> order = ranges;
-  std::sort(order.begin(), order.end(), [](const GradRange& a, const GradRange& b) { return a.begin > b.begin; });
-  std::vector<Bucket> buckets;
-  for (const GradRange& r : order) {
-    Bucket* last = buckets.empty() ? nullptr : &buckets.back();
-    if (last && !r.standalone && !last->standalone && last->begin == r.end && last->end - last->begin < bucket_elems)
-      last->begin = r.begin;
-    else
-      buckets.push_back({r.begin, r.end, r.standalone, (r.tied && embedding_group) || r.uses > 1});
-  }
-  BucketSizes z;
-  size_t dedicated_begin = total, dedicated_end = 0;
-  for (const Bucket& b : buckets) {
-    z.largest = std::max(z.largest, b.end - b.begin);
-    if (b.dedicated) {
-      dedicated_begin = std::min(dedicated_begin, b.begin);
-      dedicated_end = std::max(dedicated_end, b.end);
-    } else {
-      z.slot_elems = std::max(z.slot_elems, b.end - b.begin);
-    }
-  }
-  if (dedicated_end > dedicated_begin) z.dedicated_elems = dedicated_end - dedicated_begin;
-  return z;
-}
-
 // ZeRO as GradientSync applies it: with one data-parallel rank there is nothing to shard.
 int effective_zero_stage(const Config& config, const LayoutPlan& plan) {
   return plan.layout.dp() == 1 ? 0 : config.parallel.zero_stage;
@@ -124,12 +85,12 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
     mem.gradients = double(n) * f32 + (dp > 1 ? double(shard_range(n, dp, 0).size()) * f32 : 0.0);
   } else {
     const size_t bucket_elems = static_cast<size_t>(config.parallel.bucket_mb * 1024 * 1024 / sizeof(float));
-    const BucketSizes z = bucket_sizes(stage_gradient_ranges(table, spec, bucket_elems), n, bucket_elems,
-                                       plan.layout.pp() > 1);
+    const GradBufferSizes z = gradient_buffer_sizes(
+        gradient_buckets(stage_gradient_ranges(table, spec, bucket_elems), bucket_elems), plan.layout.pp() > 1);
     // ZeRO 0 and 1: the whole buffer (ZeRO 1 reduces in place into it); ZeRO 2: the slots, the
     // buckets kept through the backward, and the shard.
     mem.gradients = zero < 2 ? double(n) * f32
-                             : (double(kGradStagingSlots) * double(z.slot_elems) + double(z.dedicated_elems) + double(shard)) * f32;
+                             : (double(kGradStagingSlots) * double(z.slot_elems) + double(z.dedicated_elems()) + double(shard)) * f32;
     if (dp > 1 && config.parallel.grad_reduce_dtype == "bf16") mem.gradients += double(kGradWireSlots) * double(z.largest) * 2.0;
   }
   // AdamW: two float32 moments of its range, and a float32 master copy unless the parameters

@@ -207,13 +207,14 @@ TrainingRun::~TrainingRun() = default;
 
 void TrainingRun::connect_gpu_groups(const std::vector<std::string>& hosts) {
   Communicator& world = *groups_.world;
+  const std::vector<GpuUuid> uuids = gather_gpu_uuids(world);
   if (world.size() > 1) {  // how this job's GPUs are wired, next to the rank grid
     std::string why;
-    const HostGpuLinks links = gather_gpu_links(world, hosts, &why);
+    const HostGpuLinks links = gather_gpu_links(world, hosts, uuids, &why);
     const std::string report = describe_gpu_links(plan_.layout, hosts, links, why);
     if (!report.empty()) log::info(report);
   }
-  const bool gpu_shared = some_gpu_is_shared(world);
+  const bool gpu_shared = some_gpu_is_shared(uuids);
   std::string nccl_why = "this build has no NCCL (nccl.h was not found)";
   bool usable = false;
 #if defined(FEAST_WITH_NCCL)
@@ -225,8 +226,10 @@ void TrainingRun::connect_gpu_groups(const std::vector<std::string>& hosts) {
   if (unusable && usable) nccl_why = "NCCL cannot be loaded on some rank";
   const CommBackendChoice choice = choose_comm_backend(config_.parallel.backend, config_.training.device,
                                                        unusable == 0, nccl_why, gpu_shared);
+  // Every group stages device buffers through host memory; the NCCL groups below wrap theirs and
+  // send only host values (losses, norms, NCCL's id) through it.
+  stage_device_buffers(groups_);
   if (!choice.nccl) {
-    stage_device_buffers(groups_);
     log::info("communication: " + choice.why);
     return;
   }
@@ -248,8 +251,6 @@ void TrainingRun::connect_gpu_groups(const std::vector<std::string>& hosts) {
     *group = make_nccl_communicator(std::move(*group), compute, timeout);
     on_nccl += std::string(on_nccl.empty() ? "" : ", ") + name;
   }
-  for (std::unique_ptr<Communicator>* g : {&groups_.world, &groups_.pp, &groups_.tp, &groups_.dp, &groups_.embedding})
-    if (*g && !is_nccl_communicator(**g)) *g = std::make_unique<StagedCommunicator>(std::move(*g));
   log::info("communication: " + choice.why + (on_nccl.empty() ? ", but no group has more than one rank" : " for the " + on_nccl + " groups") +
             "; the rest through MPI, staged through host memory");
   if (!nccl_log.empty() && !on_nccl.empty()) {

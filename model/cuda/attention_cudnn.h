@@ -9,13 +9,10 @@
 #include <memory>
 
 #include "core/dtype.h"
+#include "model/backend.h"
 #include "model/cuda/cuda_context.h"
 
 namespace feast::cuda {
-
-struct AttentionCall {
-  int B, T, NH, NKV, hs;
-};
 
 class CudnnAttention {
  public:
@@ -31,14 +28,14 @@ class CudnnAttention {
   // Whether cuDNN runs this shape (each shape is asked of cuDNN once and remembered); false for
   // anything but bf16 and head sizes that are multiples of 8 up to 256, and for a shape whose
   // workspace would exceed 2 GiB.
-  bool forward_applies(DType dt, const AttentionCall& a);
-  bool backward_applies(DType dt, const AttentionCall& a);
+  bool forward_applies(DType dt, const AttentionShape& a);
+  bool backward_applies(DType dt, const AttentionShape& a);
 
   // out (B T, NH hs) and lse (B NH T, float32) from qkv (B T, (NH + 2 NKV) hs), bf16.
-  void forward(const CudaContext& ctx, void* out, float* lse, const void* qkv, const AttentionCall& a);
+  void forward(const CudaContext& ctx, void* out, float* lse, const void* qkv, const AttentionShape& a);
   // dqkv from dout, qkv, the forward's out and lse.
   void backward(const CudaContext& ctx, void* dqkv, const void* dout, const void* qkv, const void* out,
-                const float* lse, const AttentionCall& a);
+                const float* lse, const AttentionShape& a);
 
  private:
   struct Impl;

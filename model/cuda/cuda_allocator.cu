@@ -37,7 +37,6 @@ void* CudaAllocator::allocate(size_t bytes) {
   auto it = free_.lower_bound(size);
   if (it != free_.end() && it->first <= 2 * size) {
     p = it->second;
-    cached_ -= it->first;
     sizes_[p] = it->first;
     in_use_ += it->first;
     free_.erase(it);
@@ -76,7 +75,6 @@ void CudaAllocator::deallocate(void* p) noexcept {
   const auto it = sizes_.find(p);
   if (it == sizes_.end()) return;
   in_use_ -= it->second;
-  cached_ += it->second;
   free_.emplace(it->second, p);
   sizes_.erase(it);
 }
@@ -88,7 +86,6 @@ void CudaAllocator::release_cache() noexcept {
   cudaDeviceSynchronize();
   for (const auto& [size, p] : free_) cudaFree(p);
   free_.clear();
-  cached_ = 0;
 }
 
 }  // namespace feast::cuda

@@ -27,9 +27,7 @@ class CudaAllocator final : public Allocator {
   void* allocate(size_t bytes) override;
   void deallocate(void* p) noexcept override;
 
-  size_t bytes_in_use() const { return in_use_; }
   size_t peak_bytes_in_use() const { return peak_; }
-  size_t bytes_cached() const { return cached_; }
 
  private:
   void release_cache() noexcept;
@@ -38,7 +36,7 @@ class CudaAllocator final : public Allocator {
   std::mutex mutex_;
   std::multimap<size_t, void*> free_;          // rounded size -> cached block
   std::unordered_map<void*, size_t> sizes_;    // every live block's rounded size
-  size_t in_use_ = 0, peak_ = 0, cached_ = 0;
+  size_t in_use_ = 0, peak_ = 0;
 };
 
 }  // namespace feast::cuda

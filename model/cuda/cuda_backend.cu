@@ -209,9 +209,8 @@ class CudaBackend final : public Backend {
     float* st = F(state, attention_state_size(s));
     const void* q = A(qkv, s.rows() * n(s.qkv_width()));
 #if defined(FEAST_WITH_CUDNN)
-    const cuda::AttentionCall call{s.B, s.T, s.n_head, s.n_kv_head, s.head_dim};
-    if (cuda::CudnnAttention* c = cudnn_attention(); c && c->forward_applies(compute_, call)) {
-      c->forward(ctx_, o, st, q, call);
+    if (cuda::CudnnAttention* c = cudnn_attention(); c && c->forward_applies(compute_, s)) {
+      c->forward(ctx_, o, st, q, s);
       return;
     }
 #endif
@@ -226,9 +225,8 @@ class CudaBackend final : public Backend {
     const void* q = A(qkv, s.rows() * n(s.qkv_width()));
     float* st = F(state, attention_state_size(s));
 #if defined(FEAST_WITH_CUDNN)
-    const cuda::AttentionCall call{s.B, s.T, s.n_head, s.n_kv_head, s.head_dim};
-    if (cuda::CudnnAttention* c = cudnn_attention(); c && c->backward_applies(compute_, call)) {
-      c->backward(ctx_, dq, dO, q, A(out, s.rows() * n(s.out_width())), st, call);
+    if (cuda::CudnnAttention* c = cudnn_attention(); c && c->backward_applies(compute_, s)) {
+      c->backward(ctx_, dq, dO, q, A(out, s.rows() * n(s.out_width())), st, s);
       return;
     }
 #else

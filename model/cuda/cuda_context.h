@@ -27,7 +27,6 @@ class DeviceScratch {
   T* get_as(size_t count) {
     return static_cast<T*>(get(count * sizeof(T)));
   }
-  size_t capacity() const { return bytes_; }
 
  private:
   cudaStream_t stream_;

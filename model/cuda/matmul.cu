@@ -13,6 +13,7 @@
 
 #include "model/cuda/kernel_common.cuh"
 #include "model/cuda/kernels.h"
+#include "model/cuda/norm_common.cuh"
 
 namespace feast::cuda {
 namespace {
@@ -173,14 +174,6 @@ __global__ void bias_partials_kernel(float* partials, const T* dout, int N, int 
   partials[size_t(blockIdx.y) * OC + o] = acc;
 }
 
-__global__ void bias_finish_kernel(float* dbias, const float* partials, int chunks, int OC) {
-  const int o = blockIdx.x * blockDim.x + threadIdx.x;
-  if (o >= OC) return;
-  float acc = 0.0f;
-  for (int c = 0; c < chunks; ++c) acc += partials[size_t(c) * OC + o];
-  dbias[o] += acc;
-}
-
 }  // namespace
 
 void matmul_forward(const CudaContext& ctx, DType dt, void* out, const void* inp, const void* weight,
@@ -237,8 +230,7 @@ void bias_backward(const CudaContext& ctx, DType dt, float* dbias, const void* d
     bias_partials_kernel<T><<<grid, threads, 0, ctx.stream>>>(partials, static_cast<const T*>(dout), N, OC);
     FEAST_CUDA_LAUNCH_CHECK(bias_partials_kernel);
   });
-  bias_finish_kernel<<<blocks_for(OC, threads), threads, 0, ctx.stream>>>(dbias, partials, chunks, OC);
-  FEAST_CUDA_LAUNCH_CHECK(bias_finish_kernel);
+  add_column_partials(ctx, dbias, partials, chunks, OC);
 }
 
 }  // namespace feast::cuda

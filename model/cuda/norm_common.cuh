@@ -1,7 +1,7 @@
 // What LayerNorm and RMSNorm share: the block size of their per-row kernels, and the two-stage
 // column sums of their parameter gradients (per row-group partial sums in scratch, then the
 // partials of groups 0, 1, ... added in order), which need no atomics and give the same result
-// every run.
+// every run. The bias gradient (matmul.cu) uses the second stage too.
 #pragma once
 
 #include <algorithm>

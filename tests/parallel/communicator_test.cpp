@@ -25,10 +25,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-template <typename T> constexpr DType kDType = DType::kFloat32;
-template <> constexpr DType kDType<double> = DType::kFloat64;
-template <> constexpr DType kDType<int32_t> = DType::kInt32;
-template <> constexpr DType kDType<int64_t> = DType::kInt64;
 
 // A fresh private communicator per test, so a test that fails half-way cannot leave messages
 // for the next one. The timeout turns a rank that never arrives into a failure, not a hang.
@@ -57,7 +53,7 @@ TYPED_TEST(MpiTyped, AllreduceSum) {
   using T = TypeParam;
   std::vector<T> data(1001);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<T>((this->me + 1) * static_cast<int>(i + 1));
-  this->world->allreduce(data.data(), data.size(), kDType<T>)->wait();
+  this->world->allreduce(data.data(), data.size(), dtype_of<T>())->wait();
   const int ranks_sum = this->n * (this->n + 1) / 2;
   for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], static_cast<T>(ranks_sum * static_cast<int>(i + 1))) << i;
 }
@@ -68,7 +64,7 @@ TYPED_TEST(MpiTyped, AllreduceMax) {
   // (rank + i) mod n takes every value 0..n-1 over the ranks, so the maximum is n - 1.
   for (size_t i = 0; i < data.size(); ++i)
     data[i] = static_cast<T>(((this->me + static_cast<int>(i)) % this->n) * static_cast<int>(i + 1) - 5);
-  this->world->allreduce(data.data(), data.size(), kDType<T>, {.op = ReduceOp::kMax})->wait();
+  this->world->allreduce(data.data(), data.size(), dtype_of<T>(), {.op = ReduceOp::kMax})->wait();
   for (size_t i = 0; i < data.size(); ++i)
     ASSERT_EQ(data[i], static_cast<T>((this->n - 1) * static_cast<int>(i + 1) - 5)) << i;
 }

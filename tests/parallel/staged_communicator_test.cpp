@@ -30,10 +30,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// bfloat16 travels as its 16-bit pattern (uint16_t here).
-template <typename T> constexpr DType kDType = DType::kFloat32;
-template <> constexpr DType kDType<int32_t> = DType::kInt32;
-template <> constexpr DType kDType<uint16_t> = DType::kBFloat16;
+// bfloat16 travels as its 16-bit pattern (uint16_t here); the rest as core/dtype.h names them.
+template <typename T> constexpr DType dtype_in_test() {
+  if constexpr (std::is_same_v<T, uint16_t>) return DType::kBFloat16;
+  else return dtype_of<T>();
+}
 
 template <typename T> T as(int v) {
   if constexpr (std::is_same_v<T, uint16_t>) return float_to_bf16(static_cast<float>(v));
@@ -235,7 +236,7 @@ TYPED_TEST(StagedReducible, AllreduceSum) {
   using T = TypeParam;
   std::span<T> data = this->device.allocate(37, T{});
   for (size_t i = 0; i < data.size(); ++i) data[i] = as<T>((this->me + 1) * int(i + 1));
-  WorkHandle work = this->comm->allreduce(data.data(), data.size(), kDType<T>);
+  WorkHandle work = this->comm->allreduce(data.data(), data.size(), dtype_in_test<T>());
   work->wait();
   work->wait();  // a second wait copies nothing more
   std::vector<T> expected(data.size());
@@ -249,7 +250,7 @@ TYPED_TEST(StagedReducible, AllreduceMax) {
   // (rank + i) mod n takes every value 0..n-1 over the ranks, so the maximum is n - 1.
   std::span<T> data = this->device.allocate(29, T{});
   for (size_t i = 0; i < data.size(); ++i) data[i] = as<T>((this->me + int(i)) % this->n * int(i + 1) - 5);
-  this->comm->allreduce(data.data(), data.size(), kDType<T>, {.op = ReduceOp::kMax})->wait();
+  this->comm->allreduce(data.data(), data.size(), dtype_in_test<T>(), {.op = ReduceOp::kMax})->wait();
   std::vector<T> expected(data.size());
   for (size_t i = 0; i < expected.size(); ++i) expected[i] = as<T>((this->n - 1) * int(i + 1) - 5);
   EXPECT_EQ(values(data), expected);
@@ -274,7 +275,7 @@ TYPED_TEST(StagedReducible, ReduceScatterUnequalCounts) {
         for (size_t k = 0; k < counts[size_t(b)]; ++k)
           send[offsets[size_t(b)] + k] = as<T>(this->me * 100 + b * 10 + int(k));
       std::span<T> recv = this->buffer(to, counts[size_t(this->me)], as<T>(-1));
-      this->comm->reduce_scatter(send.data(), recv.data(), counts, kDType<T>)->wait();
+      this->comm->reduce_scatter(send.data(), recv.data(), counts, dtype_in_test<T>())->wait();
       EXPECT_EQ(values(recv), expected);
       EXPECT_EQ(this->device.copies(), std::make_pair(on_device(from), on_device(to)));
       if (from == Where::kHost && to == Where::kHost) {
@@ -336,7 +337,7 @@ TYPED_TEST(StagedMoved, AllgatherOutOfPlace) {
       std::span<T> send = this->buffer(from, counts[size_t(this->me)], T{});
       for (size_t k = 0; k < send.size(); ++k) send[k] = as<T>(this->me * 16 + int(k) + 1);
       std::span<T> recv = this->buffer(to, expected.size(), as<T>(-1));
-      this->comm->allgather(send.data(), recv.data(), counts, kDType<T>)->wait();
+      this->comm->allgather(send.data(), recv.data(), counts, dtype_in_test<T>())->wait();
       EXPECT_EQ(values(recv), expected);
       EXPECT_EQ(this->device.copies(), std::make_pair(on_device(from), on_device(to)));
       if (from == Where::kHost && to == Where::kHost) {
@@ -355,7 +356,7 @@ TYPED_TEST(StagedMoved, AllgatherInPlace) {
     this->device.reset();
     std::span<T> recv = this->buffer(w, expected.size(), as<T>(-1));
     for (size_t k = 0; k < counts[size_t(this->me)]; ++k) recv[mine + k] = as<T>(this->me * 16 + int(k) + 1);
-    this->comm->allgather(recv.data() + mine, recv.data(), counts, kDType<T>)->wait();
+    this->comm->allgather(recv.data() + mine, recv.data(), counts, dtype_in_test<T>())->wait();
     EXPECT_EQ(values(recv), expected);
     // The whole buffer goes up (this rank's block is in it) and comes back.
     EXPECT_EQ(this->device.copies(), std::make_pair(on_device(w), on_device(w)));
@@ -376,7 +377,7 @@ TYPED_TEST(StagedMoved, BroadcastFromTheLastRank) {
     this->device.reset();
     std::span<T> data = this->buffer(w, expected.size(), as<T>(-1));
     if (this->me == root) std::copy(expected.begin(), expected.end(), data.begin());
-    this->comm->broadcast(data.data(), data.size(), kDType<T>, root)->wait();
+    this->comm->broadcast(data.data(), data.size(), dtype_in_test<T>(), root)->wait();
     EXPECT_EQ(values(data), expected);
     // Only the root's data goes up; every rank's comes back.
     EXPECT_EQ(this->device.copies(), std::make_pair(this->me == root ? on_device(w) : 0, on_device(w)));
@@ -403,7 +404,7 @@ TYPED_TEST(StagedMoved, Alltoall) {
         for (size_t k = 0; k < kPerRank; ++k)
           send[size_t(q) * kPerRank + k] = as<T>(this->me * 16 + q * 4 + int(k) + 1);
       std::span<T> recv = this->buffer(to, expected.size(), as<T>(-1));
-      this->comm->alltoall(send.data(), recv.data(), kPerRank, kDType<T>)->wait();
+      this->comm->alltoall(send.data(), recv.data(), kPerRank, dtype_in_test<T>())->wait();
       EXPECT_EQ(values(recv), expected);
       EXPECT_EQ(this->device.copies(), std::make_pair(on_device(from), on_device(to)));
       if (from == Where::kHost && to == Where::kHost) {
