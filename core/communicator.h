@@ -1,6 +1,7 @@
 // The communication interface every layer and the trainer use (PyTorch c10d's shape): collectives
 // and point-to-point calls on one group of ranks, each returning a handle whose wait() throws if
-// the work failed. Implementations (MPI now, NCCL later) live in parallel/; callers never see
+// the work failed. Implementations (MPI, NCCL, and a wrapper that stages device buffers through host
+// memory) live in parallel/; callers never see
 // MPI or NCCL types. It sits in core/ because model/ needs it for tensor-parallel reductions
 // while parallel/ depends on model/.
 #pragma once
@@ -25,6 +26,9 @@ struct CollectiveOptions {
   // How long wait() may block before it throws CommTimeout naming the call and group; zero
   // means the communicator's default (its watchdog).
   std::chrono::milliseconds timeout{0};
+  // Measure the operation's own duration where it runs (Work::device_seconds); on a GPU this
+  // costs timing events, so only callers that report the figure ask for it.
+  bool timed = false;
 };
 
 // A started operation. wait() blocks until it is done and throws feast::Error (CommTimeout
@@ -34,6 +38,16 @@ class Work {
  public:
   virtual ~Work() = default;
   virtual void wait() = 0;
+  // Whether the operation has finished, without blocking: once true, wait() no longer waits on
+  // other ranks (it may still move the result into place). Calling it also drives the
+  // library's progress: MPI advances a non-blocking collective only inside MPI calls, so a
+  // caller with work of its own tests now and then to let the operation run meanwhile. A
+  // failure may throw here or be left to wait().
+  virtual bool test() = 0;
+  // For an operation started with CollectiveOptions::timed, after wait(): how long it ran
+  // where it ran (a GPU stream's time between events), in seconds; negative when only the
+  // caller's clock can tell (MPI runs inside the calls that test and wait on it).
+  virtual double device_seconds() const { return -1; }
 };
 using WorkHandle = std::unique_ptr<Work>;
 
@@ -94,6 +108,10 @@ class Communicator {
 class PairedWork final : public Work {
  public:
   PairedWork(WorkHandle first, WorkHandle second) : first_(std::move(first)), second_(std::move(second)) {}
+  bool test() override {
+    const bool first = first_->test();  // both, so that both make progress
+    return second_->test() && first;
+  }
   void wait() override {
     first_->wait();
     second_->wait();

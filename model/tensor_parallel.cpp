@@ -5,13 +5,15 @@
 
 namespace feast {
 
-TensorParallel::TensorParallel(Communicator* group, int rank, int size) : group_(group), rank_(rank), size_(size) {
+TensorParallel::TensorParallel(Communicator* group, int rank, int size, Stream* compute)
+    : group_(group), rank_(rank), size_(size), compute_(compute) {
   FEAST_CHECK(size == 1 || (group && group->size() == size),
               "a tensor-parallel stage of degree " << size << " needs its tp communicator");
 }
 
 void TensorParallel::allreduce(const TensorView& x, ReduceOp op) {
   if (!group_ || size_ == 1) return;
+  if (compute_) compute_->synchronize();
   Timer t;
   CollectiveOptions opts;
   opts.op = op;

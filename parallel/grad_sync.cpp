@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "core/error.h"
 #include "core/timer.h"
@@ -108,6 +109,10 @@ void GradientSync::begin_step() {
     b.released = b.uses = 0;
     b.open = false;
   }
+  step_clock_ = Timer();
+  spans_.clear();
+  device_seconds_ = exposed_seconds_ = 0;
+  device_timed_ = false;
 }
 
 void GradientSync::drain(int bucket) {
@@ -142,6 +147,7 @@ TensorView GradientSync::acquire(size_t begin, size_t end) {
 }
 
 void GradientSync::release(size_t begin, size_t) {
+  poll();
   const int i = bucket_of(begin);
   Bucket& b = buckets_[size_t(i)];
   if (++b.released < b.ranges) return;
@@ -204,14 +210,17 @@ void GradientSync::launch(int i) {
     backend_.cast(travel, data);
     p.wire_result = travel.slice(lo - b.begin, hi - lo);
   }
+  CollectiveOptions timed;
+  timed.timed = true;
+  p.launched = step_clock_.seconds();
   if (zero_stage_ == 0) {
-    p.work = dp_->allreduce(travel.data, travel.numel, travel.dtype);
+    p.work = dp_->allreduce(travel.data, travel.numel, travel.dtype, timed);
   } else {
     // Into this rank's block of the travelling buffer itself (in place) or of the shard.
     void* into = bf16 ? p.wire_result.data : result.data;
     if (zero_stage_ == 1 && !bf16) into = travel.slice(lo - b.begin, hi - lo).data;
     const std::vector<size_t> counts = shard_counts(total_, dp_size_, b.begin, b.end);
-    p.work = dp_->reduce_scatter(travel.data, into, counts, travel.dtype);
+    p.work = dp_->reduce_scatter(travel.data, into, counts, travel.dtype, timed);
   }
   if (zero_stage_ == 2 && !b.dedicated()) {
     p.slot = b.slot;  // the slot now belongs to the reduction (with bf16 traffic, to its landing)
@@ -220,12 +229,29 @@ void GradientSync::launch(int i) {
   pending_.push_back(std::move(p));
 }
 
+void GradientSync::poll() {
+  for (Pending& p : pending_)
+    if (p.finished < 0 && p.work->test()) p.finished = step_clock_.seconds();
+}
+
 void GradientSync::complete_oldest() {
   Pending p = std::move(pending_.front());
   pending_.pop_front();
+  // A GPU's queued compute is the backward's time, not this wait's.
+  backend_.stream().synchronize();
   Timer t;
   p.work->wait();
-  wait_seconds_ += t.seconds();
+  const double waited = t.seconds();
+  wait_seconds_ += waited;
+  if (p.finished < 0) {
+    p.finished = step_clock_.seconds();
+    exposed_seconds_ += waited;
+  }
+  spans_.emplace_back(p.launched, p.finished);
+  if (const double d = p.work->device_seconds(); d >= 0) {
+    device_seconds_ += d;
+    device_timed_ = true;
+  }
   if (p.wire_slot >= 0) {
     if (p.landing.data) {  // ZeRO 2: widen, then add to what the shard holds
       backend_.cast(p.landing, p.wire_result);
@@ -239,6 +265,7 @@ void GradientSync::complete_oldest() {
 }
 
 void GradientSync::finish_step() {
+  poll();  // what finished during the backward's last part was never waited for
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
     if (!b.deferred) continue;
@@ -264,6 +291,21 @@ TensorView GradientSync::shard_grads() const {
 
 size_t GradientSync::gradient_bytes() const {
   return full_.bytes() + shard_acc_.bytes() + slots_.bytes() + dedicated_.bytes() + wire_.bytes();
+}
+
+double covered_seconds(std::vector<std::pair<double, double>> spans) {
+  // Sorted by start, each span adds what reaches past the ones before it.
+  std::sort(spans.begin(), spans.end());
+  double covered = 0, reached = -std::numeric_limits<double>::infinity();
+  for (const auto& [from, to] : spans) {
+    covered += std::max(0.0, to - std::max(from, reached));
+    reached = std::max(reached, to);
+  }
+  return covered;
+}
+
+ReductionTimes GradientSync::reduction_times() const {
+  return {device_timed_ ? device_seconds_ : covered_seconds(spans_), exposed_seconds_};
 }
 
 double GradientSync::take_wait_seconds() {

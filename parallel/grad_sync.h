@@ -28,10 +28,12 @@
 #include <cstddef>
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/communicator.h"
 #include "core/tensor.h"
+#include "core/timer.h"
 #include "model/backend.h"
 #include "model/pipeline_stage.h"
 #include "parallel/zero_shard.h"
@@ -74,6 +76,22 @@ struct GradBufferSizes {
 };
 GradBufferSizes gradient_buffer_sizes(const std::vector<GradBucket>& buckets, bool embedding_group);
 
+// One step's data-parallel gradient reductions, timed: how long they ran against how long the
+// rank waited for them, which together show how much of them the backward hid.
+struct ReductionTimes {
+  // While at least one ran, merged where they overlap: each from its launch until it was seen
+  // finished (GradientSync tests the reductions in flight whenever the backward hands over
+  // gradients, and waits for the rest). Where the library times its own operations (NCCL, on
+  // the communication stream) the sum of those times instead: the host launches them long
+  // before the GPU gets to them.
+  double in_flight = 0;
+  // Blocked waiting for them: the part the backward did not hide.
+  double exposed = 0;
+};
+
+// The length of the union of [from, to) spans: how long at least one of them lasted.
+double covered_seconds(std::vector<std::pair<double, double>> spans);
+
 // How a stage's data-parallel replicas combine their gradients and share the updated weights,
 // as one training step sees it: collectives (all-reduce or ZeRO's reduce-scatter and all-gather:
 // GradientSync) or a parameter server (parallel/parameter_server.h). A step runs begin_step,
@@ -104,6 +122,9 @@ class DataParallelSync {
   virtual size_t gradient_bytes() const = 0;
   // Seconds spent waiting for reductions since the last call.
   virtual double take_wait_seconds() = 0;
+  // This step's data-parallel gradient reductions so far (none for a parameter server, whose
+  // workers push and pull instead).
+  virtual ReductionTimes reduction_times() const = 0;
   // For the start-up report: "ZeRO 1", "parameter server".
   virtual std::string describe() const = 0;
 };
@@ -143,6 +164,7 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   int zero_stage() const { return zero_stage_; }
   size_t gradient_bytes() const override;
   double take_wait_seconds() override;
+  ReductionTimes reduction_times() const override;
   std::string describe() const override { return "ZeRO " + std::to_string(zero_stage_); }
 
  private:
@@ -167,12 +189,17 @@ class GradientSync final : public GradientSink, public DataParallelSync {
     TensorView result;       // the float32 gradients the reduction yields
     TensorView wire_result;  // bf16 traffic: where the reduction leaves them in the wire buffer
     TensorView landing;      // bf16 traffic, ZeRO 2: fp32 room to widen them into before adding to result
+    double launched = 0;     // step clock, seconds
+    double finished = -1;    // step clock, once seen finished
   };
 
   int bucket_of(size_t begin) const;
   TensorView staging(const Bucket& b) const;
   void launch(int bucket);
   void complete_oldest();
+  // Tests the reductions in flight, so that MPI moves them on while the backward computes, and
+  // notes when each is seen finished.
+  void poll();
   // Completes reductions, oldest first, until none of `bucket` is in flight.
   void drain(int bucket);
   int take_slot();
@@ -200,6 +227,12 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   std::vector<int> free_slots_;
   std::deque<Pending> pending_;
   double wait_seconds_ = 0;
+  // This step's reductions, for reduction_times(): the step clock starts at begin_step.
+  Timer step_clock_;
+  std::vector<std::pair<double, double>> spans_;  // [launched, finished) of each one done
+  double device_seconds_ = 0;                     // their own times, where the library measured them
+  bool device_timed_ = false;
+  double exposed_seconds_ = 0;
 };
 
 }  // namespace feast

@@ -149,6 +149,24 @@ class MpiWork final : public Work {
     if (finish_) std::exchange(finish_, nullptr)();
   }
 
+  // Whether every request has completed. MPI_Testall drives progress only after it has found a
+  // request incomplete and then returns without looking again, so a collective finished by that
+  // progress would wait for the next poll (a sleep): look once more, as MPI_Test does itself.
+  bool test() override {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      int all = 0;
+      const int rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &all, statuses_.data());
+      if (rc == MPI_ERR_IN_STATUS) {
+        // The failed request's own error is in its status (MPI_ERR_TRUNCATE, say).
+        for (const MPI_Status& st : statuses_)
+          if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) fail(st.MPI_ERROR);
+      }
+      if (rc != MPI_SUCCESS) fail(rc);
+      if (all) return true;
+    }
+    return false;
+  }
+
  private:
   void poll() {
     const auto start = Clock::now();
@@ -177,24 +195,6 @@ class MpiWork final : public Work {
         served = now;
       }
     }
-  }
-
-  // Whether every request has completed. MPI_Testall drives progress only after it has found a
-  // request incomplete and then returns without looking again, so a collective finished by that
-  // progress would wait for the next poll (a sleep): look once more, as MPI_Test does itself.
-  bool test() {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      int all = 0;
-      const int rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &all, statuses_.data());
-      if (rc == MPI_ERR_IN_STATUS) {
-        // The failed request's own error is in its status (MPI_ERR_TRUNCATE, say).
-        for (const MPI_Status& st : statuses_)
-          if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) fail(st.MPI_ERROR);
-      }
-      if (rc != MPI_SUCCESS) fail(rc);
-      if (all) return true;
-    }
-    return false;
   }
 
   bool done() const {

@@ -65,16 +65,22 @@ class NcclGroup {
   bool open_ = true;
 };
 
-// One operation in flight: its completion event on the communication stream.
+// One operation in flight: its completion event on the communication stream (and, when timed,
+// the event that marks its start there).
 class NcclWork final : public Work {
  public:
-  NcclWork(NcclCommunicator& comm, cudaEvent_t done, std::string subject, std::chrono::milliseconds timeout)
-      : comm_(comm), done_(done), subject_(std::move(subject)), timeout_(timeout) {}
+  NcclWork(NcclCommunicator& comm, cudaEvent_t started, cudaEvent_t done, std::string subject,
+           std::chrono::milliseconds timeout)
+      : comm_(comm), started_(started), done_(done), subject_(std::move(subject)), timeout_(timeout) {}
   ~NcclWork() override;
   void wait() override;
+  // A failed operation counts as finished: wait() reports it.
+  bool test() override;
+  double device_seconds() const override;
 
  private:
   NcclCommunicator& comm_;
+  cudaEvent_t started_;  // null unless CollectiveOptions::timed
   cudaEvent_t done_;
   std::string subject_;
   std::chrono::milliseconds timeout_;
@@ -329,11 +335,17 @@ class NcclCommunicator final : public Communicator {
     // One event serves every call: a stream's wait takes the event as recorded at that moment.
     FEAST_CUDA_CHECK(cudaEventRecord(ready_, compute_));
     FEAST_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+    // Timing events cost more to record and query, so only a timed call gets them.
+    const unsigned flags = opts.timed ? cudaEventDefault : cudaEventDisableTiming;
+    cudaEvent_t started = nullptr, done = nullptr;
+    if (opts.timed) {
+      FEAST_CUDA_CHECK(cudaEventCreateWithFlags(&started, flags));
+      FEAST_CUDA_CHECK(cudaEventRecord(started, stream_));  // once the compute work it follows is done
+    }
     issue();
-    cudaEvent_t done = nullptr;
-    FEAST_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    FEAST_CUDA_CHECK(cudaEventCreateWithFlags(&done, flags));
     FEAST_CUDA_CHECK(cudaEventRecord(done, stream_));
-    return std::make_unique<NcclWork>(*this, done, what, opts.timeout.count() > 0 ? opts.timeout : timeout_);
+    return std::make_unique<NcclWork>(*this, started, done, what, opts.timeout.count() > 0 ? opts.timeout : timeout_);
   }
 
   std::unique_ptr<Communicator> host_;
@@ -360,7 +372,16 @@ NcclWork::~NcclWork() {
       }
     }
   }
+  if (started_) cudaEventDestroy(started_);
   if (done_) cudaEventDestroy(done_);
+}
+
+bool NcclWork::test() { return waited_ || comm_.aborted() || cudaEventQuery(done_) != cudaErrorNotReady; }
+
+double NcclWork::device_seconds() const {
+  float ms = 0;
+  if (!started_ || !waited_ || cudaEventElapsedTime(&ms, started_, done_) != cudaSuccess) return -1;
+  return double(ms) / 1e3;
 }
 
 void NcclWork::wait() {

@@ -74,6 +74,7 @@ class ParameterServer final : public DataParallelSync {
   TensorView optimizer_grads() const override { return shard_grads(); }
   size_t gradient_bytes() const override { return local_.gradient_bytes() + scratch_.bytes(); }
   double take_wait_seconds() override { return local_.take_wait_seconds(); }
+  ReductionTimes reduction_times() const override { return local_.reduction_times(); }
   std::string describe() const override { return sparse_ ? "parameter server, sparse embedding" : "parameter server"; }
 
   // Sparse only (a no-op otherwise), after begin_step and before the forward: `tokens` are

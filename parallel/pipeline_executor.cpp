@@ -57,6 +57,12 @@ void PipelineExecutor::exchange(const TensorView& out, int to, int send_tag, con
   times_.pp_wait += t.seconds();
 }
 
+double PipelineExecutor::compute_seconds(const Timer& t) {
+  // A GPU's queued work is part of this forward or backward, not of whatever waits next.
+  stage_.backend().stream().synchronize();
+  return t.seconds();
+}
+
 double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float loss_scale) {
   const int slots = stage_.slots();
   double loss_sum = 0;
@@ -76,7 +82,7 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
         times_.data += load.seconds();
         Timer t;
         loss_sum += stage_.forward(slot, tokens_.data(), targets_.data(), B_, T_, loss_scale);
-        times_.compute += t.seconds();
+        times_.compute += compute_seconds(t);
         break;
       }
       case ActionType::kSendActivation:
@@ -98,7 +104,7 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
         sync.set_last_micro_batch(++backwards == micro_batches_);
         Timer t;
         stage_.backward(slot, B_, T_);
-        times_.compute += t.seconds();
+        times_.compute += compute_seconds(t);
         break;
       }
       case ActionType::kSendGrad:

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/communicator.h"
+#include "core/timer.h"
 #include "model/pipeline_stage.h"
 #include "parallel/grad_sync.h"
 #include "parallel/schedule.h"
@@ -51,6 +52,10 @@ class PipelineExecutor {
 
  private:
   void wait_send(WorkHandle& h);
+  // The seconds since `t` once the stage's queued device work has finished: on a GPU the
+  // time split synchronises at each forward and backward, as Megatron-LM's timers do, so that
+  // the work the host queued is counted where it ran.
+  double compute_seconds(const Timer& t);
   void recv(const TensorView& into, int peer, int tag);
   // Posts a send of the first act_elems_ elements of `data`. The communicator orders it after
   // the compute that produced them (NCCL with an event; the staged path by waiting for the

@@ -12,7 +12,8 @@
 #   multirank  4 ranks sharing the GPU (tp 2 x pp 2, MPI with device buffers staged through host
 #              memory) against one rank on the GPU: fp32 within 1e-4, bf16 within 2e-2; 8 ranks
 #              (tp 2 x pp 2 x dp 2: ZeRO 1 1F1B and ZeRO 2 GPipe in fp32, ZeRO 1 with bf16
-#              gradients in bf16) likewise; and trainer bench comm with GPU buffers through NCCL
+#              gradients in bf16) likewise, each with its gradient reductions' time in flight
+#              and the part exposed; and trainer bench comm with GPU buffers through NCCL
 #              (one rank) and staged MPI (2 ranks)
 #   bench      trainer bench --device cuda (GPT-2 124M and 350M, bf16, T 1024) and the PyTorch
 #              reference (bench/torch_bench.py) on the same shapes, eager and torch.compile
@@ -139,6 +140,18 @@ sys.exit(0 if worst <= tol else 1)
 PY
 }
 
+overlap() {  # overlap RUN: the run's gradient reductions against the part of them it waited for
+  python3 - "$1" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+r, t = s["dp_reductions"], s["time_split"]
+hidden = 1 - r["dp_reduce_exposed_s"] / r["dp_reduce_s"] if r["dp_reduce_s"] > 0 else 0
+print(f"{sys.argv[1]}: overlap: gradient reductions {r['dp_reduce_s'] * 1e3:.2f} ms in flight per step, "
+      f"{r['dp_reduce_exposed_s'] * 1e3:.2f} ms exposed ({100 * hidden:.0f}% hidden); dp_comm {t['dp_comm_s'] * 1e3:.2f} ms "
+      f"of {s['ms_per_step']:.2f} ms per step")
+PY
+}
+
 gpu_run() {  # gpu_run ARCH DTYPE NAME [LAUNCHER... --] [--set ...]: the small model on the GPU
   local arch=$1 dtype=$2 name=$3 launch=()
   shift 3
@@ -195,6 +208,7 @@ multirank() {
         --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero_stage="$zero" --set parallel.schedule="$schedule" \
         --set parallel.grad_reduce_dtype="$grads" --set parallel.micro_batch_size=2 || return 1
       losses_agree "$state/runs/gpt2-cuda-$dtype" "$state/runs/$name" "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
+      overlap "$state/runs/$name" || ok=1
     done
   done
   # Every collective on GPU buffers, each result checked: NCCL at one rank (the machine has one

@@ -51,6 +51,7 @@ void MetricsWriter::write(const StepMetrics& m) {
                       {"tokens_per_s", m.tokens_per_s}, {"ms_per_step", m.ms_per_step}};
   if (m.val_loss) j["val_loss"] = *m.val_loss;
   j.update(split_json(m.split));
+  j.update(reduction_json(m.split));
   j["mfu"] = m.mfu;
   out_ << j.dump() << '\n';
   out_.flush();

@@ -30,11 +30,14 @@ TimeSplit& TimeSplit::operator+=(const TimeSplit& o) {
   data += o.data;
   other += o.other;
   total += o.total;
+  dp_reduce += o.dp_reduce;
+  dp_reduce_exposed += o.dp_reduce_exposed;
   return *this;
 }
 
 TimeSplit TimeSplit::scaled(double f) const {
-  return {compute * f, tp_comm * f, pp_idle * f, dp_comm * f, optimizer * f, data * f, other * f, total * f};
+  return {compute * f, tp_comm * f,   pp_idle * f,   dp_comm * f,  optimizer * f,
+          data * f,    other * f,     total * f,     dp_reduce * f, dp_reduce_exposed * f};
 }
 
 TimeSplit split_of(const StepTiming& t) {
@@ -50,15 +53,17 @@ TimeSplit split_of(const StepTiming& t) {
   // rounding below zero is no time at all.
   s.other = std::max(0.0, s.total - (s.compute + s.tp_comm + s.pp_idle + s.dp_comm + s.optimizer + s.data));
   s.total = s.compute + s.tp_comm + s.pp_idle + s.dp_comm + s.optimizer + s.data + s.other;
+  s.dp_reduce = t.dp_reduce.in_flight;
+  s.dp_reduce_exposed = t.dp_reduce.exposed;
   return s;
 }
 
 TimeSplit mean_over_ranks(Communicator& world, const TimeSplit& mine) {
-  double v[8] = {mine.compute, mine.tp_comm, mine.pp_idle, mine.dp_comm, mine.optimizer, mine.data, mine.other,
-                 mine.total};
-  world.allreduce(v, 8, DType::kFloat64)->wait();
+  double v[10] = {mine.compute, mine.tp_comm, mine.pp_idle, mine.dp_comm,   mine.optimizer,
+                  mine.data,    mine.other,   mine.total,   mine.dp_reduce, mine.dp_reduce_exposed};
+  world.allreduce(v, 10, DType::kFloat64)->wait();
   const double n = world.size();
-  return TimeSplit{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]}.scaled(1.0 / n);
+  return TimeSplit{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]}.scaled(1.0 / n);
 }
 
 double mfu(double flops_per_token, int64_t tokens, double seconds, const DevicePeak& peak, int world_size) {
@@ -85,6 +90,10 @@ double pipeline_idle_formula(int stages, int micro_batches) {
 nlohmann::json split_json(const TimeSplit& s) {
   return {{"compute_s", s.compute},     {"tp_comm_s", s.tp_comm}, {"pp_idle_s", s.pp_idle}, {"dp_comm_s", s.dp_comm},
           {"optimizer_s", s.optimizer}, {"data_s", s.data},       {"other_s", s.other}};
+}
+
+nlohmann::json reduction_json(const TimeSplit& s) {
+  return {{"dp_reduce_s", s.dp_reduce}, {"dp_reduce_exposed_s", s.dp_reduce_exposed}};
 }
 
 std::string summary_json(const RunFacts& f, const RunOutcome& o) {
@@ -122,6 +131,7 @@ std::string summary_json(const RunFacts& f, const RunOutcome& o) {
       {"tokens_per_s", s.total > 0 ? double(f.tokens_per_step) / s.total : 0.0},
       {"ms_per_step", s.total * 1e3},
       {"time_split", split_json(s)},
+      {"dp_reductions", reduction_json(s)},
       {"pp_idle_fraction", s.pipeline_idle_fraction()},
       {"pp_idle_formula", pipeline_idle_formula(f.pp, f.micro_batches)},
       {"efficiency", s.efficiency()},
@@ -173,6 +183,14 @@ std::vector<std::string> format_summary(const RunFacts& f, const RunOutcome& o) 
                   "formula (p-1)/(m+p-1) = (%d-1)/(%d+%d-1) = %.1f%%",
                   100.0 * s.pipeline_idle_fraction(), f.pp, f.micro_batches, f.pp,
                   100.0 * pipeline_idle_formula(f.pp, f.micro_batches));
+    lines.push_back(buf);
+  }
+  if (s.dp_reduce > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "data-parallel gradient reductions: %.1f ms in flight per step, %.1f ms of it exposed (waited "
+                  "for), %.0f%% hidden behind the backward",
+                  s.dp_reduce * 1e3, s.dp_reduce_exposed * 1e3,
+                  100.0 * std::clamp(1.0 - s.dp_reduce_exposed / s.dp_reduce, 0.0, 1.0));
     lines.push_back(buf);
   }
   if (o.server_traffic) {

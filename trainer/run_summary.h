@@ -30,6 +30,9 @@ struct TimeSplit {
   double data = 0;       // filling micro-batches from the data loader
   double other = 0;      // the rest of the step (the loss and norm reduction, bookkeeping)
   double total = 0;
+  // Not parts of the step (they overlap the others): how long the data-parallel gradient
+  // reductions ran, and the part of dp_comm spent waiting for them.
+  double dp_reduce = 0, dp_reduce_exposed = 0;
   // E: the share of compute in compute plus exposed communication and idle.
   double efficiency() const;
   // The pipeline's share of idle over the span the schedule runs (compute, tensor-parallel
@@ -92,6 +95,8 @@ double pipeline_idle_formula(int stages, int micro_batches);
 
 // The split as metrics.jsonl and summary.json name it: {"compute_s": ..., ..., "other_s": ...}.
 nlohmann::json split_json(const TimeSplit& split);
+// The gradient reductions' figures: {"dp_reduce_s": ..., "dp_reduce_exposed_s": ...}.
+nlohmann::json reduction_json(const TimeSplit& split);
 
 // summary.json's object (docs/observability.md lists its keys).
 std::string summary_json(const RunFacts& facts, const RunOutcome& outcome);

@@ -40,7 +40,8 @@ void write_tensorboard(TensorBoardWriter& tb, const StepMetrics& m) {
       {"time/compute_s", s.compute},   {"time/tp_comm_s", s.tp_comm},
       {"time/pp_idle_s", s.pp_idle},   {"time/dp_comm_s", s.dp_comm},
       {"time/optimizer_s", s.optimizer}, {"time/data_s", s.data},
-      {"time/other_s", s.other}};
+      {"time/other_s", s.other},       {"time/dp_reduce_s", s.dp_reduce},
+      {"time/dp_reduce_exposed_s", s.dp_reduce_exposed}};
   if (m.val_loss) values.emplace_back("val/loss", *m.val_loss);
   tb.add_scalars(m.step, values);
 }

@@ -527,7 +527,7 @@ StepResult TrainingRun::step(const StopVote& vote) {
   st.compute -= backward_waits;  // counted as data-parallel communication
   st.data += data_seconds;
   st.pp_wait += cooldown;
-  r.timing = {timer.seconds(), st, dp_seconds, opt_seconds};
+  r.timing = {timer.seconds(), st, dp_seconds, opt_seconds, sync_->reduction_times()};
   state_.step = step + 1;
   state_.tokens_seen += tokens_per_step();
   return r;

@@ -36,6 +36,7 @@ struct StepTiming {
                          // (the part not hidden behind the backward); with a parameter server
                          // its pushes and pulls
   double optimizer = 0;  // norm, clipping and the AdamW update of this rank's shard
+  ReductionTimes dp_reduce;  // the gradient reductions: how long they ran, and the part in dp_comm
 };
 
 // Why a rank wants the job to stop after the current step; the ranks agree on it in the step's

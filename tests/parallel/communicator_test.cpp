@@ -143,18 +143,46 @@ TEST_P(Mpi, ReduceScatterUnevenSum) {
     ASSERT_EQ(recv[k], static_cast<float>(100 * n * (n - 1) / 2 + n * (me * 10 + static_cast<int>(k)))) << k;
 }
 
+// Spins on test() (which is what moves a non-blocking MPI collective on) until it says the
+// work is done, for at most a few seconds.
+bool tested_to_completion(Work& work) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline)
+    if (work.test()) return true;
+  return false;
+}
+
 TEST_P(Mpi, ReduceScatterUnevenSumInPlace) {
   // recv is this rank's own block of send: its result lands there (ZeRO 1's gradient buffer).
-  std::vector<size_t> counts = uneven_counts(n, 3, 5);
-  counts[0] = 4;
-  const std::vector<size_t> offsets = offsets_of(counts);
-  std::vector<float> data(offsets.back() + counts.back());
-  for (int b = 0; b < n; ++b)
-    for (size_t k = 0; k < counts[b]; ++k) data[offsets[b] + k] = static_cast<float>(me * 100 + b * 10 + k);
-  world->reduce_scatter(data.data(), data.data() + offsets[me], counts, DType::kFloat32)->wait();
-  for (size_t k = 0; k < counts[me]; ++k)
-    ASSERT_EQ(data[offsets[me] + k], static_cast<float>(100 * n * (n - 1) / 2 + n * (me * 10 + static_cast<int>(k))))
-        << k;
+  // Finished by wait() alone, and by test() until done and then wait(), as GradientSync does
+  // while the backward runs: the wait moves the result into place either way.
+  for (const bool tested : {false, true}) {
+    std::vector<size_t> counts = uneven_counts(n, 3, 5);
+    counts[0] = 4;
+    const std::vector<size_t> offsets = offsets_of(counts);
+    std::vector<float> data(offsets.back() + counts.back());
+    for (int b = 0; b < n; ++b)
+      for (size_t k = 0; k < counts[b]; ++k) data[offsets[b] + k] = static_cast<float>(me * 100 + b * 10 + k);
+    WorkHandle h = world->reduce_scatter(data.data(), data.data() + offsets[me], counts, DType::kFloat32);
+    if (tested) {
+      ASSERT_TRUE(tested_to_completion(*h));
+      EXPECT_TRUE(h->test());  // and stays done
+    }
+    h->wait();
+    for (size_t k = 0; k < counts[me]; ++k)
+      ASSERT_EQ(data[offsets[me] + k],
+                static_cast<float>(100 * n * (n - 1) / 2 + n * (me * 10 + static_cast<int>(k))))
+          << k << (tested ? " (tested first)" : "");
+  }
+}
+
+TEST_P(Mpi, TestAloneCompletesAnAllreduce) {
+  std::vector<int32_t> x(7, me + 1);
+  WorkHandle a = world->allreduce(x.data(), x.size(), DType::kInt32);
+  ASSERT_TRUE(tested_to_completion(*a));
+  a->wait();
+  for (int32_t v : x) ASSERT_EQ(v, n * (n + 1) / 2);
+  EXPECT_LT(a->device_seconds(), 0);  // MPI has no clock of its own to offer
 }
 
 TEST_P(Mpi, ReduceScatterUnevenMaxInt64) {

@@ -15,24 +15,18 @@
 namespace feast {
 namespace {
 
-// Passes every call through and counts the reductions and the bytes they send, by dtype.
-class CountingCommunicator final : public Communicator {
+// Passes every call to another communicator; the tests below override the reductions.
+class ForwardingCommunicator : public Communicator {
  public:
-  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
+  explicit ForwardingCommunicator(Communicator& inner) : inner_(inner) {}
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   const std::string& name() const override { return inner_.name(); }
   WorkHandle allreduce(void* d, size_t n, DType t, const CollectiveOptions& o = {}) override {
-    ++allreduces;
-    count(n, t);
     return inner_.allreduce(d, n, t, o);
   }
   WorkHandle reduce_scatter(const void* s, void* r, std::span<const size_t> c, DType t,
                             const CollectiveOptions& o = {}) override {
-    ++reduce_scatters;
-    size_t n = 0;
-    for (size_t k : c) n += k;
-    count(n, t);
     return inner_.reduce_scatter(s, r, c, t, o);
   }
   WorkHandle allgather(const void* s, void* r, std::span<const size_t> c, DType t,
@@ -48,6 +42,28 @@ class CountingCommunicator final : public Communicator {
   std::unique_ptr<Communicator> split(int color, int key, const std::string& n) override {
     return inner_.split(color, key, n);
   }
+
+ protected:
+  Communicator& inner_;
+};
+
+// Counts the reductions and the bytes they send, by dtype.
+class CountingCommunicator final : public ForwardingCommunicator {
+ public:
+  using ForwardingCommunicator::ForwardingCommunicator;
+  WorkHandle allreduce(void* d, size_t n, DType t, const CollectiveOptions& o = {}) override {
+    ++allreduces;
+    count(n, t);
+    return inner_.allreduce(d, n, t, o);
+  }
+  WorkHandle reduce_scatter(const void* s, void* r, std::span<const size_t> c, DType t,
+                            const CollectiveOptions& o = {}) override {
+    ++reduce_scatters;
+    size_t n = 0;
+    for (size_t k : c) n += k;
+    count(n, t);
+    return inner_.reduce_scatter(s, r, c, t, o);
+  }
   int allreduces = 0, reduce_scatters = 0;
   size_t bytes = 0;           // the reductions' inputs, in their dtypes
   bool only_bf16 = true;      // every reduction carried bfloat16
@@ -57,7 +73,6 @@ class CountingCommunicator final : public Communicator {
     bytes += n * dtype_size(t);
     only_bf16 = only_bf16 && t == DType::kBFloat16;
   }
-  Communicator& inner_;
 };
 
 // A stage's backward as GradientSync sees it: a token embedding in two chunks that a tied head
@@ -177,6 +192,112 @@ TEST(GradientSync, Zero2WithBf16TrafficStillAccumulatesInFloat32) {
   for (size_t e = mine.begin; e < mine.end; ++e) {
     const float want = float(dp * kMicroBatches * (e < 2 * Layout::kChunk ? 2 : 1));
     EXPECT_EQ(sync.shard_grads().as<float>()[e - mine.begin], want) << "element " << e;
+  }
+}
+
+TEST(GradientSync, CoveredSecondsIsTheLengthOfTheUnionOfSpans) {
+  EXPECT_DOUBLE_EQ(covered_seconds({}), 0.0);
+  EXPECT_DOUBLE_EQ(covered_seconds({{1.0, 3.0}}), 2.0);
+  EXPECT_DOUBLE_EQ(covered_seconds({{5.0, 6.0}, {0.0, 2.0}, {1.0, 3.0}}), 4.0);  // overlap, a gap, unsorted
+  EXPECT_DOUBLE_EQ(covered_seconds({{0.0, 10.0}, {2.0, 3.0}, {4.0, 12.0}}), 12.0);  // nested, then past the end
+}
+
+// Passes reductions through, wrapping each handle so the test controls what test() says and
+// what the library claims to have measured, and counts the tests.
+class ScriptedCommunicator final : public ForwardingCommunicator {
+ public:
+  enum class Finish { kWhenTested, kOnlyByWait };
+  ScriptedCommunicator(Communicator& inner, Finish finish, double device_seconds = -1)
+      : ForwardingCommunicator(inner), finish_(finish), device_seconds_(device_seconds) {}
+  WorkHandle allreduce(void* d, size_t n, DType t, const CollectiveOptions& o = {}) override {
+    return wrap(inner_.allreduce(d, n, t, o));
+  }
+  WorkHandle reduce_scatter(const void* s, void* r, std::span<const size_t> c, DType t,
+                            const CollectiveOptions& o = {}) override {
+    return wrap(inner_.reduce_scatter(s, r, c, t, o));
+  }
+  std::vector<int> tests;  // per reduction, in launch order: how often it was tested
+
+ private:
+  class ScriptedWork final : public Work {
+   public:
+    ScriptedWork(WorkHandle inner, ScriptedCommunicator& owner, size_t index)
+        : inner_(std::move(inner)), owner_(owner), index_(index) {}
+    void wait() override { inner_->wait(); }
+    bool test() override {
+      ++owner_.tests[index_];
+      if (owner_.finish_ == Finish::kOnlyByWait) return false;
+      inner_->wait();  // every rank's first test comes from the same point of the same backward
+      return true;
+    }
+    double device_seconds() const override { return owner_.device_seconds_; }
+
+   private:
+    WorkHandle inner_;
+    ScriptedCommunicator& owner_;
+    size_t index_;
+  };
+  WorkHandle wrap(WorkHandle w) {
+    tests.push_back(0);
+    return std::make_unique<ScriptedWork>(std::move(w), *this, tests.size() - 1);
+  }
+  Finish finish_;
+  double device_seconds_;
+};
+
+// One step of the tied-embedding layout's backward (one micro-batch), every range its own bucket.
+ReductionTimes one_step(GradientSync& sync, int rank) {
+  const std::vector<GradRange> ranges = Layout().ranges();
+  sync.begin_step();
+  sync.set_last_micro_batch(true);
+  for (int c = 1; c >= 0; --c) write(sync, ranges[size_t(c)], rank, 0, 0);
+  for (int b = 3; b >= 2; --b) write(sync, ranges[size_t(b)], rank, 0, 0);
+  for (int c = 1; c >= 0; --c) write(sync, ranges[size_t(c)], rank, 0, 1);
+  sync.finish_step();
+  return sync.reduction_times();
+}
+
+TEST(GradientSync, ReductionsInFlightAreTestedAsTheBackwardGoesOnAndTimed) {
+  // MPI advances a non-blocking collective only inside MPI calls: GradientSync tests what is in
+  // flight whenever the backward hands over gradients, and times the reductions by it.
+  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
+  const int dp = world->size(), rank = world->rank();
+  if (dp < 2) GTEST_SKIP() << "needs a data-parallel group";
+  const std::unique_ptr<Backend> backend = make_backend("cpu");
+  const std::vector<GradRange> ranges = Layout().ranges();
+  for (int zero = 0; zero <= 2; ++zero) {
+    // Left to the wait: every reduction is exposed, and the waits lie inside the spans.
+    {
+      ScriptedCommunicator comm(*world, ScriptedCommunicator::Finish::kOnlyByWait);
+      GradientSync sync(*backend, Layout::total(), ranges, zero, /*bucket_elems=*/5, &comm, nullptr);
+      const ReductionTimes t = one_step(sync, rank);
+      // Launched in order: the second block, the first, then the embedding chunks. The first
+      // was tested when the next range was handed over, and at every release after.
+      ASSERT_EQ(comm.tests.size(), 4u) << "ZeRO " << zero;
+      EXPECT_GE(comm.tests[0], 3) << "ZeRO " << zero;
+      EXPECT_GT(t.exposed, 0.0) << "ZeRO " << zero;
+      EXPECT_LE(t.exposed, t.in_flight) << "ZeRO " << zero;
+    }
+    // Seen finished by a test before anything waits: in flight, but nothing exposed.
+    {
+      ScriptedCommunicator comm(*world, ScriptedCommunicator::Finish::kWhenTested);
+      GradientSync sync(*backend, Layout::total(), ranges, zero, /*bucket_elems=*/5, &comm, nullptr);
+      const ReductionTimes t = one_step(sync, rank);
+      for (size_t k = 0; k < comm.tests.size(); ++k) EXPECT_EQ(comm.tests[k], 1) << "ZeRO " << zero << " reduction " << k;
+      EXPECT_GT(t.in_flight, 0.0) << "ZeRO " << zero;
+      EXPECT_EQ(t.exposed, 0.0) << "ZeRO " << zero;
+    }
+    // A library that times its own operations (NCCL's events): their sum is the time in flight.
+    {
+      ScriptedCommunicator comm(*world, ScriptedCommunicator::Finish::kOnlyByWait, 0.25);
+      GradientSync sync(*backend, Layout::total(), ranges, zero, /*bucket_elems=*/5, &comm, nullptr);
+      const ReductionTimes t = one_step(sync, rank);
+      EXPECT_DOUBLE_EQ(t.in_flight, 0.25 * double(comm.tests.size())) << "ZeRO " << zero;
+      // The next step starts from nothing.
+      sync.begin_step();
+      EXPECT_EQ(sync.reduction_times().in_flight, 0.0);
+      EXPECT_EQ(sync.reduction_times().exposed, 0.0);
+    }
   }
 }
 

@@ -312,6 +312,18 @@ TEST_F(Staged, ReduceScatterInPlaceOfDeviceMemory) {
   for (size_t k = 0; k < counts[size_t(me)]; ++k) EXPECT_EQ(data[mine + k], float(n * (n + 1) / 2)) << k;
 }
 
+TEST_F(Staged, TestSaysWhenTheHostOperationIsDoneAndWaitCopiesBack) {
+  std::span<float> data = device.allocate(5, float(me + 1));
+  WorkHandle h = comm->allreduce(data.data(), data.size(), DType::kFloat32);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool done = false;
+  while (!done && std::chrono::steady_clock::now() < deadline) done = h->test();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(data[0], float(me + 1));  // the copy back to the device is the wait's
+  h->wait();
+  for (float v : data) EXPECT_EQ(v, float(n * (n + 1) / 2));
+}
+
 // Rank r contributes counts[r] = r + 2 elements, block b element k being b * 16 + k + 1.
 std::vector<size_t> gather_counts(int n) {
   std::vector<size_t> counts(static_cast<size_t>(n));

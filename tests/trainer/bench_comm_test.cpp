@@ -201,6 +201,7 @@ class CorruptingCommunicator final : public Communicator {
       inner_.reset();
       *target_ += 1;
     }
+    bool test() override { return !inner_ || inner_->test(); }
 
    private:
     WorkHandle inner_;

@@ -20,6 +20,7 @@ StepTiming timing() {
   t.stage.send_wait = 0.05;
   t.stage.data = 0.02;
   t.dp_comm = 0.08;
+  t.dp_reduce = {0.05, 0.01};  // 50 ms of reductions, 10 ms of them waited for (in dp_comm)
   t.optimizer = 0.1;
   return t;
 }
@@ -75,8 +76,8 @@ TEST(MemoryTable, OneRowPerRankForSmallJobsAndPerDistinctFiguresForLargeOnes) {
   EXPECT_EQ(format_memory_table(big, true).size(), 65u);
 }
 
-TEST(Summary, JsonCarriesTheKeysTheSweepScriptsRead) {
-  Config config;
+// A run of 4 ranks (pp 2, dp 2, 3 micro-batches) whose steps each took timing().
+RunFacts facts_of(const Config& config) {
   RunFacts facts;
   facts.config = &config;
   facts.world_size = 4;
@@ -87,11 +88,21 @@ TEST(Summary, JsonCarriesTheKeysTheSweepScriptsRead) {
   facts.flops_per_token = 1e6;
   facts.peak = {1.0, "test"};
   facts.memory = {MemoryBytes{1, 2, 3, 4}, MemoryBytes{5, 6, 7, 8}, MemoryBytes{}, MemoryBytes{}};
+  return facts;
+}
+RunOutcome outcome_of_timed_steps() {
   RunOutcome outcome;
   outcome.ended = "finished";
   outcome.steps = 10;
   outcome.measured_steps = 9;
   outcome.mean_split = split_of(timing());
+  return outcome;
+}
+
+TEST(Summary, JsonCarriesTheKeysTheSweepScriptsRead) {
+  const Config config;
+  const RunFacts facts = facts_of(config);
+  const RunOutcome outcome = outcome_of_timed_steps();
   const nlohmann::json j = nlohmann::json::parse(summary_json(facts, outcome));
   for (const char* key : {"world_size", "tp", "pp", "dp", "zero_stage", "dp_sync", "micro_batches", "tokens_per_step",
                           "parameters", "flops_per_token", "final_loss", "final_val_loss", "tokens_per_s",
@@ -107,6 +118,34 @@ TEST(Summary, JsonCarriesTheKeysTheSweepScriptsRead) {
   double parts = 0;
   for (const auto& [key, seconds] : j["time_split"].items()) parts += seconds.get<double>();
   EXPECT_NEAR(parts * 1e3, j["ms_per_step"].get<double>(), 1e-9);
+}
+
+TEST(Summary, GradientReductionsAreReportedBesideTheSplitNotInIt) {
+  const Config config;
+  const RunFacts facts = facts_of(config);
+  RunOutcome outcome = outcome_of_timed_steps();
+  const nlohmann::json j = nlohmann::json::parse(summary_json(facts, outcome));
+  EXPECT_DOUBLE_EQ(j["dp_reductions"]["dp_reduce_s"].get<double>(), 0.05);
+  EXPECT_DOUBLE_EQ(j["dp_reductions"]["dp_reduce_exposed_s"].get<double>(), 0.01);
+  EXPECT_FALSE(j["time_split"].contains("dp_reduce_s"));  // overlaps the parts: not one of them
+  bool found = false;
+  for (const std::string& line : format_summary(facts, outcome))
+    if (line.find("gradient reductions") != std::string::npos) {
+      found = true;
+      EXPECT_NE(line.find("50.0 ms in flight"), std::string::npos) << line;
+      EXPECT_NE(line.find("10.0 ms of it exposed"), std::string::npos) << line;
+      EXPECT_NE(line.find("80% hidden"), std::string::npos) << line;
+    }
+  EXPECT_TRUE(found);
+  // Without data-parallel reductions there is no such line.
+  outcome.mean_split.dp_reduce = outcome.mean_split.dp_reduce_exposed = 0;
+  for (const std::string& line : format_summary(facts, outcome))
+    EXPECT_EQ(line.find("gradient reductions"), std::string::npos) << line;
+  // Means over steps carry them.
+  RunStatistics stats;
+  stats.add(split_of(timing()));
+  stats.add(split_of(timing()));
+  EXPECT_DOUBLE_EQ(stats.mean().dp_reduce, 0.05);
 }
 
 TEST(Progress, LineShowsThroughputMfuElapsedAndEta) {

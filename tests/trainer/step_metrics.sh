@@ -18,9 +18,10 @@ run() {  # NAME NP TP PP EXTRA...
     --set data.train="$corpus/train_*.bin" --set data.val="$corpus/val_*.bin" \
     --set logging.dir="$work/$name" --set checkpoint.resume=never "$@" >"$work/$name.out" 2>&1 ||
     { fail "$name exited non-zero"; cat "$work/$name.out"; return; }
-  python3 - "$work/$name" "$tp" "$pp" <<'PY' || fail "$name: metrics or summary wrong"
+  python3 - "$work/$name" "$tp" "$pp" "$np" <<'PY' || fail "$name: metrics or summary wrong"
 import json, sys, glob
 d, tp, pp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+dp = int(sys.argv[4]) // (tp * pp)
 parts = ["compute_s", "tp_comm_s", "pp_idle_s", "dp_comm_s", "optimizer_s", "data_s", "other_s"]
 lines = [json.loads(l) for l in open(d + "/metrics.jsonl")]
 assert len(lines) == 4, len(lines)
@@ -35,6 +36,11 @@ for m in lines:
     if pp == 1: assert m["pp_idle_s"] == 0, m
     if tp > 1: assert m["tp_comm_s"] > 0, m
     if pp > 1: assert m["pp_idle_s"] > 0, m
+    # The gradient reductions beside the split: what was waited for is part of both them and dp_comm.
+    assert 0 <= m["dp_reduce_exposed_s"] <= m["dp_reduce_s"] + 1e-12, m
+    assert m["dp_reduce_exposed_s"] <= m["dp_comm_s"] + 1e-12, m
+    if dp == 1: assert m["dp_reduce_s"] == 0, m
+    else: assert m["dp_reduce_s"] > 0, m
 s = json.load(open(d + "/summary.json"))
 assert s["ended"] == "finished" and s["steps"] == 4 and s["measured_steps"] == 3, s
 assert s["tp"] == tp and s["pp"] == pp and len(s["memory_bytes_per_rank"]) == s["world_size"], s
@@ -66,6 +72,9 @@ grep -q "^parameter server: each rank pushed .* the dense exchange moves" "$work
 
 grep -q "pipeline idle: measured .* formula (p-1)/(m+p-1)" "$work/tp2pp2dp2.out" || fail "no pipeline idle line"
 grep -q "scaling efficiency E = " "$work/tp2pp2dp2.out" || fail "no efficiency line"
+grep -q "^data-parallel gradient reductions: .* ms in flight per step, .* exposed (waited for), .*% hidden" \
+  "$work/dp2.out" || fail "no gradient reductions line at dp 2"
+grep -q "gradient reductions" "$work/pp2.out" && fail "gradient reductions line at dp 1"
 grep -q "^time per step (mean of 3 steps" "$work/pp2.out" || fail "quiet run has no summary"
 [[ $(grep -c "^step " "$work/pp2.out") -eq 2 ]] || fail "logging.quiet printed step lines other than the 2 evaluations"
 [[ ! -e "$work/dp2/tensorboard" ]] || fail "logging.tensorboard = false wrote event files"
