@@ -27,7 +27,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
       spec_(spec),
       shape_(shape),
       backend_(backend),
-      tp_(spec.tp > 1 ? tp_comm : nullptr, spec.tp_rank, spec.tp, &backend.stream()),
+      tp_(spec.tp > 1 ? tp_comm : nullptr, spec.tp_rank, spec.tp),
       logical_(decoder_param_table(config)),
       table_(logical_, spec) {
   FEAST_CHECK(shape.max_seq <= config.max_seq_len,

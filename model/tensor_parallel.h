@@ -7,17 +7,14 @@
 #pragma once
 
 #include "core/communicator.h"
-#include "core/stream.h"
 #include "core/tensor.h"
 
 namespace feast {
 
 class TensorParallel {
  public:
-  // group: the tensor-parallel communicator, null when size == 1. compute: the stream the
-  // layers' work is queued on, finished before each all-reduce is timed (on a GPU the host
-  // runs ahead of it, and that backlog is compute, not communication); null for none.
-  TensorParallel(Communicator* group, int rank, int size, Stream* compute = nullptr);
+  // group: the tensor-parallel communicator, null when size == 1.
+  TensorParallel(Communicator* group, int rank, int size);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -35,7 +32,6 @@ class TensorParallel {
  private:
   Communicator* group_;
   int rank_, size_;
-  Stream* compute_;
   double seconds_ = 0;
 };
 

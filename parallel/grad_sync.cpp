@@ -147,7 +147,11 @@ TensorView GradientSync::acquire(size_t begin, size_t end) {
 }
 
 void GradientSync::release(size_t begin, size_t) {
-  poll();
+  release_bucket_range(begin);
+  poll();  // after any launch, so that the new reduction is under way at once
+}
+
+void GradientSync::release_bucket_range(size_t begin) {
   const int i = bucket_of(begin);
   Bucket& b = buckets_[size_t(i)];
   if (++b.released < b.ranges) return;
@@ -237,8 +241,6 @@ void GradientSync::poll() {
 void GradientSync::complete_oldest() {
   Pending p = std::move(pending_.front());
   pending_.pop_front();
-  // A GPU's queued compute is the backward's time, not this wait's.
-  backend_.stream().synchronize();
   Timer t;
   p.work->wait();
   const double waited = t.seconds();

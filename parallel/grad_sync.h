@@ -120,6 +120,9 @@ class DataParallelSync {
   virtual ShardRange optimizer_range() const = 0;
   virtual TensorView optimizer_grads() const = 0;
   virtual size_t gradient_bytes() const = 0;
+  // Tests the reductions in flight without waiting (moves MPI on, and notes which finished):
+  // for a caller about to wait on something else, such as the pipeline's cool-down.
+  virtual void progress() = 0;
   // Seconds spent waiting for reductions since the last call.
   virtual double take_wait_seconds() = 0;
   // This step's data-parallel gradient reductions so far (none for a parameter server, whose
@@ -163,6 +166,7 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   TensorView optimizer_grads() const override { return zero_stage_ == 0 ? full_.view() : shard_grads(); }
   int zero_stage() const { return zero_stage_; }
   size_t gradient_bytes() const override;
+  void progress() override { poll(); }
   double take_wait_seconds() override;
   ReductionTimes reduction_times() const override;
   std::string describe() const override { return "ZeRO " + std::to_string(zero_stage_); }
@@ -194,6 +198,8 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   };
 
   int bucket_of(size_t begin) const;
+  // Counts a released range towards its bucket and launches the bucket's reduction when due.
+  void release_bucket_range(size_t begin);
   TensorView staging(const Bucket& b) const;
   void launch(int bucket);
   void complete_oldest();

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "core/cuda/cuda_check.h"
@@ -64,6 +65,17 @@ class NcclGroup {
   const nccl::Library& lib_;
   bool open_ = true;
 };
+
+// An event owned until an NcclWork takes it, so that a failure while enqueueing leaks none.
+struct EventDestroyer {
+  void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }
+};
+using OwnedEvent = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDestroyer>;
+OwnedEvent new_event(unsigned flags) {
+  cudaEvent_t e = nullptr;
+  FEAST_CUDA_CHECK(cudaEventCreateWithFlags(&e, flags));
+  return OwnedEvent(e);
+}
 
 // One operation in flight: its completion event on the communication stream (and, when timed,
 // the event that marks its start there).
@@ -337,15 +349,16 @@ class NcclCommunicator final : public Communicator {
     FEAST_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
     // Timing events cost more to record and query, so only a timed call gets them.
     const unsigned flags = opts.timed ? cudaEventDefault : cudaEventDisableTiming;
-    cudaEvent_t started = nullptr, done = nullptr;
-    if (opts.timed) {
-      FEAST_CUDA_CHECK(cudaEventCreateWithFlags(&started, flags));
-      FEAST_CUDA_CHECK(cudaEventRecord(started, stream_));  // once the compute work it follows is done
-    }
+    OwnedEvent started = opts.timed ? new_event(flags) : nullptr;
+    if (started) FEAST_CUDA_CHECK(cudaEventRecord(started.get(), stream_));  // once the compute it follows is done
     issue();
-    FEAST_CUDA_CHECK(cudaEventCreateWithFlags(&done, flags));
-    FEAST_CUDA_CHECK(cudaEventRecord(done, stream_));
-    return std::make_unique<NcclWork>(*this, started, done, what, opts.timeout.count() > 0 ? opts.timeout : timeout_);
+    OwnedEvent done = new_event(flags);
+    FEAST_CUDA_CHECK(cudaEventRecord(done.get(), stream_));
+    auto work = std::make_unique<NcclWork>(*this, started.get(), done.get(), what,
+                                           opts.timeout.count() > 0 ? opts.timeout : timeout_);
+    started.release();  // the work destroys them now
+    done.release();
+    return work;
   }
 
   std::unique_ptr<Communicator> host_;
@@ -376,7 +389,15 @@ NcclWork::~NcclWork() {
   if (done_) cudaEventDestroy(done_);
 }
 
-bool NcclWork::test() { return waited_ || comm_.aborted() || cudaEventQuery(done_) != cudaErrorNotReady; }
+bool NcclWork::test() {
+  if (waited_ || comm_.aborted()) return true;  // wait() reports an abort
+  const cudaError_t state = cudaEventQuery(done_);
+  if (state == cudaErrorNotReady) return false;
+  // A failure is reported now, as wait() reports it, before a later kernel launch's check
+  // finds CUDA's error state and blames itself.
+  if (state != cudaSuccess) wait();
+  return true;
+}
 
 double NcclWork::device_seconds() const {
   float ms = 0;

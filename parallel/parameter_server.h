@@ -73,6 +73,7 @@ class ParameterServer final : public DataParallelSync {
   ShardRange optimizer_range() const override { return shard_; }
   TensorView optimizer_grads() const override { return shard_grads(); }
   size_t gradient_bytes() const override { return local_.gradient_bytes() + scratch_.bytes(); }
+  void progress() override { local_.progress(); }
   double take_wait_seconds() override { return local_.take_wait_seconds(); }
   ReductionTimes reduction_times() const override { return local_.reduction_times(); }
   std::string describe() const override { return sparse_ ? "parameter server, sparse embedding" : "parameter server"; }

@@ -1,11 +1,15 @@
 #include "parallel/staged_communicator.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <exception>
 #include <numeric>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "core/device_memory.h"
+#include "core/log.h"
 #include "parallel/process_groups.h"
 
 namespace feast {
@@ -33,11 +37,15 @@ class StagedWork final : public Work {
              decltype(DeviceMemoryOps::copy) copy)
       : results_(std::move(results)), inputs_(std::move(inputs)), inner_(std::move(inner)), copy_(std::move(copy)) {}
   ~StagedWork() override {
-    if (!done_) {
-      try {
-        wait();
-      } catch (...) {  // a destructor must not throw; the failure was the caller's to see by waiting
-      }
+    // Unwinding after an error: the job is ending, and waiting (up to parallel.timeout_s, for
+    // each handle in flight) would only delay the abort. The inner handle abandons its requests.
+    if (done_ || std::uncaught_exceptions() > 0) return;
+    try {
+      wait();
+    } catch (const std::exception& e) {
+      // A destructor cannot throw, and a failed transfer nobody waited for must still end the job.
+      log::error(std::string("un-waited communication failed: ") + e.what());
+      std::abort();
     }
   }
   void wait() override {

@@ -103,10 +103,12 @@ ops() {
   local status=0
   # On the GPU, bf16 attention must go through cuDNN (FEAST_CUDA_ATTENTION=cudnn: a shape it
   # declines is an error, not a quiet fallback); then feast's own kernels get their turn.
+  # CUDA_LAUNCH_BLOCKING: a kernel that faults is named by its own row, not by the next op that
+  # happens to synchronise (the shapes are small; it costs seconds).
   if [[ $dev == cuda ]]; then
-    FEAST_CUDA_ATTENTION=cudnn "$trainer" check-backend --device cuda --dtype both || status=1
+    CUDA_LAUNCH_BLOCKING=1 FEAST_CUDA_ATTENTION=cudnn "$trainer" check-backend --device cuda --dtype both || status=1
     echo "== again with FEAST_CUDA_ATTENTION=own (feast's attention kernels in bf16)"
-    FEAST_CUDA_ATTENTION=own "$trainer" check-backend --device cuda --dtype bf16 || status=1
+    CUDA_LAUNCH_BLOCKING=1 FEAST_CUDA_ATTENTION=own "$trainer" check-backend --device cuda --dtype bf16 || status=1
   else
     "$trainer" check-backend --device cpu --dtype fp32 || status=1
   fi
@@ -145,7 +147,7 @@ overlap() {  # overlap RUN: the run's gradient reductions against the part of th
 import json, sys
 s = json.load(open(sys.argv[1] + "/summary.json"))
 r, t = s["dp_reductions"], s["time_split"]
-hidden = 1 - r["dp_reduce_exposed_s"] / r["dp_reduce_s"] if r["dp_reduce_s"] > 0 else 0
+hidden = min(1, max(0, 1 - r["dp_reduce_exposed_s"] / r["dp_reduce_s"])) if r["dp_reduce_s"] > 0 else 0
 print(f"{sys.argv[1]}: overlap: gradient reductions {r['dp_reduce_s'] * 1e3:.2f} ms in flight per step, "
       f"{r['dp_reduce_exposed_s'] * 1e3:.2f} ms exposed ({100 * hidden:.0f}% hidden); dp_comm {t['dp_comm_s'] * 1e3:.2f} ms "
       f"of {s['ms_per_step']:.2f} ms per step")

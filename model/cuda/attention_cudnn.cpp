@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "model/cuda/cudnn_check.h"
 
 namespace feast::cuda {
 namespace {
@@ -165,8 +166,7 @@ struct CudnnAttention::Impl {
 
   void execute(const CudaContext& ctx, fe::graph::Graph& g, std::unordered_map<int64_t, void*>& pack, const char* what,
                const AttentionShape& a) {
-    if (cudnnStatus_t st = cudnnSetStream(handle, ctx.stream); st != CUDNN_STATUS_SUCCESS)
-      throw Error(std::string("cudnnSetStream failed: ") + cudnnGetErrorString(st));
+    FEAST_CUDNN_CHECK(cudnnSetStream(handle, ctx.stream));
     int64_t bytes = 0;
     check(g.get_workspace_size(bytes), what, a);
     void* workspace = bytes > 0 ? ctx.scratch->get(size_t(bytes)) : nullptr;
@@ -180,8 +180,7 @@ CudnnAttention::CudnnAttention(bool strict) : impl_(std::make_unique<Impl>()) {
   // headers this was built with.
   if (cudnnGetVersion() < 90000)
     throw Error("cuDNN " + std::to_string(cudnnGetVersion()) + " is older than 9.0, which fused attention needs");
-  if (cudnnStatus_t st = cudnnCreate(&impl_->handle); st != CUDNN_STATUS_SUCCESS)
-    throw Error(std::string("cudnnCreate failed: ") + cudnnGetErrorString(st));
+  FEAST_CUDNN_CHECK(cudnnCreate(&impl_->handle));
 }
 
 CudnnAttention::~CudnnAttention() {

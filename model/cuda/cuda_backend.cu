@@ -30,7 +30,7 @@ namespace cuda {
 DeviceScratch::~DeviceScratch() {
   if (data_) {
     cudaStreamSynchronize(stream_);
-    cudaFree(data_);
+    allocator_.deallocate(data_);
   }
 }
 
@@ -39,11 +39,11 @@ void* DeviceScratch::get(size_t bytes) {
   const size_t grown = std::max(bytes, bytes_ + bytes_ / 2);
   if (data_) {
     FEAST_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier ops may still use it
-    FEAST_CUDA_CHECK(cudaFree(data_));
+    allocator_.deallocate(data_);
     data_ = nullptr;
     bytes_ = 0;
   }
-  FEAST_CUDA_CHECK(cudaMalloc(&data_, grown));
+  data_ = allocator_.allocate(grown);
   bytes_ = grown;
   return data_;
 }
@@ -67,14 +67,14 @@ class CudaBackend final : public Backend {
         compute_(compute),
         allocator_(device_index),
         stream_(device_index),
-        scratch_(stream_.handle()),
+        scratch_(stream_.handle(), allocator_),
         uploads_(stream_.handle()) {
     FEAST_CHECK(compute == DType::kFloat32 || compute == DType::kBFloat16,
                 "the CUDA backend computes in float32 or bfloat16, not " << dtype_name(compute));
     FEAST_CUDA_CHECK(cudaDeviceGetAttribute(&ctx_.sm_count, cudaDevAttrMultiProcessorCount, device_index));
     FEAST_CUDA_CHECK(cudaDeviceGetAttribute(&ctx_.cc_major, cudaDevAttrComputeCapabilityMajor, device_index));
     FEAST_CUBLAS_CHECK(cublasLtCreate(&ctx_.lt));
-    FEAST_CUDA_CHECK(cudaMalloc(&ctx_.lt_workspace, kLtWorkspaceBytes));
+    ctx_.lt_workspace = allocator_.allocate(kLtWorkspaceBytes);  // counted in the peak like the rest
     ctx_.stream = stream_.handle();
     attention_choice();  // a wrong FEAST_CUDA_ATTENTION stops the run here, not at the first layer
     FEAST_CUBLAS_CHECK(cublasCreate(&ctx_.blas));
@@ -84,7 +84,7 @@ class CudaBackend final : public Backend {
 
   ~CudaBackend() override {
     cudaStreamSynchronize(ctx_.stream);
-    if (ctx_.lt_workspace) cudaFree(ctx_.lt_workspace);
+    if (ctx_.lt_workspace) allocator_.deallocate(ctx_.lt_workspace);
     if (ctx_.blas) cublasDestroy(ctx_.blas);
     if (ctx_.lt) cublasLtDestroy(ctx_.lt);
   }

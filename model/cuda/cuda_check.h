@@ -1,5 +1,6 @@
 // One check macro per CUDA library the backend calls: FEAST_CUDA_CHECK (core/cuda/cuda_check.h)
-// for the runtime, FEAST_CUBLAS_CHECK for cuBLAS and cuBLASLt; a failed call throws feast::Error
+// for the runtime, FEAST_CUBLAS_CHECK for cuBLAS and cuBLASLt, FEAST_CUDNN_CHECK (cudnn_check.h,
+// where cuDNN is built in) for cuDNN; a failed call throws feast::Error
 // naming the call, the library's own description of the failure, the file and the line.
 #pragma once
 

@@ -9,15 +9,17 @@
 
 #include <cstddef>
 
+#include "core/tensor.h"
+
 namespace feast::cuda {
 
 // A grow-only device buffer for an op's temporaries (partial sums of a two-pass reduction, say).
 // Ops on one stream run one after another, so one buffer serves them all. Growing waits for the
-// stream before freeing the old buffer; after the first step it no longer grows, so steps do
-// not allocate.
+// stream before handing the old buffer back; after the first step it no longer grows, so steps
+// do not allocate. Its memory comes from the backend's allocator, so the peak it reports counts it.
 class DeviceScratch {
  public:
-  explicit DeviceScratch(cudaStream_t stream) : stream_(stream) {}
+  DeviceScratch(cudaStream_t stream, Allocator& allocator) : stream_(stream), allocator_(allocator) {}
   ~DeviceScratch();
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
@@ -30,6 +32,7 @@ class DeviceScratch {
 
  private:
   cudaStream_t stream_;
+  Allocator& allocator_;
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };

@@ -12,9 +12,10 @@ namespace {
 // Two passes over the row (mean, then the variance about it) as the CPU does: no cancellation
 // from E[x^2] - E[x]^2.
 template <typename T>
-__global__ void layernorm_forward_kernel(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
-                                         const T* __restrict__ inp, const T* __restrict__ weight,
-                                         const T* __restrict__ bias, int C, float eps) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    layernorm_forward_kernel(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
+                             const T* __restrict__ inp, const T* __restrict__ weight, const T* __restrict__ bias, int C,
+                             float eps) {
   __shared__ float shared[32];
   const size_t off = size_t(blockIdx.x) * C;
   const T* x = inp + off;
@@ -40,10 +41,10 @@ __global__ void layernorm_forward_kernel(T* __restrict__ out, float* __restrict_
 // dinp += the input gradient of one row per block. Each element is read and written by the
 // same thread.
 template <typename T>
-__global__ void layernorm_backward_input_kernel(T* __restrict__ dinp, const T* __restrict__ dout,
-                                                const T* __restrict__ inp, const T* __restrict__ weight,
-                                                const float* __restrict__ mean, const float* __restrict__ rstd,
-                                                int C) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    layernorm_backward_input_kernel(T* __restrict__ dinp, const T* __restrict__ dout, const T* __restrict__ inp,
+                                    const T* __restrict__ weight, const float* __restrict__ mean,
+                                    const float* __restrict__ rstd, int C) {
   __shared__ float shared[32];
   const size_t off = size_t(blockIdx.x) * C;
   const T* x = inp + off;

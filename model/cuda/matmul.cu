@@ -9,7 +9,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <string>
+
+#include "core/log.h"
 
 #include "model/cuda/kernel_common.cuh"
 #include "model/cuda/kernels.h"
@@ -136,10 +139,22 @@ bool lt_matmul(const CudaContext& ctx, bool transa, bool transb, int m, int n, i
           ? cublasLtMatmulAlgoGetHeuristic(ctx.lt, call.desc, call.a, call.b, call.c, call.c, pref, 1, &heuristic, &found)
           : st;
   cublasLtMatmulPreferenceDestroy(pref);
-  // Not supported: no kernel, as found == 0. Some versions report an epilogue they lack as an
-  // invalid value: with the GELU asked for, any refusal lets the caller compose instead.
-  if (gelu_aux && hs != CUBLAS_STATUS_SUCCESS) return false;
-  if (hs != CUBLAS_STATUS_NOT_SUPPORTED) FEAST_CUBLAS_CHECK(hs);
+  // A refusal means no kernel, as found == 0 does. Not supported is the usual answer; some
+  // versions answer a shape or epilogue they lack (odd leading dimensions with a bias, say) with
+  // an invalid value instead. Either way the GELU is composed by the caller, and any other
+  // product goes to plain cuBLAS below; a real failure (a bad handle) then fails there, named.
+  if (hs != CUBLAS_STATUS_SUCCESS) {
+    if (gelu_aux) return false;
+    found = 0;
+    if (hs != CUBLAS_STATUS_NOT_SUPPORTED) {
+      static std::once_flag said;
+      std::call_once(said, [&] {
+        log::info("cuBLASLt's heuristic refused a product (" + cublas_status_text(hs) + ", m " + std::to_string(m) +
+                  " n " + std::to_string(n) + " k " + std::to_string(k) +
+                  "); such products use cublasGemmEx (said once)");
+      });
+    }
+  }
   const float alpha = 1.0f;
   if (found == 0 && gelu_aux) return false;  // plain cuBLAS has no GELU: the caller composes
   if (found == 0) {

@@ -11,10 +11,15 @@
 
 namespace feast::cuda {
 
-// Threads per row: about 8 channels each, in whole warps, at most 1024.
+// The most threads a per-row kernel runs. The kernels declare it (__launch_bounds__), so the
+// compiler keeps their registers within what a block this large may use; without that, a wide
+// row's launch could fail for want of registers.
+constexpr unsigned int kMaxRowThreads = 1024;
+
+// Threads per row: about 8 channels each, in whole warps, at most kMaxRowThreads.
 inline unsigned int row_threads(int C) {
   const unsigned int warps = blocks_for(blocks_for(static_cast<size_t>(C), 8u), 32u);
-  return std::min(1024u, std::max(1u, warps) * 32u);
+  return std::min(kMaxRowThreads, std::max(1u, warps) * 32u);
 }
 
 // Stage 1 runs blocks of (kColumns, kRowLanes) threads over a grid of (column chunks, row

@@ -10,8 +10,9 @@ namespace feast::cuda {
 namespace {
 
 template <typename T>
-__global__ void rmsnorm_forward_kernel(T* __restrict__ out, float* __restrict__ rstd, const T* __restrict__ inp,
-                                       const T* __restrict__ weight, int C, float eps) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    rmsnorm_forward_kernel(T* __restrict__ out, float* __restrict__ rstd, const T* __restrict__ inp,
+                           const T* __restrict__ weight, int C, float eps) {
   __shared__ float shared[32];
   const size_t off = size_t(blockIdx.x) * C;
   const T* x = inp + off;
@@ -29,9 +30,9 @@ __global__ void rmsnorm_forward_kernel(T* __restrict__ out, float* __restrict__ 
 // dinp += the input gradient of one row per block: with n = x r and g = dy w,
 // dx = r (g - n mean(g n)). Each element is read and written by the same thread.
 template <typename T>
-__global__ void rmsnorm_backward_input_kernel(T* __restrict__ dinp, const T* __restrict__ dout,
-                                              const T* __restrict__ inp, const T* __restrict__ weight,
-                                              const float* __restrict__ rstd, int C) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    rmsnorm_backward_input_kernel(T* __restrict__ dinp, const T* __restrict__ dout, const T* __restrict__ inp,
+                                  const T* __restrict__ weight, const float* __restrict__ rstd, int C) {
   __shared__ float shared[32];
   const size_t off = size_t(blockIdx.x) * C;
   const T* x = inp + off;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <numeric>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -322,6 +323,61 @@ TEST_F(Staged, TestSaysWhenTheHostOperationIsDoneAndWaitCopiesBack) {
   EXPECT_EQ(data[0], float(me + 1));  // the copy back to the device is the wait's
   h->wait();
   for (float v : data) EXPECT_EQ(v, float(n * (n + 1) / 2));
+}
+
+// A one-rank group whose all-reduce never finishes by itself: its handle counts the waits.
+class NeverDoneCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  const std::string& name() const override { return name_; }
+  WorkHandle allreduce(void*, size_t, DType, const CollectiveOptions&) override {
+    return std::make_unique<CountedWork>(waits);
+  }
+  WorkHandle reduce_scatter(const void*, void*, std::span<const size_t>, DType, const CollectiveOptions&) override {
+    throw Error("not used");
+  }
+  WorkHandle allgather(const void*, void*, std::span<const size_t>, DType, const CollectiveOptions&) override {
+    throw Error("not used");
+  }
+  WorkHandle broadcast(void*, size_t, DType, int, const CollectiveOptions&) override { throw Error("not used"); }
+  WorkHandle send(const void*, size_t, DType, int, int) override { throw Error("not used"); }
+  WorkHandle recv(void*, size_t, DType, int, int) override { throw Error("not used"); }
+  void barrier() override {}
+  std::unique_ptr<Communicator> split(int, int, const std::string&) override { return nullptr; }
+  std::shared_ptr<int> waits = std::make_shared<int>(0);
+
+ private:
+  class CountedWork final : public Work {
+   public:
+    explicit CountedWork(std::shared_ptr<int> waits) : waits_(std::move(waits)) {}
+    void wait() override { ++*waits_; }
+    bool test() override { return false; }
+
+   private:
+    std::shared_ptr<int> waits_;
+  };
+  std::string name_ = "never-done";
+};
+
+TEST(StagedWork, AHandleDroppedWhileAnErrorUnwindsDoesNotWaitForItsOperation) {
+  // Waiting there would hold the job's end for up to parallel.timeout_s per handle in flight.
+  FakeDevice device;
+  auto inner = std::make_unique<NeverDoneCommunicator>();
+  const std::shared_ptr<int> waits = inner->waits;
+  StagedCommunicator comm(std::move(inner), device.ops());
+  std::span<float> data = device.allocate(3, 1.0f);
+  try {
+    WorkHandle h = comm.allreduce(data.data(), data.size(), DType::kFloat32);
+    throw std::runtime_error("a failure elsewhere in the step");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(*waits, 0);
+  EXPECT_EQ(device.copies(), std::make_pair(1, 0));  // staged out, never copied back
+  // Dropped in the normal course, a handle still finishes its operation and copies back.
+  comm.allreduce(data.data(), data.size(), DType::kFloat32);
+  EXPECT_EQ(*waits, 1);
+  EXPECT_EQ(device.copies(), std::make_pair(2, 1));
 }
 
 // Rank r contributes counts[r] = r + 2 elements, block b element k being b * 16 + k + 1.
