@@ -66,6 +66,35 @@ class StagedWork final : public Work {
   bool done_ = false;
 };
 
+// The stages of one call, made as its buffers are named: a device input is copied to a host
+// stage now; a device result gets a host stage (filled now when the call also reads it: in
+// place, or a broadcast's root) that wait() copies back. Host buffers pass through.
+class Staging {
+ public:
+  // Selects the communicator's device first: the copies run on it.
+  Staging(const DeviceMemoryOps& memory, int device) : memory_(memory) { use_device(device); }
+
+  const void* input(const void* p, size_t bytes) {
+    if (!memory_.is_device(p)) return p;
+    inputs_.emplace_back(p, bytes, true, memory_);
+    return inputs_.back().host.get();
+  }
+  void* result(void* p, size_t bytes, bool fill) {
+    if (!memory_.is_device(p)) return p;
+    results_.emplace_back(p, bytes, fill, memory_);
+    return results_.back().host.get();
+  }
+  // The call's handle, wrapped when anything was staged.
+  WorkHandle finish(WorkHandle inner) {
+    if (inputs_.empty() && results_.empty()) return inner;
+    return std::make_unique<StagedWork>(std::move(inner), std::move(results_), std::move(inputs_), memory_.copy);
+  }
+
+ private:
+  const DeviceMemoryOps& memory_;
+  std::vector<Stage> inputs_, results_;
+};
+
 size_t total(std::span<const size_t> counts) { return std::accumulate(counts.begin(), counts.end(), size_t{0}); }
 
 }  // namespace
@@ -79,110 +108,60 @@ StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> inner, Devi
     : inner_(std::move(inner)), memory_(std::move(memory)) {}
 
 WorkHandle StagedCommunicator::allreduce(void* data, size_t count, DType dtype, const CollectiveOptions& opts) {
-  use_device(device_);
-  if (!memory_.is_device(data)) return inner_->allreduce(data, count, dtype, opts);
-  std::vector<Stage> results;
-  results.emplace_back(data, count * dtype_size(dtype), true, memory_);
-  WorkHandle h = inner_->allreduce(results.back().host.get(), count, dtype, opts);
-  return std::make_unique<StagedWork>(std::move(h), std::move(results), std::vector<Stage>{}, memory_.copy);
+  Staging staging(memory_, device_);
+  void* d = staging.result(data, count * dtype_size(dtype), true);
+  return staging.finish(inner_->allreduce(d, count, dtype, opts));
 }
 
 WorkHandle StagedCommunicator::reduce_scatter(const void* send, void* recv, std::span<const size_t> recv_counts,
                                               DType dtype, const CollectiveOptions& opts) {
-  use_device(device_);
-  const bool send_dev = memory_.is_device(send), recv_dev = memory_.is_device(recv);
-  if (!send_dev && !recv_dev) return inner_->reduce_scatter(send, recv, recv_counts, dtype, opts);
+  Staging staging(memory_, device_);
   const size_t elem = dtype_size(dtype);
-  std::vector<Stage> inputs, results;
-  const void* s = send;
-  void* r = recv;
-  if (send_dev) {
-    inputs.emplace_back(send, total(recv_counts) * elem, true, memory_);
-    s = inputs.back().host.get();
-  }
-  if (recv_dev) {
-    results.emplace_back(recv, recv_counts[size_t(rank())] * elem, false, memory_);
-    r = results.back().host.get();
-  }
-  WorkHandle h = inner_->reduce_scatter(s, r, recv_counts, dtype, opts);
-  return std::make_unique<StagedWork>(std::move(h), std::move(results), std::move(inputs), memory_.copy);
+  const void* s = staging.input(send, total(recv_counts) * elem);
+  void* r = staging.result(recv, recv_counts[size_t(rank())] * elem, false);
+  return staging.finish(inner_->reduce_scatter(s, r, recv_counts, dtype, opts));
 }
 
 WorkHandle StagedCommunicator::allgather(const void* send, void* recv, std::span<const size_t> counts, DType dtype,
                                          const CollectiveOptions& opts) {
-  use_device(device_);
-  const bool send_dev = memory_.is_device(send), recv_dev = memory_.is_device(recv);
-  if (!send_dev && !recv_dev) return inner_->allgather(send, recv, counts, dtype, opts);
-  const size_t elem = dtype_size(dtype), all = total(counts) * elem;
+  Staging staging(memory_, device_);
+  const size_t elem = dtype_size(dtype);
   size_t my_offset = 0;
   for (int q = 0; q < rank(); ++q) my_offset += counts[size_t(q)] * elem;
-  const char* recv_bytes = static_cast<const char*>(recv);
-  const bool in_place = send == recv_bytes + my_offset;
-  std::vector<Stage> inputs, results;
-  void* r = recv;
-  if (recv_dev) {
-    // In place, this rank's own block is the input: fill the whole stage so the block is there.
-    results.emplace_back(recv, all, in_place, memory_);
-    r = results.back().host.get();
-  }
-  const void* s = send;
-  if (in_place && recv_dev) {
-    s = static_cast<char*>(r) + my_offset;
-  } else if (send_dev) {
-    inputs.emplace_back(send, counts[size_t(rank())] * elem, true, memory_);
-    s = inputs.back().host.get();
-  }
-  WorkHandle h = inner_->allgather(s, r, counts, dtype, opts);
-  return std::make_unique<StagedWork>(std::move(h), std::move(results), std::move(inputs), memory_.copy);
+  const bool in_place = send == static_cast<const char*>(recv) + my_offset;
+  // In place, this rank's own block is the input: fill the whole stage so the block is there.
+  void* r = staging.result(recv, total(counts) * elem, in_place);
+  const void* s =
+      in_place ? static_cast<const char*>(r) + my_offset : staging.input(send, counts[size_t(rank())] * elem);
+  return staging.finish(inner_->allgather(s, r, counts, dtype, opts));
 }
 
 WorkHandle StagedCommunicator::broadcast(void* data, size_t count, DType dtype, int root,
                                          const CollectiveOptions& opts) {
-  use_device(device_);
-  if (!memory_.is_device(data)) return inner_->broadcast(data, count, dtype, root, opts);
-  std::vector<Stage> results;
-  results.emplace_back(data, count * dtype_size(dtype), rank() == root, memory_);
-  WorkHandle h = inner_->broadcast(results.back().host.get(), count, dtype, root, opts);
-  return std::make_unique<StagedWork>(std::move(h), std::move(results), std::vector<Stage>{}, memory_.copy);
+  Staging staging(memory_, device_);
+  void* d = staging.result(data, count * dtype_size(dtype), rank() == root);
+  return staging.finish(inner_->broadcast(d, count, dtype, root, opts));
 }
 
 WorkHandle StagedCommunicator::alltoall(const void* send, void* recv, size_t count_per_rank, DType dtype,
                                         const CollectiveOptions& opts) {
-  use_device(device_);
-  const bool send_dev = memory_.is_device(send), recv_dev = memory_.is_device(recv);
-  if (!send_dev && !recv_dev) return inner_->alltoall(send, recv, count_per_rank, dtype, opts);
+  Staging staging(memory_, device_);
   const size_t bytes = count_per_rank * size_t(size()) * dtype_size(dtype);
-  std::vector<Stage> inputs, results;
-  const void* s = send;
-  void* r = recv;
-  if (send_dev) {
-    inputs.emplace_back(send, bytes, true, memory_);
-    s = inputs.back().host.get();
-  }
-  if (recv_dev) {
-    results.emplace_back(recv, bytes, false, memory_);
-    r = results.back().host.get();
-  }
-  WorkHandle h = inner_->alltoall(s, r, count_per_rank, dtype, opts);
-  return std::make_unique<StagedWork>(std::move(h), std::move(results), std::move(inputs), memory_.copy);
+  const void* s = staging.input(send, bytes);
+  void* r = staging.result(recv, bytes, false);
+  return staging.finish(inner_->alltoall(s, r, count_per_rank, dtype, opts));
 }
 
 WorkHandle StagedCommunicator::send(const void* data, size_t count, DType dtype, int peer, int tag) {
-  use_device(device_);
-  if (!memory_.is_device(data)) return inner_->send(data, count, dtype, peer, tag);
-  std::vector<Stage> inputs;
-  inputs.emplace_back(data, count * dtype_size(dtype), true, memory_);
-  WorkHandle h = inner_->send(inputs.back().host.get(), count, dtype, peer, tag);
-  return std::make_unique<StagedWork>(std::move(h), std::vector<Stage>{}, std::move(inputs), memory_.copy);
+  Staging staging(memory_, device_);
+  const void* d = staging.input(data, count * dtype_size(dtype));
+  return staging.finish(inner_->send(d, count, dtype, peer, tag));
 }
 
 WorkHandle StagedCommunicator::recv(void* data, size_t count, DType dtype, int peer, int tag) {
-  use_device(device_);
-  if (!memory_.is_device(data)) return inner_->recv(data, count, dtype, peer, tag);
-  std::vector<Stage> results;
-  results.emplace_back(data, count * dtype_size(dtype), false, memory_);
-  WorkHandle h = inner_->recv(results.back().host.get(), count, dtype, peer, tag);
-  return std::make_unique<StagedWork>(std::move(h), std::move(results), std::vector<Stage>{}, memory_.copy);
+  Staging staging(memory_, device_);
+  void* d = staging.result(data, count * dtype_size(dtype), false);
+  return staging.finish(inner_->recv(d, count, dtype, peer, tag));
 }
 
 std::unique_ptr<Communicator> StagedCommunicator::split(int color, int key, const std::string& name) {
