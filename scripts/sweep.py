@@ -69,7 +69,8 @@ SUMMARY_ORDER = [
     "micro_batches", "seq_len", "tokens_per_step", "arch", "n_layer", "n_head", "n_embd", "vocab_size",
     "parameters", "flops_per_token", "first_step", "steps", "measured_steps", "tokens_seen", "train_seconds",
     "final_loss", "final_val_loss", "compute_6ND", "tokens_per_s", "ms_per_step", "compute_s", "tp_comm_s",
-    "pp_idle_s", "dp_comm_s", "optimizer_s", "data_s", "other_s", "pp_idle_fraction", "pp_idle_formula",
+    "pp_idle_s", "dp_comm_s", "optimizer_s", "data_s", "other_s", "dp_reduce_s", "dp_reduce_exposed_s",
+    "pp_idle_fraction", "pp_idle_formula",
     "efficiency", "mfu", "peak_tflops_per_rank", "peak_source", "memory_parameters_max", "memory_gradients_max",
     "memory_optimizer_max", "memory_activations_max", "memory_total_max"]
 # Config keys holding paths, and the words they take that are no path.
@@ -565,7 +566,7 @@ def row_of(sweep, point, status, error, seconds, plan):
     summary = read_json(run_dir / "summary.json") if status == "finished" else None
     if summary:
         for k, v in summary.items():
-            if k == "time_split" and isinstance(v, dict):
+            if k in ("time_split", "dp_reductions") and isinstance(v, dict):
                 row.update(v)
             elif k == "memory_bytes_per_rank" and isinstance(v, list) and v:
                 for i, part in enumerate(MEMORY_PARTS):

@@ -176,8 +176,9 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
             " timed steps after " + std::to_string(warmup) + "; time split averaged over ranks");
   log::info("bubble = pp-idle / (compute + tp-comm + pp-idle + data), the pipeline's share of idle, against");
   log::info("formula = (p-1)/(m+p-1), m micro-batches per replica; E = compute / (compute + tp-comm + dp-comm + pp-idle)");
+  log::info("dp-hidden = the share of the gradient reductions' time in flight that no rank waited for");
   log::info("layout          m ranks   tokens/s   ms/step  compute  tp-comm  dp-comm  pp-idle    data   optim   other"
-            "   bubble  formula       E");
+            "   bubble  formula       E  dp-hidden");
   // One run per layout and micro-batch count (the count the batch gives when none are listed).
   std::vector<std::pair<Layout, int>> runs;
   for (const Layout& l : layouts) {
@@ -215,14 +216,20 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
     const double med = median(totals);
     const double tokens = double(l.dp) * m * c.parallel.micro_batch_size * c.training.seq_len;
     auto pct = [&](double part) { return 100.0 * part / sum.total; };
-    char name[32], line[260];
+    char name[32], hidden[16], line[280];
     std::snprintf(name, sizeof name, "tp%d pp%d dp%d", l.tp, l.pp, l.dp);
+    if (sum.dp_reduce > 0)
+      std::snprintf(hidden, sizeof hidden, "%.1f%%",
+                    100 * std::clamp(1 - sum.dp_reduce_exposed / sum.dp_reduce, 0.0, 1.0));
+    else
+      std::snprintf(hidden, sizeof hidden, "-");  // no data-parallel reductions at this layout
     std::snprintf(line, sizeof line,
                   "%-14s %2d %5d %10.0f %9.1f %7.1f%% %7.1f%% %7.1f%% %7.1f%% %6.1f%% %6.1f%% %6.1f%% %7.1f%% %7.1f%% "
-                  "%6.1f%%",
+                  "%6.1f%% %10s",
                   name, m, n, tokens / med, med * 1e3, pct(sum.compute), pct(sum.tp_comm), pct(sum.dp_comm),
                   pct(sum.pp_idle), pct(sum.data), pct(sum.optimizer), pct(sum.other),
-                  100 * sum.pipeline_idle_fraction(), 100 * pipeline_idle_formula(l.pp, m), 100 * sum.efficiency());
+                  100 * sum.pipeline_idle_fraction(), 100 * pipeline_idle_formula(l.pp, m), 100 * sum.efficiency(),
+                  hidden);
     log::info(line);
   }
   return 0;
