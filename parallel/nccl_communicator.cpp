@@ -8,6 +8,7 @@
 #include <memory>
 #include <numeric>
 #include <sstream>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -279,10 +280,15 @@ class NcclCommunicator final : public Communicator {
   // comes (failed before, or cannot reach the others: NCCL_SOCKET_IFNAME) would hold the others
   // forever. So it runs on a helper thread while this one waits under the deadline, serving the
   // watchdog; past it the run ends naming the group (the helper is left behind: the job ends).
+  // The helper then runs one all-reduce of a single value: NCCL connects peers lazily, inside
+  // the first call that needs them, and that call blocks the host with no deadline of its own;
+  // done here, the connection it makes is under this deadline, and a transport that cannot work
+  // fails now, named, rather than in the first step.
   ncclComm_t init_within_deadline(const ncclUniqueId& id) {
     struct Init {
       ncclComm_t comm = nullptr;
       ncclResult_t result = ncclSuccess;
+      std::string cuda_error;  // the warm-up's, if CUDA failed it
       std::atomic<bool> done{false};
     };
     auto init = std::make_shared<Init>();
@@ -293,6 +299,7 @@ class NcclCommunicator final : public Communicator {
     std::thread([init, device, &lib, id, n, me] {
       cudaSetDevice(device);
       init->result = lib.CommInitRank(&init->comm, n, id, me);
+      if (init->result == ncclSuccess) init->result = warm_up(lib, init->comm, init->cuda_error);
       init->done.store(true, std::memory_order_release);
     }).detach();
     const std::string what = "NCCL initialisation of group '" + name() + "' (rank " + std::to_string(me) + " of " +
@@ -309,9 +316,32 @@ class NcclCommunicator final : public Communicator {
       watchdog::serve(what);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    if (!init->cuda_error.empty()) throw Error(what + ": its first all-reduce failed on the GPU: " + init->cuda_error);
     if (init->result != ncclSuccess)
       throw Error(what + " failed: " + lib_.GetErrorString(init->result));
     return init->comm;
+  }
+
+  // One all-reduce of a single float on a stream of its own, waited for (init_within_deadline
+  // says why). CUDA's failures go to cuda_error.
+  static ncclResult_t warm_up(const nccl::Library& lib, ncclComm_t comm, std::string& cuda_error) {
+    float* value = nullptr;
+    cudaStream_t stream = nullptr;
+    ncclResult_t result = ncclSuccess;
+    cudaError_t err = cudaMalloc(&value, sizeof(float));
+    if (err == cudaSuccess) err = cudaMemset(value, 0, sizeof(float));
+    if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (err == cudaSuccess) {
+      result = lib.AllReduce(value, value, 1, ncclFloat32, ncclSum, comm, stream);
+      if (result == ncclSuccess) err = cudaStreamSynchronize(stream);
+    }
+    if (err != cudaSuccess) {
+      cuda_error = std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) + ")";
+      cudaGetLastError();
+    }
+    if (stream) cudaStreamDestroy(stream);
+    if (value) cudaFree(value);
+    return result;
   }
 
   // Whether a call goes through NCCL (its primary buffer is device memory) or the host
