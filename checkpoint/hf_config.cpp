@@ -105,27 +105,57 @@ void read_gpt2(const Reader& r, Out& out) {
   out.add("tie_embeddings", r.boolean("tie_word_embeddings", true) ? "true" : "false", "tie_word_embeddings");
 }
 
-void read_rope_scaling(const Reader& r, Out& out) {
+// The kind of rotary scaling and its parameters, from `s`: transformers 4's "rope_scaling" object,
+// or transformers 5's "rope_parameters", which holds the same keys (and rope_theta); `key` names
+// it in messages.
+void read_rope_kind(const Reader& r, const std::string& key, const json& s, Out& out) {
+  if (!s.is_object()) r.fail(key, "must be an object or null, not " + s.dump());
+  const Reader sr(r.path() + " " + key, s);
+  std::string type = s.contains("rope_type") ? sr.string("rope_type", "") : sr.string("type", "default");
+  if (type != "default" && type != "linear" && type != "llama3")
+    r.fail(key, "has rope_type \"" + type + "\"; feast implements \"default\", \"linear\" and \"llama3\"");
+  if (const double f = sr.number("partial_rotary_factor", 1.0); f != 1.0)
+    r.fail(key, "has partial_rotary_factor " + toml_double(f) + "; feast rotates the whole of every head");
+  out.add("rope_scaling.rope_type", toml_string(type), key + ".rope_type");
+  if (type == "default") return;
+  out.add_double("rope_scaling.factor", sr.number("factor", 1.0), key + ".factor");
+  if (type == "llama3") {
+    out.add_double("rope_scaling.low_freq_factor", sr.number("low_freq_factor", 1.0), key + ".low_freq_factor");
+    out.add_double("rope_scaling.high_freq_factor", sr.number("high_freq_factor", 4.0), key + ".high_freq_factor");
+    out.add_int("rope_scaling.original_max_position_embeddings", sr.integer("original_max_position_embeddings"),
+                key + ".original_max_position_embeddings");
+  }
+}
+
+// The rotary base and scaling. transformers 5 writes both into "rope_parameters" and no longer
+// writes "rope_theta" at the top: reading only the top would fall back to 10000 and build a
+// model with the wrong frequencies without a word, so rope_parameters comes first.
+void read_rope(const Reader& r, Out& out) {
+  if (r.has("rope_parameters")) {
+    const json& p = r.at("rope_parameters");
+    if (!p.is_object()) r.fail("rope_parameters", "must be an object, not " + p.dump());
+    // Gemma 3 and others keep one set per kind of layer ({"full_attention": {...}, ...}).
+    for (const auto& [name, value] : p.items())
+      if (value.is_object())
+        r.fail("rope_parameters", "has settings per kind of layer (\"" + name +
+                                      "\"); feast applies one rotary embedding to every layer");
+    const Reader pr(r.path() + " rope_parameters", p);
+    const double theta = pr.number("rope_theta", r.number("rope_theta", 10000.0));
+    if (r.has("rope_theta") && r.number("rope_theta", theta) != theta)
+      r.fail("rope_theta", "= " + toml_double(r.number("rope_theta", theta)) + " disagrees with rope_parameters' " +
+                               toml_double(theta) + "; remove one of them");
+    if (r.has("rope_scaling"))
+      r.fail("rope_scaling", "is given beside rope_parameters, which replaces it; keep one of them");
+    out.add_double("rope_theta", theta, p.contains("rope_theta") ? "rope_parameters.rope_theta" : "rope_theta");
+    read_rope_kind(r, "rope_parameters", p, out);
+    return;
+  }
+  out.add_double("rope_theta", r.number("rope_theta", 10000.0), "rope_theta");
   if (!r.has("rope_scaling")) {
     out.add("rope_scaling.rope_type", "\"default\"", "rope_scaling");
     return;
   }
-  const json& s = r.at("rope_scaling");
-  if (!s.is_object()) r.fail("rope_scaling", "must be an object or null, not " + s.dump());
-  const Reader sr(r.path() + " rope_scaling", s);
-  std::string type = s.contains("rope_type") ? sr.string("rope_type", "") : sr.string("type", "default");
-  if (type != "default" && type != "linear" && type != "llama3")
-    r.fail("rope_scaling", "has rope_type \"" + type + "\"; feast implements \"default\", \"linear\" and \"llama3\"");
-  out.add("rope_scaling.rope_type", toml_string(type), "rope_scaling.rope_type");
-  if (type == "default") return;
-  out.add_double("rope_scaling.factor", sr.number("factor", 1.0), "rope_scaling.factor");
-  if (type == "llama3") {
-    out.add_double("rope_scaling.low_freq_factor", sr.number("low_freq_factor", 1.0), "rope_scaling.low_freq_factor");
-    out.add_double("rope_scaling.high_freq_factor", sr.number("high_freq_factor", 4.0),
-                   "rope_scaling.high_freq_factor");
-    out.add_int("rope_scaling.original_max_position_embeddings", sr.integer("original_max_position_embeddings"),
-                "rope_scaling.original_max_position_embeddings");
-  }
+  read_rope_kind(r, "rope_scaling", r.at("rope_scaling"), out);
 }
 
 void read_llama(const Reader& r, const std::string& type, Out& out) {
@@ -168,10 +198,9 @@ void read_llama(const Reader& r, const std::string& type, Out& out) {
   out.add_int("n_kv_head", r.optional_integer("num_key_value_heads").value_or(NH), "num_key_value_heads");
   out.add_int("intermediate_size", r.integer("intermediate_size"), "intermediate_size");
   out.add_double("norm_eps", r.number("rms_norm_eps", 1e-6), "rms_norm_eps");
-  out.add_double("rope_theta", r.number("rope_theta", 10000.0), "rope_theta");
   out.add("qkv_bias", qkv_bias ? "true" : "false", type == "qwen2" ? "model_type" : "attention_bias");
   out.add("tie_embeddings", r.boolean("tie_word_embeddings", false) ? "true" : "false", "tie_word_embeddings");
-  read_rope_scaling(r, out);
+  read_rope(r, out);
 }
 
 }  // namespace

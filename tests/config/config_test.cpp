@@ -585,6 +585,47 @@ TEST(ConfigInitFrom, UnsupportedOrMissingConfigsAreRefusedByName) {
   }
 }
 
+// transformers 5 writes the rotary base and scaling into "rope_parameters" and no top-level
+// rope_theta: read there, the base is the model's, not the default 10000.
+TEST(ConfigInitFrom, Transformers5RopeParametersAreRead) {
+  const std::string dir = ::testing::TempDir() + "/feast_init_from_v5";
+  std::filesystem::create_directories(dir);
+  const std::string shape = R"("model_type": "llama", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 2,
+      "num_key_value_heads": 2, "vocab_size": 400, "max_position_embeddings": 64, "intermediate_size": 48, )";
+  std::ofstream(dir + "/config.json") << "{" << shape << R"("rope_parameters": {"rope_type": "llama3",
+      "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 16}})";
+  const Config c = parse_config("", "t", {"model.init_from=\"" + dir + "\""});
+  EXPECT_DOUBLE_EQ(c.model.rope_theta, 500000.0);
+  EXPECT_EQ(c.model.rope_scaling.rope_type, "llama3");
+  EXPECT_DOUBLE_EQ(c.model.rope_scaling.factor, 8.0);
+  EXPECT_EQ(c.model.rope_scaling.original_max_position_embeddings, 16);
+  EXPECT_NE(c.where("model.rope_theta").find("rope_parameters.rope_theta"), std::string::npos)
+      << c.where("model.rope_theta");
+
+  // The same model written by transformers 4 (rope_theta and rope_scaling) gives the same config.
+  std::ofstream(dir + "/config.json") << "{" << shape << R"("rope_theta": 500000.0, "rope_scaling": {"rope_type":
+      "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16}})";
+  expect_same(parse_config("", "t", {"model.init_from=\"" + dir + "\""}), c);
+
+  auto refused = [&](const std::string& rope, const std::string& expected) {
+    std::ofstream(dir + "/config.json") << "{" << shape << rope << "}";
+    try {
+      parse_config("", "t", {"model.init_from=\"" + dir + "\""});
+      ADD_FAILURE() << rope << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  refused(R"("rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}})",
+          "settings per kind of layer (\"full_attention\")");
+  refused(R"("rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.25})", "partial_rotary_factor 0.25");
+  refused(R"("rope_theta": 10000.0, "rope_parameters": {"rope_theta": 1e6})", "disagrees with rope_parameters");
+  refused(R"("rope_scaling": {"rope_type": "linear", "factor": 2}, "rope_parameters": {"rope_theta": 1e4})",
+          "beside rope_parameters");
+  refused(R"("rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 2})", "rope_type \"yarn\"");
+}
+
 TEST(ConfigFiles, MissingFileNamesThePath) {
   try {
     load_config("/nonexistent/feast.toml", {});
