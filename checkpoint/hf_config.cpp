@@ -144,10 +144,23 @@ void read_rope(const Reader& r, Out& out) {
     if (r.has("rope_theta") && r.number("rope_theta", theta) != theta)
       r.fail("rope_theta", "= " + toml_double(r.number("rope_theta", theta)) + " disagrees with rope_parameters' " +
                                toml_double(theta) + "; remove one of them");
-    if (r.has("rope_scaling"))
-      r.fail("rope_scaling", "is given beside rope_parameters, which replaces it; keep one of them");
     out.add_double("rope_theta", theta, p.contains("rope_theta") ? "rope_parameters.rope_theta" : "rope_theta");
-    read_rope_kind(r, "rope_parameters", p, out);
+    Out kind;
+    read_rope_kind(r, "rope_parameters", p, kind);
+    // Exporters that also serve transformers 4 write the scaling both ways: fine when they agree.
+    if (r.has("rope_scaling")) {
+      Out legacy;
+      read_rope_kind(r, "rope_scaling", r.at("rope_scaling"), legacy);
+      const auto settings = [](const Out& o) {
+        std::vector<std::pair<std::string, std::string>> v;
+        for (const HfConfigValue& x : o.values) v.emplace_back(x.key, x.toml);
+        return v;
+      };
+      if (settings(legacy) != settings(kind))
+        r.fail("rope_scaling", "= " + r.at("rope_scaling").dump() + " disagrees with rope_parameters = " + p.dump() +
+                                   "; remove one of them");
+    }
+    out.values.insert(out.values.end(), kind.values.begin(), kind.values.end());
     return;
   }
   out.add_double("rope_theta", r.number("rope_theta", 10000.0), "rope_theta");

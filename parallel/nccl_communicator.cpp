@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <numeric>
@@ -287,8 +288,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t init_within_deadline(const ncclUniqueId& id) {
     struct Init {
       ncclComm_t comm = nullptr;
-      ncclResult_t result = ncclSuccess;
-      std::string cuda_error;  // the warm-up's, if CUDA failed it
+      std::string failure;  // what failed, and why ("" when both steps succeeded)
       std::atomic<bool> done{false};
     };
     auto init = std::make_shared<Init>();
@@ -298,8 +298,10 @@ class NcclCommunicator final : public Communicator {
     const int n = host_->size(), me = host_->rank();
     std::thread([init, device, &lib, id, n, me] {
       cudaSetDevice(device);
-      init->result = lib.CommInitRank(&init->comm, n, id, me);
-      if (init->result == ncclSuccess) init->result = warm_up(lib, init->comm, init->cuda_error);
+      if (const ncclResult_t r = lib.CommInitRank(&init->comm, n, id, me); r != ncclSuccess)
+        init->failure = std::string("failed: ") + lib.GetErrorString(r);
+      else
+        init->failure = warm_up(lib, init->comm);
       init->done.store(true, std::memory_order_release);
     }).detach();
     const std::string what = "NCCL initialisation of group '" + name() + "' (rank " + std::to_string(me) + " of " +
@@ -316,32 +318,46 @@ class NcclCommunicator final : public Communicator {
       watchdog::serve(what);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (!init->cuda_error.empty()) throw Error(what + ": its first all-reduce failed on the GPU: " + init->cuda_error);
-    if (init->result != ncclSuccess)
-      throw Error(what + " failed: " + lib_.GetErrorString(init->result));
+    if (!init->failure.empty()) throw Error(what + " " + init->failure);
     return init->comm;
   }
 
-  // One all-reduce of a single float on a stream of its own, waited for (init_within_deadline
-  // says why). CUDA's failures go to cuda_error.
-  static ncclResult_t warm_up(const nccl::Library& lib, ncclComm_t comm, std::string& cuda_error) {
+  // One all-reduce of a single float on a stream of its own, waited for as NcclWork::wait waits
+  // (init_within_deadline says why): a transport error NCCL finds meanwhile is its asynchronous
+  // error, while its kernel keeps running, so that is watched too and ends the communicator.
+  // Returns "" or what failed.
+  static std::string warm_up(const nccl::Library& lib, ncclComm_t comm) {
     float* value = nullptr;
     cudaStream_t stream = nullptr;
-    ncclResult_t result = ncclSuccess;
+    std::string failure;
+    bool aborted = false;
     cudaError_t err = cudaMalloc(&value, sizeof(float));
-    if (err == cudaSuccess) err = cudaMemset(value, 0, sizeof(float));
     if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (err == cudaSuccess) err = cudaMemsetAsync(value, 0, sizeof(float), stream);
     if (err == cudaSuccess) {
-      result = lib.AllReduce(value, value, 1, ncclFloat32, ncclSum, comm, stream);
-      if (result == ncclSuccess) err = cudaStreamSynchronize(stream);
+      if (const ncclResult_t r = lib.AllReduce(value, value, 1, ncclFloat32, ncclSum, comm, stream); r != ncclSuccess)
+        failure = std::string("failed in its first all-reduce: ") + lib.GetErrorString(r);
+      while (failure.empty() && (err = cudaStreamQuery(stream)) == cudaErrorNotReady) {
+        ncclResult_t async = ncclSuccess;
+        if (lib.CommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+          failure = std::string("failed in its first all-reduce: ") + lib.GetErrorString(async);
+          lib.CommAbort(comm);  // ends the kernel, which would otherwise wait for its peers forever
+          aborted = true;
+        } else {
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+      }
+      if (err == cudaErrorNotReady) err = cudaSuccess;  // left for NCCL's error, said above
     }
     if (err != cudaSuccess) {
-      cuda_error = std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) + ")";
+      failure = std::string("failed in its first all-reduce on the GPU: ") + cudaGetErrorName(err) + " (" +
+                cudaGetErrorString(err) + ")";
       cudaGetLastError();
     }
+    if (!failure.empty() && !aborted) lib.CommAbort(comm);  // the caller throws: nobody else ends it
     if (stream) cudaStreamDestroy(stream);
     if (value) cudaFree(value);
-    return result;
+    return failure;
   }
 
   // Whether a call goes through NCCL (its primary buffer is device memory) or the host

@@ -37,9 +37,25 @@ class StagedWork final : public Work {
              decltype(DeviceMemoryOps::copy) copy)
       : results_(std::move(results)), inputs_(std::move(inputs)), inner_(std::move(inner)), copy_(std::move(copy)) {}
   ~StagedWork() override {
-    // Unwinding after an error: the job is ending, and waiting (up to parallel.timeout_s, for
-    // each handle in flight) would only delay the abort. The inner handle abandons its requests.
-    if (done_ || std::uncaught_exceptions() > 0) return;
+    if (done_) return;
+    if (std::uncaught_exceptions() > 0) {
+      // Unwinding after an error: the job is ending, and waiting (up to parallel.timeout_s, for
+      // each handle in flight) would only delay the abort. The inner handle abandons its
+      // requests, which may still write into the host stages: those are left to the process's
+      // end rather than handed back to the cache for another call to use.
+      bool finished = false;
+      try {
+        finished = inner_->test();
+      } catch (...) {  // a failed operation writes nothing more
+        finished = true;
+      }
+      if (!finished) {
+        static std::vector<std::vector<Stage>> kept_for_abandoned_operations;
+        kept_for_abandoned_operations.push_back(std::move(results_));
+        kept_for_abandoned_operations.push_back(std::move(inputs_));
+      }
+      return;
+    }
     try {
       wait();
     } catch (const std::exception& e) {
@@ -59,7 +75,8 @@ class StagedWork final : public Work {
 
  private:
   // Declared before inner_, so they outlive it: an operation still running when the handle goes
-  // (a wait that threw) must not write into a buffer already handed back to the cache.
+  // must not write into a buffer already handed back to the cache (and one abandoned while an
+  // error unwinds keeps them until the process ends: see the destructor).
   std::vector<Stage> results_, inputs_;
   WorkHandle inner_;
   decltype(DeviceMemoryOps::copy) copy_;

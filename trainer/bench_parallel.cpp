@@ -176,7 +176,8 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
             " timed steps after " + std::to_string(warmup) + "; time split averaged over ranks");
   log::info("bubble = pp-idle / (compute + tp-comm + pp-idle + data), the pipeline's share of idle, against");
   log::info("formula = (p-1)/(m+p-1), m micro-batches per replica; E = compute / (compute + tp-comm + dp-comm + pp-idle)");
-  log::info("dp-hidden = the share of the gradient reductions' time in flight that no rank waited for");
+  log::info("dp-hidden = 1 - exposed / in flight of the gradient reductions, both averaged over ranks: the share "
+            "the ranks, on average, did not wait for");
   log::info("layout          m ranks   tokens/s   ms/step  compute  tp-comm  dp-comm  pp-idle    data   optim   other"
             "   bubble  formula       E  dp-hidden");
   // One run per layout and micro-batch count (the count the batch gives when none are listed).

@@ -29,8 +29,8 @@ namespace cuda {
 
 DeviceScratch::~DeviceScratch() {
   if (data_) {
+    cudaFreeAsync(data_, stream_);
     cudaStreamSynchronize(stream_);
-    allocator_.deallocate(data_);
   }
 }
 
@@ -38,12 +38,11 @@ void* DeviceScratch::get(size_t bytes) {
   if (bytes <= bytes_) return data_;
   const size_t grown = std::max(bytes, bytes_ + bytes_ / 2);
   if (data_) {
-    FEAST_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier ops may still use it
-    allocator_.deallocate(data_);
+    FEAST_CUDA_CHECK(cudaFreeAsync(data_, stream_));  // once the ops queued before are done with it
     data_ = nullptr;
     bytes_ = 0;
   }
-  data_ = allocator_.allocate(grown);
+  FEAST_CUDA_CHECK(cudaMallocAsync(&data_, grown, stream_));
   bytes_ = grown;
   return data_;
 }
@@ -67,7 +66,7 @@ class CudaBackend final : public Backend {
         compute_(compute),
         allocator_(device_index),
         stream_(device_index),
-        scratch_(stream_.handle(), allocator_),
+        scratch_(stream_.handle()),
         uploads_(stream_.handle()) {
     FEAST_CHECK(compute == DType::kFloat32 || compute == DType::kBFloat16,
                 "the CUDA backend computes in float32 or bfloat16, not " << dtype_name(compute));
@@ -306,7 +305,9 @@ class CudaBackend final : public Backend {
     cuda::cast(ctx_, dst.dtype, dst.data, src.dtype, src.data, src.numel);
   }
 
-  size_t peak_memory_bytes() const override { return allocator_.peak_bytes_in_use(); }
+  // The scratch buffer only grows, so its size now is its peak; added to the allocator's, an
+  // upper bound of what was held at once.
+  size_t peak_memory_bytes() const override { return allocator_.peak_bytes_in_use() + scratch_.bytes(); }
 
  private:
   // The view's memory is where this backend can use it: its GPU, or host memory when allowed.

@@ -9,17 +9,17 @@
 
 #include <cstddef>
 
-#include "core/tensor.h"
-
 namespace feast::cuda {
 
-// A grow-only device buffer for an op's temporaries (partial sums of a two-pass reduction, say).
-// Ops on one stream run one after another, so one buffer serves them all. Growing waits for the
-// stream before handing the old buffer back; after the first step it no longer grows, so steps
-// do not allocate. Its memory comes from the backend's allocator, so the peak it reports counts it.
+// A grow-only device buffer for an op's temporaries (partial sums of a two-pass reduction, say,
+// or cuDNN's workspace). Ops on one stream run one after another, so one buffer serves them all.
+// It grows during the first step, so it allocates in stream order (cudaMallocAsync and
+// cudaFreeAsync on its stream): the old buffer is released after the ops queued before, and
+// nothing waits for the whole device, where a pipeline transfer or a reduction may still be
+// waiting for its peer. After the first step it no longer grows, so steps do not allocate.
 class DeviceScratch {
  public:
-  DeviceScratch(cudaStream_t stream, Allocator& allocator) : stream_(stream), allocator_(allocator) {}
+  explicit DeviceScratch(cudaStream_t stream) : stream_(stream) {}
   ~DeviceScratch();
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
@@ -29,10 +29,11 @@ class DeviceScratch {
   T* get_as(size_t count) {
     return static_cast<T*>(get(count * sizeof(T)));
   }
+  // What it holds now, which is the most it has held: the backend adds it to its peak.
+  size_t bytes() const { return bytes_; }
 
  private:
   cudaStream_t stream_;
-  Allocator& allocator_;
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };

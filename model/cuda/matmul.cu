@@ -137,12 +137,13 @@ bool lt_matmul(const CudaContext& ctx, bool transa, bool transb, int m, int n, i
   const cublasStatus_t hs =
       st == CUBLAS_STATUS_SUCCESS
           ? cublasLtMatmulAlgoGetHeuristic(ctx.lt, call.desc, call.a, call.b, call.c, call.c, pref, 1, &heuristic, &found)
-          : st;
+          : CUBLAS_STATUS_SUCCESS;
   cublasLtMatmulPreferenceDestroy(pref);
-  // A refusal means no kernel, as found == 0 does. Not supported is the usual answer; some
-  // versions answer a shape or epilogue they lack (odd leading dimensions with a bias, say) with
-  // an invalid value instead. Either way the GELU is composed by the caller, and any other
-  // product goes to plain cuBLAS below; a real failure (a bad handle) then fails there, named.
+  FEAST_CUBLAS_CHECK(st);  // the preferences themselves: a failure there is no refusal of the product
+  // A refusal of the product means no kernel, as found == 0 does. Not supported is the usual
+  // answer; some versions answer a shape or epilogue they lack (odd leading dimensions with a
+  // bias, say) with an invalid value instead. Either way the GELU is composed by the caller, and
+  // any other product goes to plain cuBLAS below.
   if (hs != CUBLAS_STATUS_SUCCESS) {
     if (gelu_aux) return false;
     found = 0;

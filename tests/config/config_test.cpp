@@ -622,7 +622,14 @@ TEST(ConfigInitFrom, Transformers5RopeParametersAreRead) {
   refused(R"("rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.25})", "partial_rotary_factor 0.25");
   refused(R"("rope_theta": 10000.0, "rope_parameters": {"rope_theta": 1e6})", "disagrees with rope_parameters");
   refused(R"("rope_scaling": {"rope_type": "linear", "factor": 2}, "rope_parameters": {"rope_theta": 1e4})",
-          "beside rope_parameters");
+          "\"rope_scaling\" = {\"factor\":2,\"rope_type\":\"linear\"} disagrees with rope_parameters");
+  // Both spellings, agreeing (an exporter serving transformers 4 and 5 alike): accepted.
+  std::ofstream(dir + "/config.json") << "{" << shape << R"("rope_theta": 500000.0, "rope_scaling": {"type": "linear",
+      "factor": 2.0}, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 500000.0}})";
+  const Config both = parse_config("", "t", {"model.init_from=\"" + dir + "\""});
+  EXPECT_EQ(both.model.rope_scaling.rope_type, "linear");
+  EXPECT_DOUBLE_EQ(both.model.rope_scaling.factor, 2.0);
+  EXPECT_DOUBLE_EQ(both.model.rope_theta, 500000.0);
   refused(R"("rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 2})", "rope_type \"yarn\"");
 }
 

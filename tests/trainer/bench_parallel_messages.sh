@@ -12,7 +12,8 @@ mpi=("$mpiexec" --oversubscribe --bind-to none -np 2 "$trainer" bench --parallel
 out=$("${mpi[@]}" --layers 1 --heads 1 --embd 32 2>&1) || fail "the bench failed: ${out: -400}"
 grep -q "bench: skipping tp2pp1dp1 (tp 2 does not divide 1 heads)" <<<"$out" || fail "no skip line for tp2: ${out:0:600}"
 grep -q "bench: skipping tp1pp2dp1 (pp 2 > 1 layers)" <<<"$out" || fail "no skip line for pp2"
-grep -qE "^tp1 pp1 dp2 .* [0-9.]+%$" <<<"$out" || fail "the layout that fits did not run, or has no dp-hidden figure"
+# 18 fields: the layout's 3, 14 figures, and dp-hidden (a percentage at dp 2).
+grep -qE "^tp1 pp1 dp2( +[^ ]+){14} +[0-9.]+%$" <<<"$out" || fail "the layout that fits did not run, or has no dp-hidden figure"
 echo "ok: skipped layouts are named with the reason"
 
 # --micro-batches: one row per count, the formula (p-1)/(m+p-1) beside the measured bubble, and E.
