@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -56,9 +55,10 @@ class NcclGroup {
   ~NcclGroup() {
     if (open_) lib_.GroupEnd();
   }
+  // On non-blocking communicators it may answer ncclInProgress: the caller settles them.
   void end() {
     open_ = false;
-    FEAST_NCCL_CHECK(lib_, GroupEnd());
+    FEAST_NCCL_ISSUE(lib_, GroupEnd());
   }
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
@@ -115,8 +115,10 @@ class NcclCommunicator final : public Communicator {
     FEAST_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     try {
       FEAST_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-      comm_ = init_within_deadline(id);
+      init(id);
+      warm_up();
     } catch (...) {
+      if (comm_) lib_.CommAbort(comm_);
       if (ready_) cudaEventDestroy(ready_);
       cudaStreamDestroy(stream_);
       throw;
@@ -124,8 +126,11 @@ class NcclCommunicator final : public Communicator {
   }
   ~NcclCommunicator() override {
     // While an error unwinds the run, peers may be stuck: abort (which never waits for them)
-    // rather than destroy (which may).
-    if (comm_) (std::uncaught_exceptions() > 0 ? lib_.CommAbort(comm_) : lib_.CommDestroy(comm_));
+    // rather than finalize (which may).
+    if (comm_) {
+      if (std::uncaught_exceptions() > 0 || !finalized()) lib_.CommAbort(comm_);
+      else lib_.CommDestroy(comm_);
+    }
     if (ready_) cudaEventDestroy(ready_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -138,7 +143,7 @@ class NcclCommunicator final : public Communicator {
     if (!on_device(data)) return host_->allreduce(data, count, dtype, opts);
     const std::string what = subject("allreduce", count, dtype);
     const ncclRedOp_t op = nccl_op(opts.op, what);
-    return enqueue(what, opts, [&] { FEAST_NCCL_CHECK(lib_, AllReduce(data, data, count, nccl_type(dtype), op, comm_, stream_)); });
+    return enqueue(what, opts, [&] { FEAST_NCCL_ISSUE(lib_, AllReduce(data, data, count, nccl_type(dtype), op, comm_, stream_)); });
   }
 
   WorkHandle reduce_scatter(const void* send, void* recv, std::span<const size_t> recv_counts, DType dtype,
@@ -154,7 +159,7 @@ class NcclCommunicator final : public Communicator {
     const size_t elem = dtype_size(dtype);
     return enqueue(what, opts, [&] {
       if (equal(recv_counts)) {
-        FEAST_NCCL_CHECK(lib_, ReduceScatter(send, recv, recv_counts[0], t, op, comm_, stream_));
+        FEAST_NCCL_ISSUE(lib_, ReduceScatter(send, recv, recv_counts[0], t, op, comm_, stream_));
         return;
       }
       // Unequal blocks (ZeRO's shards cut a bucket anywhere): a reduce to each block's owner,
@@ -165,7 +170,7 @@ class NcclCommunicator final : public Communicator {
         const size_t n = recv_counts[size_t(r)];
         const void* block = static_cast<const char*>(send) + offset * elem;
         // recv is read only on the block's owner; the others pass it as a valid pointer.
-        if (n > 0) FEAST_NCCL_CHECK(lib_, Reduce(block, recv, n, t, op, r, comm_, stream_));
+        if (n > 0) FEAST_NCCL_ISSUE(lib_, Reduce(block, recv, n, t, op, r, comm_, stream_));
         offset += n;
       }
       group.end();
@@ -182,7 +187,7 @@ class NcclCommunicator final : public Communicator {
     const size_t elem = dtype_size(dtype);
     return enqueue(what, opts, [&] {
       if (equal(counts)) {  // in place too: NCCL accepts send == recv + rank * count
-        FEAST_NCCL_CHECK(lib_, AllGather(send, recv, counts[0], t, comm_, stream_));
+        FEAST_NCCL_ISSUE(lib_, AllGather(send, recv, counts[0], t, comm_, stream_));
         return;
       }
       // Unequal blocks: each rank broadcasts its block into place, in one group.
@@ -191,7 +196,7 @@ class NcclCommunicator final : public Communicator {
       for (int r = 0; r < size(); ++r) {
         const size_t n = counts[size_t(r)];
         void* block = static_cast<char*>(recv) + offset * elem;
-        if (n > 0) FEAST_NCCL_CHECK(lib_, Broadcast(r == rank() ? send : block, block, n, t, r, comm_, stream_));
+        if (n > 0) FEAST_NCCL_ISSUE(lib_, Broadcast(r == rank() ? send : block, block, n, t, r, comm_, stream_));
         offset += n;
       }
       group.end();
@@ -202,7 +207,7 @@ class NcclCommunicator final : public Communicator {
     if (!on_device(data)) return host_->broadcast(data, count, dtype, root, opts);
     check_peer(root, "broadcast");
     return enqueue(subject("broadcast", count, dtype), opts,
-                   [&] { FEAST_NCCL_CHECK(lib_, Broadcast(data, data, count, nccl_type(dtype), root, comm_, stream_)); });
+                   [&] { FEAST_NCCL_ISSUE(lib_, Broadcast(data, data, count, nccl_type(dtype), root, comm_, stream_)); });
   }
 
   WorkHandle alltoall(const void* send, void* recv, size_t count_per_rank, DType dtype,
@@ -213,8 +218,8 @@ class NcclCommunicator final : public Communicator {
     return enqueue(subject("alltoall", count_per_rank * size_t(size()), dtype), opts, [&] {
       NcclGroup group(lib_);
       for (int q = 0; q < size(); ++q) {
-        FEAST_NCCL_CHECK(lib_, Send(static_cast<const char*>(send) + size_t(q) * bytes, count_per_rank, t, q, comm_, stream_));
-        FEAST_NCCL_CHECK(lib_, Recv(static_cast<char*>(recv) + size_t(q) * bytes, count_per_rank, t, q, comm_, stream_));
+        FEAST_NCCL_ISSUE(lib_, Send(static_cast<const char*>(send) + size_t(q) * bytes, count_per_rank, t, q, comm_, stream_));
+        FEAST_NCCL_ISSUE(lib_, Recv(static_cast<char*>(recv) + size_t(q) * bytes, count_per_rank, t, q, comm_, stream_));
       }
       group.end();
     });
@@ -224,14 +229,14 @@ class NcclCommunicator final : public Communicator {
     if (!on_device(data)) return host_->send(data, count, dtype, peer, tag);
     check_peer(peer, "send");
     return enqueue(subject("send", count, dtype) + " to rank " + std::to_string(peer), {},
-                   [&] { FEAST_NCCL_CHECK(lib_, Send(data, count, nccl_type(dtype), peer, comm_, stream_)); });
+                   [&] { FEAST_NCCL_ISSUE(lib_, Send(data, count, nccl_type(dtype), peer, comm_, stream_)); });
   }
 
   WorkHandle recv(void* data, size_t count, DType dtype, int peer, int tag) override {
     if (!on_device(data)) return host_->recv(data, count, dtype, peer, tag);
     check_peer(peer, "recv");
     return enqueue(subject("recv", count, dtype) + " from rank " + std::to_string(peer), {},
-                   [&] { FEAST_NCCL_CHECK(lib_, Recv(data, count, nccl_type(dtype), peer, comm_, stream_)); });
+                   [&] { FEAST_NCCL_ISSUE(lib_, Recv(data, count, nccl_type(dtype), peer, comm_, stream_)); });
   }
 
   // NCCL matches point-to-point transfers by their order between two ranks, not by tag.
@@ -246,8 +251,8 @@ class NcclCommunicator final : public Communicator {
                        std::to_string(from),
                    {}, [&] {
                      NcclGroup group(lib_);
-                     FEAST_NCCL_CHECK(lib_, Send(send_data, send_count, t, to, comm_, stream_));
-                     FEAST_NCCL_CHECK(lib_, Recv(recv_data, recv_count, t, from, comm_, stream_));
+                     FEAST_NCCL_ISSUE(lib_, Send(send_data, send_count, t, to, comm_, stream_));
+                     FEAST_NCCL_ISSUE(lib_, Recv(recv_data, recv_count, t, from, comm_, stream_));
                      group.end();
                    });
   }
@@ -277,87 +282,88 @@ class NcclCommunicator final : public Communicator {
   const std::vector<int>& world_ranks() const { return world_ranks_; }
 
  private:
-  // ncclCommInitRank blocks until every rank of the group has joined, and a rank that never
-  // comes (failed before, or cannot reach the others: NCCL_SOCKET_IFNAME) would hold the others
-  // forever. So it runs on a helper thread while this one waits under the deadline, serving the
-  // watchdog; past it the run ends naming the group (the helper is left behind: the job ends).
-  // The helper then runs one all-reduce of a single value: NCCL connects peers lazily, inside
-  // the first call that needs them, and that call blocks the host with no deadline of its own;
-  // done here, the connection it makes is under this deadline, and a transport that cannot work
-  // fails now, named, rather than in the first step.
-  ncclComm_t init_within_deadline(const ncclUniqueId& id) {
-    struct Init {
-      ncclComm_t comm = nullptr;
-      std::string failure;  // what failed, and why ("" when both steps succeeded)
-      std::atomic<bool> done{false};
-    };
-    auto init = std::make_shared<Init>();
-    int device = 0;
-    FEAST_CUDA_CHECK(cudaGetDevice(&device));
-    const nccl::Library& lib = lib_;
-    const int n = host_->size(), me = host_->rank();
-    std::thread([init, device, &lib, id, n, me] {
-      cudaSetDevice(device);
-      if (const ncclResult_t r = lib.CommInitRank(&init->comm, n, id, me); r != ncclSuccess)
-        init->failure = std::string("failed: ") + lib.GetErrorString(r);
-      else
-        init->failure = warm_up(lib, init->comm);
-      init->done.store(true, std::memory_order_release);
-    }).detach();
-    const std::string what = "NCCL initialisation of group '" + name() + "' (rank " + std::to_string(me) + " of " +
-                             std::to_string(n) + ")";
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    while (!init->done.load(std::memory_order_acquire)) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        const std::string late = watchdog::survey(world_ranks_, what, watchdog::grace_for(timeout_));
-        throw CommTimeout(what + " did not finish within " + std::to_string(double(timeout_.count()) / 1000.0) +
-                          " s (parallel.timeout_s)" + (late.empty() ? "" : ": " + late) +
-                          "; a rank may have failed before it, or the ranks cannot reach each other "
-                          "(NCCL_SOCKET_IFNAME, firewalls; NCCL_DEBUG=INFO says more)");
-      }
-      watchdog::serve(what);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // The communicator is non-blocking (ncclConfig_t::blocking = 0): NCCL's calls return at once,
+  // ncclInProgress while NCCL goes on in the background (joining the group, connecting peers on
+  // a first use), and the communicator's state (ncclCommGetAsyncError) says when that settles.
+  // Every wait for it runs here, under parallel.timeout_s and serving the watchdog, so no NCCL
+  // call holds the host without a deadline: a rank that never joins, or dies before a peer
+  // connects, ends the job with a message naming the group.
+  void init(const ncclUniqueId& id) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const std::string what = "NCCL initialisation of group '" + name() + "' (rank " + std::to_string(rank()) +
+                             " of " + std::to_string(size()) + ")";
+    const ncclResult_t r = lib_.CommInitRankConfig(&comm_, size(), id, rank(), &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      comm_ = nullptr;  // nothing was made
+      throw Error(what + " failed: " + lib_.GetErrorString(r));
     }
-    if (!init->failure.empty()) throw Error(what + " " + init->failure);
-    return init->comm;
+    settle(what, "a rank may have failed before it, or the ranks cannot reach each other "
+                 "(NCCL_SOCKET_IFNAME, firewalls; NCCL_DEBUG=INFO says more)");
   }
 
-  // One all-reduce of a single float on a stream of its own, waited for as NcclWork::wait waits
-  // (init_within_deadline says why): a transport error NCCL finds meanwhile is its asynchronous
-  // error, while its kernel keeps running, so that is watched too and ends the communicator.
-  // Returns "" or what failed.
-  static std::string warm_up(const nccl::Library& lib, ncclComm_t comm) {
+  // One all-reduce of a single value before training, through the path every operation takes:
+  // NCCL connects the peers it needs here, under the deadline, and a transport that cannot work
+  // fails at start-up, named, rather than in the first step.
+  void warm_up() {
     float* value = nullptr;
-    cudaStream_t stream = nullptr;
-    std::string failure;
-    bool aborted = false;
-    cudaError_t err = cudaMalloc(&value, sizeof(float));
-    if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-    if (err == cudaSuccess) err = cudaMemsetAsync(value, 0, sizeof(float), stream);
-    if (err == cudaSuccess) {
-      if (const ncclResult_t r = lib.AllReduce(value, value, 1, ncclFloat32, ncclSum, comm, stream); r != ncclSuccess)
-        failure = std::string("failed in its first all-reduce: ") + lib.GetErrorString(r);
-      while (failure.empty() && (err = cudaStreamQuery(stream)) == cudaErrorNotReady) {
-        ncclResult_t async = ncclSuccess;
-        if (lib.CommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
-          failure = std::string("failed in its first all-reduce: ") + lib.GetErrorString(async);
-          lib.CommAbort(comm);  // ends the kernel, which would otherwise wait for its peers forever
-          aborted = true;
-        } else {
-          std::this_thread::sleep_for(std::chrono::microseconds(100));
-        }
+    FEAST_CUDA_CHECK(cudaMalloc(&value, sizeof(float)));
+    try {
+      FEAST_CUDA_CHECK(cudaMemsetAsync(value, 0, sizeof(float), compute_));
+      allreduce(value, 1, DType::kFloat32)->wait();
+      FEAST_CUDA_CHECK(cudaStreamSynchronize(compute_));
+    } catch (...) {
+      cudaFree(value);
+      throw;
+    }
+    FEAST_CUDA_CHECK(cudaFree(value));
+  }
+
+  // Waits until the communicator has no call in progress; throws naming `what` when it fails, or
+  // when parallel.timeout_s passes (then with the ranks the watchdog finds late, and `hint`).
+  void settle(const std::string& what, const std::string& hint = "another rank has probably failed or is stuck "
+                                                                  "elsewhere") {
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout_;
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      if (const ncclResult_t r = lib_.CommGetAsyncError(comm_, &state); r != ncclSuccess) state = r;
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) {
+        abort();
+        throw Error(what + " failed: " + lib_.GetErrorString(state) + "; the NCCL communicator was aborted");
       }
-      if (err == cudaErrorNotReady) err = cudaSuccess;  // left for NCCL's error, said above
+      if (std::chrono::steady_clock::now() > deadline) {
+        abort();
+        const std::string late = watchdog::survey(world_ranks_, what, watchdog::grace_for(timeout_));
+        throw CommTimeout(what + " did not finish within " + std::to_string(double(timeout_.count()) / 1000.0) +
+                          " s (parallel.timeout_s): " + (late.empty() ? hint : late) +
+                          "; the NCCL communicator was aborted");
+      }
+      // Spin while young (a call usually settles at once), then let the core go.
+      if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200)) {
+        watchdog::serve(what);
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
     }
-    if (err != cudaSuccess) {
-      failure = std::string("failed in its first all-reduce on the GPU: ") + cudaGetErrorName(err) + " (" +
-                cudaGetErrorString(err) + ")";
-      cudaGetLastError();
+  }
+
+  // For the destructor: ncclCommFinalize flushes what is in flight and, on a non-blocking
+  // communicator, settles in the background; whether it did within the deadline (if not, the
+  // destructor aborts instead of destroying). Never throws.
+  bool finalized() noexcept {
+    const ncclResult_t r = lib_.CommFinalize(comm_);
+    return (r == ncclSuccess || r == ncclInProgress) && settled_quietly();
+  }
+  bool settled_quietly() noexcept {
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      if (lib_.CommGetAsyncError(comm_, &state) != ncclSuccess) return false;
+      if (state == ncclSuccess) return true;
+      if (state != ncclInProgress || std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
-    if (!failure.empty() && !aborted) lib.CommAbort(comm);  // the caller throws: nobody else ends it
-    if (stream) cudaStreamDestroy(stream);
-    if (value) cudaFree(value);
-    return failure;
   }
 
   // Whether a call goes through NCCL (its primary buffer is device memory) or the host
@@ -398,6 +404,7 @@ class NcclCommunicator final : public Communicator {
     OwnedEvent started = opts.timed ? new_event(flags) : nullptr;
     if (started) FEAST_CUDA_CHECK(cudaEventRecord(started.get(), stream_));  // once the compute it follows is done
     issue();
+    settle(what);  // NCCL may still be connecting peers for it
     OwnedEvent done = new_event(flags);
     FEAST_CUDA_CHECK(cudaEventRecord(done.get(), stream_));
     auto work = std::make_unique<NcclWork>(*this, started.get(), done.get(), what,

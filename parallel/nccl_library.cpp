@@ -30,13 +30,14 @@ Loaded load_once() {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
     if (!fn && ok) {
       ok = false;
-      l.error = std::string("NCCL (libnccl.so.2) lacks ") + name + ": it is older than 2.10, which feast needs";
+      l.error = std::string("NCCL (libnccl.so.2) lacks ") + name + ": it is older than 2.14, which feast needs";
     }
   };
   Library& b = l.lib;
   resolve(b.GetVersion, "ncclGetVersion");
   resolve(b.GetUniqueId, "ncclGetUniqueId");
-  resolve(b.CommInitRank, "ncclCommInitRank");
+  resolve(b.CommInitRankConfig, "ncclCommInitRankConfig");
+  resolve(b.CommFinalize, "ncclCommFinalize");
   resolve(b.CommDestroy, "ncclCommDestroy");
   resolve(b.CommAbort, "ncclCommAbort");
   resolve(b.CommGetAsyncError, "ncclCommGetAsyncError");
@@ -51,9 +52,11 @@ Loaded load_once() {
   resolve(b.GroupStart, "ncclGroupStart");
   resolve(b.GroupEnd, "ncclGroupEnd");
   if (ok && b.GetVersion(&b.version) != ncclSuccess) b.version = 0;
-  // bfloat16 reductions came with 2.10 (21000 in NCCL_VERSION_CODE's encoding).
-  if (ok && b.version < 21000) {
-    l.error = "NCCL (libnccl.so.2) is version " + std::to_string(b.version) + "; feast needs 2.10 or later (bf16)";
+  // Non-blocking communicators came with 2.14 (21400 in NCCL_VERSION_CODE's encoding); bfloat16
+  // reductions with 2.10.
+  if (ok && b.version < 21400) {
+    l.error = "NCCL (libnccl.so.2) is version " + std::to_string(b.version) +
+              "; feast needs 2.14 or later (non-blocking communicators)";
   }
   return l;
 }

@@ -16,7 +16,8 @@ namespace feast::nccl {
 struct Library {
   decltype(&ncclGetVersion) GetVersion = nullptr;
   decltype(&ncclGetUniqueId) GetUniqueId = nullptr;
-  decltype(&ncclCommInitRank) CommInitRank = nullptr;
+  decltype(&ncclCommInitRankConfig) CommInitRankConfig = nullptr;
+  decltype(&ncclCommFinalize) CommFinalize = nullptr;
   decltype(&ncclCommDestroy) CommDestroy = nullptr;
   decltype(&ncclCommAbort) CommAbort = nullptr;
   decltype(&ncclCommGetAsyncError) CommGetAsyncError = nullptr;
@@ -45,6 +46,17 @@ const Library& library();
   do {                                                                                                   \
     const ncclResult_t feast_nccl_result_ = (lib).call;                                                  \
     if (feast_nccl_result_ != ncclSuccess)                                                               \
+      ::feast::cuda::throw_cuda_failure("NCCL", #call, (lib).GetErrorString(feast_nccl_result_), __FILE__, \
+                                        __LINE__);                                                       \
+  } while (0)
+
+// The same for a call on a non-blocking communicator, which may also answer ncclInProgress: NCCL
+// goes on with it in the background, and the caller waits for the communicator to settle
+// (ncclCommGetAsyncError) before its next call.
+#define FEAST_NCCL_ISSUE(lib, call)                                                                      \
+  do {                                                                                                   \
+    const ncclResult_t feast_nccl_result_ = (lib).call;                                                  \
+    if (feast_nccl_result_ != ncclSuccess && feast_nccl_result_ != ncclInProgress)                        \
       ::feast::cuda::throw_cuda_failure("NCCL", #call, (lib).GetErrorString(feast_nccl_result_), __FILE__, \
                                         __LINE__);                                                       \
   } while (0)
