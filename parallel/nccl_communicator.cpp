@@ -2,7 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/cuda/cuda_check.h"
@@ -23,6 +24,10 @@
 
 namespace feast {
 namespace {
+
+// How long an abort may take before the job ends without it (it never waits for peers, but
+// NCCL's own teardown can hang).
+constexpr std::chrono::seconds kAbortWait{10};
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
@@ -118,17 +123,17 @@ class NcclCommunicator final : public Communicator {
       init(id);
       warm_up();
     } catch (...) {
-      if (comm_) lib_.CommAbort(comm_);
+      abort();
       if (ready_) cudaEventDestroy(ready_);
       cudaStreamDestroy(stream_);
       throw;
     }
   }
   ~NcclCommunicator() override {
-    // While an error unwinds the run, peers may be stuck: abort (which never waits for them)
-    // rather than finalize (which may).
+    // While an error unwinds the run, peers may be stuck: abort (which does not wait for them)
+    // rather than finalize (which would).
     if (comm_) {
-      if (std::uncaught_exceptions() > 0 || !finalized()) lib_.CommAbort(comm_);
+      if (std::uncaught_exceptions() > 0 || !finalized()) abort();
       else lib_.CommDestroy(comm_);
     }
     if (ready_) cudaEventDestroy(ready_);
@@ -272,10 +277,21 @@ class NcclCommunicator final : public Communicator {
       return "";
     return lib_.GetErrorString(result);
   }
+  // ncclCommAbort never waits for peers, but it can itself hang (NVIDIA/nccl#549, #1777), and the
+  // job is ending either way: it runs on a thread of its own, given a bounded wait.
   void abort() {
-    if (!aborted_) lib_.CommAbort(comm_);
+    if (aborted_) return;
     aborted_ = true;
-    comm_ = nullptr;
+    const ncclComm_t comm = std::exchange(comm_, nullptr);
+    if (!comm) return;
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    std::thread([&lib = lib_, comm, finished] {
+      lib.CommAbort(comm);
+      finished->store(true, std::memory_order_release);
+    }).detach();
+    const auto until = std::chrono::steady_clock::now() + kAbortWait;
+    while (!finished->load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   bool aborted() const { return aborted_; }
   cudaStream_t compute_stream() const { return compute_; }
@@ -288,43 +304,69 @@ class NcclCommunicator final : public Communicator {
   // Every wait for it runs here, under parallel.timeout_s and serving the watchdog, so no NCCL
   // call holds the host without a deadline: a rank that never joins, or dies before a peer
   // connects, ends the job with a message naming the group.
+  // NCCL_COMM_BLOCKING=1 overrides the configuration and makes even the initialisation block
+  // until every rank has joined, so it is called on a helper thread all the same, while this one
+  // waits under the deadline (past it the helper is left behind: the job ends).
   void init(const ncclUniqueId& id) {
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
     const std::string what = "NCCL initialisation of group '" + name() + "' (rank " + std::to_string(rank()) +
                              " of " + std::to_string(size()) + ")";
-    const ncclResult_t r = lib_.CommInitRankConfig(&comm_, size(), id, rank(), &config);
-    if (r != ncclSuccess && r != ncclInProgress) {
-      comm_ = nullptr;  // nothing was made
-      throw Error(what + " failed: " + lib_.GetErrorString(r));
+    const std::string hint = "a rank may have failed before it, or the ranks cannot reach each other "
+                             "(NCCL_SOCKET_IFNAME, firewalls; NCCL_DEBUG=INFO says more)";
+    struct Call {
+      ncclComm_t comm = nullptr;
+      ncclResult_t result = ncclSuccess;
+      std::atomic<bool> done{false};
+    };
+    auto call = std::make_shared<Call>();
+    int device = 0;
+    FEAST_CUDA_CHECK(cudaGetDevice(&device));
+    std::thread([call, device, &lib = lib_, id, n = size(), me = rank()] {
+      cudaSetDevice(device);
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      call->result = lib.CommInitRankConfig(&call->comm, n, id, me, &config);
+      call->done.store(true, std::memory_order_release);
+    }).detach();
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    while (!call->done.load(std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        const std::string late = watchdog::survey(world_ranks_, what, watchdog::grace_for(timeout_));
+        throw CommTimeout(what + " did not finish within " + std::to_string(double(timeout_.count()) / 1000.0) +
+                          " s (parallel.timeout_s): " + (late.empty() ? hint : late));
+      }
+      watchdog::serve(what);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    settle(what, "a rank may have failed before it, or the ranks cannot reach each other "
-                 "(NCCL_SOCKET_IFNAME, firewalls; NCCL_DEBUG=INFO says more)");
+    if (call->result != ncclSuccess && call->result != ncclInProgress)
+      throw Error(what + " failed: " + lib_.GetErrorString(call->result));
+    comm_ = call->comm;
+    settle(what, timeout_, hint);  // a non-blocking initialisation goes on in NCCL's background
   }
 
   // One all-reduce of a single value before training, through the path every operation takes:
   // NCCL connects the peers it needs here, under the deadline, and a transport that cannot work
   // fails at start-up, named, rather than in the first step.
+  // (The value lives in stream order on the compute stream, so nothing here waits for the whole
+  // device, where another group's operation could be waiting for its peers.)
   void warm_up() {
     float* value = nullptr;
-    FEAST_CUDA_CHECK(cudaMalloc(&value, sizeof(float)));
+    FEAST_CUDA_CHECK(cudaMallocAsync(&value, sizeof(float), compute_));
     try {
       FEAST_CUDA_CHECK(cudaMemsetAsync(value, 0, sizeof(float), compute_));
       allreduce(value, 1, DType::kFloat32)->wait();
-      FEAST_CUDA_CHECK(cudaStreamSynchronize(compute_));
     } catch (...) {
-      cudaFree(value);
+      cudaFreeAsync(value, compute_);
       throw;
     }
-    FEAST_CUDA_CHECK(cudaFree(value));
+    FEAST_CUDA_CHECK(cudaFreeAsync(value, compute_));  // after the all-reduce, which wait() ordered before
   }
 
   // Waits until the communicator has no call in progress; throws naming `what` when it fails, or
-  // when parallel.timeout_s passes (then with the ranks the watchdog finds late, and `hint`).
-  void settle(const std::string& what, const std::string& hint = "another rank has probably failed or is stuck "
-                                                                  "elsewhere") {
+  // when `timeout` passes (then with the ranks the watchdog finds late, or else `hint`).
+  void settle(const std::string& what, std::chrono::milliseconds timeout,
+              const std::string& hint = "another rank has probably failed or is stuck elsewhere") {
     const auto start = std::chrono::steady_clock::now();
-    const auto deadline = start + timeout_;
+    const auto deadline = start + timeout;
     for (;;) {
       ncclResult_t state = ncclSuccess;
       if (const ncclResult_t r = lib_.CommGetAsyncError(comm_, &state); r != ncclSuccess) state = r;
@@ -334,16 +376,18 @@ class NcclCommunicator final : public Communicator {
         throw Error(what + " failed: " + lib_.GetErrorString(state) + "; the NCCL communicator was aborted");
       }
       if (std::chrono::steady_clock::now() > deadline) {
+        const std::string late = watchdog::survey(world_ranks_, what, watchdog::grace_for(timeout));
         abort();
-        const std::string late = watchdog::survey(world_ranks_, what, watchdog::grace_for(timeout_));
-        throw CommTimeout(what + " did not finish within " + std::to_string(double(timeout_.count()) / 1000.0) +
+        throw CommTimeout(what + " did not finish within " + std::to_string(double(timeout.count()) / 1000.0) +
                           " s (parallel.timeout_s): " + (late.empty() ? hint : late) +
                           "; the NCCL communicator was aborted");
       }
-      // Spin while young (a call usually settles at once), then let the core go.
+      // Yield while young (NCCL's own thread is launching the call and wants a core), then sleep.
       if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200)) {
         watchdog::serve(what);
         std::this_thread::sleep_for(std::chrono::microseconds(50));
+      } else {
+        std::this_thread::yield();
       }
     }
   }
@@ -403,12 +447,21 @@ class NcclCommunicator final : public Communicator {
     const unsigned flags = opts.timed ? cudaEventDefault : cudaEventDisableTiming;
     OwnedEvent started = opts.timed ? new_event(flags) : nullptr;
     if (started) FEAST_CUDA_CHECK(cudaEventRecord(started.get(), stream_));  // once the compute it follows is done
-    issue();
-    settle(what);  // NCCL may still be connecting peers for it
+    const std::chrono::milliseconds timeout = opts.timeout.count() > 0 ? opts.timeout : timeout_;
+    try {
+      issue();
+    } catch (...) {
+      // A failed call leaves a non-blocking communicator in error (and a group may have gone on
+      // in the background): later calls must not inherit it.
+      abort();
+      throw;
+    }
+    // A non-blocking communicator launches the call from NCCL's own thread (connecting peers
+    // first if this is their first use); the stream holds it only once that settles.
+    settle(what, timeout);
     OwnedEvent done = new_event(flags);
     FEAST_CUDA_CHECK(cudaEventRecord(done.get(), stream_));
-    auto work = std::make_unique<NcclWork>(*this, started.get(), done.get(), what,
-                                           opts.timeout.count() > 0 ? opts.timeout : timeout_);
+    auto work = std::make_unique<NcclWork>(*this, started.get(), done.get(), what, timeout);
     started.release();  // the work destroys them now
     done.release();
     return work;
@@ -478,9 +531,10 @@ void NcclWork::wait() {
       throw Error(subject_ + " failed: " + e);
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      comm_.abort();
-      // Which ranks of the group are late, and what the others wait for (as MPI waits report).
+      // Which ranks of the group are late, and what the others wait for (as MPI waits report);
+      // asked before the abort, which may take a while.
       const std::string late = watchdog::survey(comm_.world_ranks(), subject_, watchdog::grace_for(timeout_));
+      comm_.abort();
       throw CommTimeout(subject_ + " did not finish within " + std::to_string(double(timeout_.count()) / 1000.0) +
                         " s (parallel.timeout_s): " +
                         (late.empty() ? "another rank has probably failed or is stuck elsewhere" : late) +

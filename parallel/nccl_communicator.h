@@ -5,7 +5,10 @@
 // later compute is still queued. wait() polls the operation's completion under the deadline and
 // NCCL's asynchronous error: a failed or stuck operation aborts the NCCL communicator
 // (ncclCommAbort) and throws naming the operation and the group (CommTimeout for the deadline),
-// never hangs. After wait() the compute stream is ordered after the operation.
+// never hangs. After wait() the compute stream is ordered after the operation. The communicator
+// is non-blocking (ncclConfig_t::blocking = 0), so its initialisation and each call's launch
+// (with the peer connections NCCL makes on first use) are waited for under the same deadline.
+// It runs one all-reduce of a single value when made.
 //
 // Point-to-point: NCCL pairs a rank's sends to a peer with the peer's receives in the order they
 // are posted, without tags, and runs a communicator's operations one after another on its
@@ -29,7 +32,8 @@ bool nccl_available(std::string* why);
 
 // Collective over `host` (every rank of the group calls it): wraps it in a NCCL communicator of
 // the same ranks, on the current CUDA device. compute_stream: the cudaStream_t whose queued work
-// an operation's inputs come from. timeout: the deadline of a wait() that sets none.
+// an operation's inputs come from. timeout: the deadline of the initialisation, of each call's
+// launch and of a wait() that sets none.
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host, void* compute_stream,
                                                      std::chrono::milliseconds timeout);
 

@@ -8,6 +8,11 @@
 
 #include <string>
 
+// Non-blocking communicators (ncclConfig_t::blocking) came with NCCL 2.14.
+#if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error "feast needs nccl.h from NCCL 2.14 or later (non-blocking communicators)"
+#endif
+
 #include "core/cuda/cuda_check.h"
 
 namespace feast::nccl {

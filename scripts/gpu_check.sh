@@ -218,6 +218,9 @@ multirank() {
   local comm=(bench comm --max-bytes 4M --iters 3 --ops allreduce,reduce_scatter,allgather,broadcast,alltoall,sendrecv)
   if [[ $dev == cuda ]]; then
     "$trainer" "${comm[@]}" --device cuda --backend nccl || ok=1
+    # The per-call cost of non-blocking communicators (docs/cluster.md): the same, blocking.
+    echo "== again with NCCL_COMM_BLOCKING=1 (blocking NCCL calls)"
+    NCCL_COMM_BLOCKING=1 "$trainer" "${comm[@]}" --device cuda --backend nccl || ok=1
   fi
   mpirun --oversubscribe --bind-to none -np 2 "$trainer" "${comm[@]}" --device $dev || ok=1
   return $ok
