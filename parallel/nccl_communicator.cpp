@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -279,19 +281,32 @@ class NcclCommunicator final : public Communicator {
   }
   // ncclCommAbort never waits for peers, but it can itself hang (NVIDIA/nccl#549, #1777), and the
   // job is ending either way: it runs on a thread of its own, given a bounded wait.
-  void abort() {
+  // Called from destructors: never throws (without a thread to spare, it aborts on this one).
+  void abort() noexcept {
     if (aborted_) return;
     aborted_ = true;
     const ncclComm_t comm = std::exchange(comm_, nullptr);
     if (!comm) return;
-    auto finished = std::make_shared<std::atomic<bool>>(false);
-    std::thread([&lib = lib_, comm, finished] {
-      lib.CommAbort(comm);
-      finished->store(true, std::memory_order_release);
-    }).detach();
+    std::shared_ptr<std::atomic<bool>> finished;
+    try {
+      finished = std::make_shared<std::atomic<bool>>(false);
+      std::thread([abort = lib_.CommAbort, comm, finished] {
+        abort(comm);
+        finished->store(true, std::memory_order_release);
+      }).detach();
+    } catch (...) {
+      lib_.CommAbort(comm);
+      return;
+    }
+    const std::string what = "aborting NCCL group '" + name() + "'";
     const auto until = std::chrono::steady_clock::now() + kAbortWait;
-    while (!finished->load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
+    while (!finished->load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
+      try {
+        watchdog::serve(what);  // a peer's survey meanwhile finds this rank alive
+      } catch (...) {
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   bool aborted() const { return aborted_; }
   cudaStream_t compute_stream() const { return compute_; }
@@ -304,9 +319,12 @@ class NcclCommunicator final : public Communicator {
   // Every wait for it runs here, under parallel.timeout_s and serving the watchdog, so no NCCL
   // call holds the host without a deadline: a rank that never joins, or dies before a peer
   // connects, ends the job with a message naming the group.
-  // NCCL_COMM_BLOCKING=1 overrides the configuration and makes even the initialisation block
-  // until every rank has joined, so it is called on a helper thread all the same, while this one
-  // waits under the deadline (past it the helper is left behind: the job ends).
+  // Non-blocking, ncclCommInitRankConfig returns at once and NCCL joins the group in the
+  // background; it must be called on this thread, which outlives that work (NCCL before 2.27
+  // keeps the background job in the calling thread's thread-local storage). NCCL_COMM_BLOCKING
+  // (NCCL's own override) makes it block until every rank has joined: then it runs on a helper
+  // thread while this one waits under the deadline (past it the helper is left behind: the job
+  // ends), and nothing of it is left in the background.
   void init(const ncclUniqueId& id) {
     const std::string what = "NCCL initialisation of group '" + name() + "' (rank " + std::to_string(rank()) +
                              " of " + std::to_string(size()) + ")";
@@ -320,13 +338,16 @@ class NcclCommunicator final : public Communicator {
     auto call = std::make_shared<Call>();
     int device = 0;
     FEAST_CUDA_CHECK(cudaGetDevice(&device));
-    std::thread([call, device, &lib = lib_, id, n = size(), me = rank()] {
+    auto initialise = [call, device, init = lib_.CommInitRankConfig, id, n = size(), me = rank()] {
       cudaSetDevice(device);
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       config.blocking = 0;
-      call->result = lib.CommInitRankConfig(&call->comm, n, id, me, &config);
+      call->result = init(&call->comm, n, id, me, &config);
       call->done.store(true, std::memory_order_release);
-    }).detach();
+    };
+    const char* forced = std::getenv("NCCL_COMM_BLOCKING");
+    if (forced && std::atoi(forced) != 0) std::thread(initialise).detach();
+    else initialise();
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     while (!call->done.load(std::memory_order_acquire)) {
       if (std::chrono::steady_clock::now() > deadline) {
@@ -340,7 +361,7 @@ class NcclCommunicator final : public Communicator {
     if (call->result != ncclSuccess && call->result != ncclInProgress)
       throw Error(what + " failed: " + lib_.GetErrorString(call->result));
     comm_ = call->comm;
-    settle(what, timeout_, hint);  // a non-blocking initialisation goes on in NCCL's background
+    settle(what, timeout_, hint, deadline);  // a non-blocking initialisation goes on in NCCL's background
   }
 
   // One all-reduce of a single value before training, through the path every operation takes:
@@ -363,10 +384,12 @@ class NcclCommunicator final : public Communicator {
 
   // Waits until the communicator has no call in progress; throws naming `what` when it fails, or
   // when `timeout` passes (then with the ranks the watchdog finds late, or else `hint`).
+  // `deadline`: when the wait began plus `timeout`, unless the caller's wait began earlier.
   void settle(const std::string& what, std::chrono::milliseconds timeout,
-              const std::string& hint = "another rank has probably failed or is stuck elsewhere") {
+              const std::string& hint = "another rank has probably failed or is stuck elsewhere",
+              std::optional<std::chrono::steady_clock::time_point> until = std::nullopt) {
     const auto start = std::chrono::steady_clock::now();
-    const auto deadline = start + timeout;
+    const auto deadline = until.value_or(start + timeout);
     for (;;) {
       ncclResult_t state = ncclSuccess;
       if (const ncclResult_t r = lib_.CommGetAsyncError(comm_, &state); r != ncclSuccess) state = r;

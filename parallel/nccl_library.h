@@ -9,7 +9,9 @@
 #include <string>
 
 // Non-blocking communicators (ncclConfig_t::blocking) came with NCCL 2.14.
-#if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#if !defined(NCCL_VERSION_CODE)
+#error "feast needs nccl.h from NCCL 2.14 or later (non-blocking communicators); this one has no version"
+#elif NCCL_VERSION_CODE < 21400
 #error "feast needs nccl.h from NCCL 2.14 or later (non-blocking communicators)"
 #endif
 
