@@ -30,6 +30,8 @@ namespace {
 // How long an abort may take before the job ends without it (it never waits for peers, but
 // NCCL's own teardown can hang).
 constexpr std::chrono::seconds kAbortWait{10};
+// What a timed-out wait says when the watchdog's survey learns nothing.
+constexpr const char* kNoSurveyAnswer = "another rank has probably failed or is stuck elsewhere";
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
@@ -309,8 +311,18 @@ class NcclCommunicator final : public Communicator {
     }
   }
   bool aborted() const { return aborted_; }
+
+  // After a wait on `what` passed its `timeout`: asks the group which ranks are late and what the
+  // others wait for (as MPI waits report; before the abort, which may take a while), aborts, and
+  // throws CommTimeout naming `what` and them (or `hint` when the survey learns nothing).
+  [[noreturn]] void time_out(const std::string& what, std::chrono::milliseconds timeout,
+                             const std::string& hint = kNoSurveyAnswer) {
+    const std::string late = watchdog::survey(world_ranks_, what, watchdog::grace_for(timeout));
+    abort();
+    throw CommTimeout(what + " did not finish within " + std::to_string(double(timeout.count()) / 1000.0) +
+                      " s (parallel.timeout_s): " + (late.empty() ? hint : late) + "; the NCCL communicator was aborted");
+  }
   cudaStream_t compute_stream() const { return compute_; }
-  const std::vector<int>& world_ranks() const { return world_ranks_; }
 
  private:
   // The communicator is non-blocking (ncclConfig_t::blocking = 0): NCCL's calls return at once,
@@ -386,7 +398,7 @@ class NcclCommunicator final : public Communicator {
   // when `timeout` passes (then with the ranks the watchdog finds late, or else `hint`).
   // `deadline`: when the wait began plus `timeout`, unless the caller's wait began earlier.
   void settle(const std::string& what, std::chrono::milliseconds timeout,
-              const std::string& hint = "another rank has probably failed or is stuck elsewhere",
+              const std::string& hint = kNoSurveyAnswer,
               std::optional<std::chrono::steady_clock::time_point> until = std::nullopt) {
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = until.value_or(start + timeout);
@@ -398,13 +410,7 @@ class NcclCommunicator final : public Communicator {
         abort();
         throw Error(what + " failed: " + lib_.GetErrorString(state) + "; the NCCL communicator was aborted");
       }
-      if (std::chrono::steady_clock::now() > deadline) {
-        const std::string late = watchdog::survey(world_ranks_, what, watchdog::grace_for(timeout));
-        abort();
-        throw CommTimeout(what + " did not finish within " + std::to_string(double(timeout.count()) / 1000.0) +
-                          " s (parallel.timeout_s): " + (late.empty() ? hint : late) +
-                          "; the NCCL communicator was aborted");
-      }
+      if (std::chrono::steady_clock::now() > deadline) time_out(what, timeout, hint);
       // Yield while young (NCCL's own thread is launching the call and wants a core), then sleep.
       if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200)) {
         watchdog::serve(what);
@@ -553,16 +559,7 @@ void NcclWork::wait() {
       comm_.abort();
       throw Error(subject_ + " failed: " + e);
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      // Which ranks of the group are late, and what the others wait for (as MPI waits report);
-      // asked before the abort, which may take a while.
-      const std::string late = watchdog::survey(comm_.world_ranks(), subject_, watchdog::grace_for(timeout_));
-      comm_.abort();
-      throw CommTimeout(subject_ + " did not finish within " + std::to_string(double(timeout_.count()) / 1000.0) +
-                        " s (parallel.timeout_s): " +
-                        (late.empty() ? "another rank has probably failed or is stuck elsewhere" : late) +
-                        "; the NCCL communicator was aborted");
-    }
+    if (std::chrono::steady_clock::now() > deadline) comm_.time_out(subject_, timeout_);
     // Spin while the operation is young (a tensor-parallel all-reduce takes microseconds), then
     // let the core go, answering the watchdog (a rank whose own wait timed out may ask).
     if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200)) {
