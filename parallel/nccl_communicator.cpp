@@ -55,6 +55,18 @@ ncclRedOp_t nccl_op(ReduceOp op, const std::string& subject) {
 
 class NcclCommunicator;
 
+// Between two polls of a wait that began at `start`: yield while the wait is young (a short
+// operation ends within microseconds, and NCCL's own launch thread may want the core), then
+// sleep briefly, answering the watchdog (a rank whose own wait timed out may ask about this one).
+void pause_between_polls(std::chrono::steady_clock::time_point start, const std::string& what) {
+  if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200)) {
+    watchdog::serve(what);
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  } else {
+    std::this_thread::yield();
+  }
+}
+
 
 // ncclGroupStart()..ncclGroupEnd() that ends the group however the scope is left: a group left
 // open by a failed call would defer every later NCCL call of this thread, silently.
@@ -318,9 +330,11 @@ class NcclCommunicator final : public Communicator {
   [[noreturn]] void time_out(const std::string& what, std::chrono::milliseconds timeout,
                              const std::string& hint = kNoSurveyAnswer) {
     const std::string late = watchdog::survey(world_ranks_, what, watchdog::grace_for(timeout));
+    const bool made = comm_ != nullptr;  // not yet, while the initialisation itself is late
     abort();
     throw CommTimeout(what + " did not finish within " + std::to_string(double(timeout.count()) / 1000.0) +
-                      " s (parallel.timeout_s): " + (late.empty() ? hint : late) + "; the NCCL communicator was aborted");
+                      " s (parallel.timeout_s): " + (late.empty() ? hint : late) +
+                      (made ? "; the NCCL communicator was aborted" : ""));
   }
   cudaStream_t compute_stream() const { return compute_; }
 
@@ -357,18 +371,13 @@ class NcclCommunicator final : public Communicator {
       call->result = init(&call->comm, n, id, me, &config);
       call->done.store(true, std::memory_order_release);
     };
-    const char* forced = std::getenv("NCCL_COMM_BLOCKING");
-    if (forced && std::atoi(forced) != 0) std::thread(initialise).detach();
+    if (nccl_calls_forced_blocking()) std::thread(initialise).detach();
     else initialise();
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    const auto start = std::chrono::steady_clock::now();
     while (!call->done.load(std::memory_order_acquire)) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        const std::string late = watchdog::survey(world_ranks_, what, watchdog::grace_for(timeout_));
-        throw CommTimeout(what + " did not finish within " + std::to_string(double(timeout_.count()) / 1000.0) +
-                          " s (parallel.timeout_s): " + (late.empty() ? hint : late));
-      }
-      watchdog::serve(what);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (std::chrono::steady_clock::now() > deadline) time_out(what, timeout_, hint);
+      pause_between_polls(start, what);
     }
     if (call->result != ncclSuccess && call->result != ncclInProgress)
       throw Error(what + " failed: " + lib_.GetErrorString(call->result));
@@ -411,13 +420,7 @@ class NcclCommunicator final : public Communicator {
         throw Error(what + " failed: " + lib_.GetErrorString(state) + "; the NCCL communicator was aborted");
       }
       if (std::chrono::steady_clock::now() > deadline) time_out(what, timeout, hint);
-      // Yield while young (NCCL's own thread is launching the call and wants a core), then sleep.
-      if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200)) {
-        watchdog::serve(what);
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      } else {
-        std::this_thread::yield();
-      }
+      pause_between_polls(start, what);
     }
   }
 
@@ -560,14 +563,7 @@ void NcclWork::wait() {
       throw Error(subject_ + " failed: " + e);
     }
     if (std::chrono::steady_clock::now() > deadline) comm_.time_out(subject_, timeout_);
-    // Spin while the operation is young (a tensor-parallel all-reduce takes microseconds), then
-    // let the core go, answering the watchdog (a rank whose own wait timed out may ask).
-    if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200)) {
-      watchdog::serve(subject_);
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    } else {
-      std::this_thread::yield();
-    }
+    pause_between_polls(start, subject_);
   }
   // Later compute work reads what the operation wrote.
   FEAST_CUDA_CHECK(cudaStreamWaitEvent(comm_.compute_stream(), done_, 0));
@@ -576,6 +572,11 @@ void NcclWork::wait() {
 }  // namespace
 
 bool nccl_available(std::string* why) { return nccl::load(why) != nullptr; }
+
+bool nccl_calls_forced_blocking() {
+  const char* v = std::getenv("NCCL_COMM_BLOCKING");
+  return v && std::atoi(v) != 0;  // read as NCCL reads it: any non-zero integer
+}
 
 
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host, void* compute_stream,

@@ -29,6 +29,10 @@ namespace feast {
 // Whether NCCL can be used in this build on this machine; the reason when not.
 bool nccl_available(std::string* why);
 
+// Whether NCCL_COMM_BLOCKING (NCCL's own override) makes the communicators' calls block, which
+// takes the deadline off the peer connections NCCL makes on first use.
+bool nccl_calls_forced_blocking();
+
 
 // Collective over `host` (every rank of the group calls it): wraps it in a NCCL communicator of
 // the same ranks, on the current CUDA device. compute_stream: the cudaStream_t whose queued work

@@ -255,9 +255,8 @@ void TrainingRun::connect_gpu_groups(const std::vector<std::string>& hosts) {
             "; the rest through MPI, staged through host memory");
   // NCCL's own switch back to blocking calls (faster per call with NCCL 2.23 and later, which
   // launches each call of a non-blocking communicator from a new thread; docs/cluster.md).
-  if (const char* blocking = std::getenv("NCCL_COMM_BLOCKING"); blocking && std::atoi(blocking) != 0 &&
-                                                                 !on_nccl.empty())
-    log::info(std::string("warning: NCCL_COMM_BLOCKING=") + blocking +
+  if (nccl_calls_forced_blocking() && !on_nccl.empty())
+    log::info(std::string("warning: NCCL_COMM_BLOCKING=") + std::getenv("NCCL_COMM_BLOCKING") +
               " makes NCCL's calls block: a peer that fails before NCCL connects to it leaves the others waiting "
               "with no deadline");
   if (!nccl_log.empty() && !on_nccl.empty()) {

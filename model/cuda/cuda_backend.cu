@@ -75,7 +75,7 @@ class CudaBackend final : public Backend {
     FEAST_CUBLAS_CHECK(cublasLtCreate(&ctx_.lt));
     ctx_.lt_workspace = allocator_.allocate(kLtWorkspaceBytes);  // counted in the peak like the rest
     ctx_.stream = stream_.handle();
-    attention_choice();  // a wrong FEAST_CUDA_ATTENTION stops the run here, not at the first layer
+    attention_choice_ = attention_choice();  // a wrong FEAST_CUDA_ATTENTION stops the run here, not at the first layer
     FEAST_CUBLAS_CHECK(cublasCreate(&ctx_.blas));
     FEAST_CUBLAS_CHECK(cublasSetStream(ctx_.blas, ctx_.stream));
     ctx_.scratch = &scratch_;
@@ -343,6 +343,7 @@ class CudaBackend final : public Backend {
   HostUploads uploads_;
   CudaContext ctx_;
   bool gelu_fusion_declined_ = false;
+  std::string attention_choice_;  // FEAST_CUDA_ATTENTION as read at start (attention_choice())
   // FEAST_CUDA_ATTENTION: "" (cuDNN where it takes the call), "cudnn" (cuDNN or an error) or
   // "own" (feast's kernels); anything else is an error naming the variable.
   static std::string attention_choice() {
@@ -362,7 +363,7 @@ class CudaBackend final : public Backend {
   cuda::CudnnAttention* cudnn_attention() {
     if (!cudnn_tried_) {
       cudnn_tried_ = true;
-      const std::string choice = attention_choice();
+      const std::string& choice = attention_choice_;
       if (choice == "own") return nullptr;
       try {
         cudnn_ = std::make_unique<cuda::CudnnAttention>(choice == "cudnn");
