@@ -112,6 +112,11 @@ void read_rope_kind(const Reader& r, const std::string& key, const json& s, Out&
   if (!s.is_object()) r.fail(key, "must be an object or null, not " + s.dump());
   const Reader sr(r.path() + " " + key, s);
   std::string type = s.contains("rope_type") ? sr.string("rope_type", "") : sr.string("type", "default");
+  // transformers 4 lets the older "type" overwrite "rope_type"; other readers take "rope_type".
+  // Where they disagree, the model's positions depend on which program reads it.
+  if (s.contains("rope_type") && s.contains("type") && sr.string("type", "") != type)
+    r.fail(key, "has rope_type \"" + type + "\" and type \"" + sr.string("type", "") +
+                    "\", which disagree; keep the one the model was trained with and remove the other");
   if (type != "default" && type != "linear" && type != "llama3")
     r.fail(key, "has rope_type \"" + type + "\"; feast implements \"default\", \"linear\" and \"llama3\"");
   if (const double f = sr.number("partial_rotary_factor", 1.0); f != 1.0)
@@ -173,7 +178,9 @@ void read_rope(const Reader& r, Out& out) {
 
 void read_llama(const Reader& r, const std::string& type, Out& out) {
   const std::string act = r.string("hidden_act", "silu");
-  if (act != "silu") r.fail("hidden_act", "= \"" + act + "\": feast's Llama MLP is SwiGLU (\"silu\")");
+  // "swish" is transformers' other name for the same function.
+  if (act != "silu" && act != "swish")
+    r.fail("hidden_act", "= \"" + act + "\": feast's Llama MLP is SwiGLU (\"silu\")");
   if (r.boolean("mlp_bias", false)) r.fail("mlp_bias", "= true: feast's Llama MLP has no biases");
   const int64_t C = r.integer("hidden_size"), NH = r.integer("num_attention_heads");
   if (const auto hd = r.optional_integer("head_dim"); hd && NH > 0 && *hd != C / NH)

@@ -496,16 +496,14 @@ SafetensorsModel::SafetensorsModel(const std::string& folder) : folder_(folder) 
     opened.emplace(f, files_.size());
     files_.emplace_back(shard.string());
   }
+  // A shard may hold tensors the index leaves out (GPT-2's attention-mask buffers, say):
+  // transformers loads such a folder, so they are kept and, unless asked for, never read.
   for (const auto& [f, i] : opened) {
     for (const auto& t : files_[i].tensors()) {
       const auto [it, fresh] = file_index_.emplace(t.name, i);
       if (!fresh)
         throw DataError(folder + ": tensor '" + t.name + "' is in both " + files_[it->second].path() + " and " +
                         files_[i].path() + "; the shards belong to different exports");
-      const auto w = wanted.find(t.name);
-      if (w == wanted.end())
-        throw DataError(index_path + ": shard " + files_[i].path() + " holds tensor '" + t.name +
-                        "', which the index does not list; the index and the shards do not belong together");
     }
   }
   for (const auto& [name, f] : wanted) {

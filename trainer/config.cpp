@@ -269,7 +269,8 @@ const std::vector<KeyDesc>& keys() {
        "master weights and moments, refreshing the bf16 copy after each update. The CPU computes in "
        "fp32 only"},
       {FEAST_KEY(training, seq_len), at_least(1), "tokens per sequence; <= model.max_seq_len",
-       "tokens per sequence", nullptr, "1 ..= `model.max_seq_len`"},
+       "tokens per sequence", nullptr, "1 ..= `model.max_seq_len`",
+       "`64`, or `model.max_seq_len` when that is smaller"},
       {FEAST_KEY(training, lr), above(0), "peak learning rate",
        "peak learning rate, reached at the end of warm-up"},
       {FEAST_KEY(training, min_lr), at_least(0), "lr at the end of the decay; <= lr",
@@ -862,6 +863,14 @@ void infer_checkpoint_dir(Config& c) {
   }
 }
 
+// training.seq_len left at its default follows a model whose context is shorter (an imported
+// model with 32 positions, a Mistral window of 32): the default is a convenience, not a demand.
+void infer_seq_len(Config& c) {
+  if (c.where("training.seq_len") != "default" || c.training.seq_len <= c.model.max_seq_len) return;
+  c.training.seq_len = c.model.max_seq_len;
+  c.origin["training.seq_len"] = "inferred: model.max_seq_len is below the default";
+}
+
 // The config as written and overridden, validated, before paths are resolved and defaults that
 // follow other keys are inferred.
 Config parse_unresolved(const std::string& toml_text, const std::string& source_name,
@@ -886,7 +895,10 @@ Config parse_unresolved(const std::string& toml_text, const std::string& source_
   }
   // With model.init_from the [model] keys are known only once its config.json is read
   // (apply_init_from checks them then).
-  if (c.model.init_from.empty()) validate_cross(c);
+  if (c.model.init_from.empty()) {
+    infer_seq_len(c);
+    validate_cross(c);
+  }
   return c;
 }
 
@@ -941,6 +953,7 @@ void apply_init_from(Config& c) {
                                v.hf_key + "\" = " + theirs + " (" + file + "); remove " + v.key +
                                " from the config to use the model as it is");
   }
+  infer_seq_len(c);
   validate_cross(c);
 }
 

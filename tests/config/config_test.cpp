@@ -220,6 +220,16 @@ TEST(ConfigErrors, CrossKeyChecksNameBothKeys) {
                "(demo.toml:2)");
 }
 
+// A default that no longer fits follows the key it depends on; a value someone wrote does not.
+TEST(ConfigDefaults, SeqLenFollowsAShorterContext) {
+  const Config c = parse("[model]\nmax_seq_len = 32\n");
+  EXPECT_EQ(c.training.seq_len, 32);
+  EXPECT_EQ(c.where("training.seq_len"), "inferred: model.max_seq_len is below the default");
+  EXPECT_EQ(parse("[model]\nmax_seq_len = 100\n").training.seq_len, Config().training.seq_len);
+  EXPECT_EQ(error_of("[model]\nmax_seq_len = 32\n[training]\nseq_len = 64\n"),
+            "demo.toml:4: training.seq_len = 64 must be <= model.max_seq_len = 32 (demo.toml:2)");
+}
+
 TEST(ConfigOverrides, IntFloatAndStrings) {
   Config c = parse(kData, {"training.steps=42", "training.lr=3e-4", "training.device=cuda",
                            "data.train=data/x/train_*.bin", "data.val=\"with space.bin\"",
@@ -631,6 +641,22 @@ TEST(ConfigInitFrom, Transformers5RopeParametersAreRead) {
   EXPECT_DOUBLE_EQ(both.model.rope_scaling.factor, 2.0);
   EXPECT_DOUBLE_EQ(both.model.rope_theta, 500000.0);
   refused(R"("rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 2})", "rope_type \"yarn\"");
+  // transformers 4 reads "type" over "rope_type"; where they disagree no reading is safe.
+  refused(R"("rope_scaling": {"type": "linear", "rope_type": "default", "factor": 4})",
+          "rope_type \"default\" and type \"linear\", which disagree");
+}
+
+// Configs that transformers reads: "swish" (its other name for SiLU), and a context shorter than
+// training.seq_len's default, which the default then follows.
+TEST(ConfigInitFrom, OtherSpellingsAndShortContextsAreAccepted) {
+  const std::string dir = ::testing::TempDir() + "/feast_init_from_short";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/config.json") << R"({"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4,
+      "num_hidden_layers": 2, "vocab_size": 400, "max_position_embeddings": 24, "intermediate_size": 48,
+      "hidden_act": "swish"})";
+  const Config c = parse_config("", "t", {"model.init_from=\"" + dir + "\""});
+  EXPECT_EQ(c.model.max_seq_len, 24);
+  EXPECT_EQ(c.training.seq_len, 24);
 }
 
 TEST(ConfigFiles, MissingFileNamesThePath) {
