@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -44,6 +46,31 @@ namespace {
 
 const char* split_word(Split split) { return split == Split::kVal ? "val" : "train"; }
 
+// The meta.json prepare-data wrote in `dir`, if there is one. One that does not parse is an
+// error, not "no metadata": it decides which shards a split takes, whether they have loss masks
+// and which vocabulary they were prepared for, and prepare-data writes it last, so a damaged one
+// leaves the directory in doubt.
+std::optional<nlohmann::json> read_meta(const fs::path& dir) {
+  const fs::path meta = dir / "meta.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(meta, ec)) return std::nullopt;
+  const std::string fix = ": it is written by `trainer prepare-data` beside the shards; re-run that with --force "
+                          "to write it again, or remove it if the shards came from elsewhere";
+  std::ifstream in(meta);
+  if (!in) throw DataError(meta.string() + ": cannot read: " + std::strerror(errno) + fix);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    const std::string what = e.what();
+    const auto at = what.find("parse error");  // drop nlohmann's "[json.exception.parse_error.101] "
+    throw DataError(meta.string() + ": not valid JSON (" + (at == std::string::npos ? what : what.substr(at)) + ")" +
+                    fix);
+  }
+  if (!j.is_object()) throw DataError(meta.string() + ": a JSON " + j.type_name() + ", not an object" + fix);
+  return j;
+}
+
 // The shards of a directory for one split (see resolve_shard_paths).
 std::vector<std::string> directory_shards(const std::string& dir, Split split) {
   std::vector<std::string> all;
@@ -54,11 +81,9 @@ std::vector<std::string> directory_shards(const std::string& dir, Split split) {
   const std::string word = split_word(split), other = split == Split::kTrain ? "val" : "train";
   // prepare-data's meta.json names each split's shards.
   const fs::path meta = fs::path(dir) / "meta.json";
-  if (fs::is_regular_file(meta, ec)) {
-    std::ifstream in(meta);
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains(word) && j[word].is_object() && j[word].contains("shards") &&
-        j[word]["shards"].is_array()) {
+  if (const std::optional<nlohmann::json> found = read_meta(dir)) {
+    const nlohmann::json& j = *found;
+    if (j.contains(word) && j[word].is_object() && j[word].contains("shards") && j[word]["shards"].is_array()) {
       std::vector<std::string> listed;
       for (const auto& name : j[word]["shards"]) {
         if (!name.is_string()) continue;
@@ -115,12 +140,10 @@ namespace {
 
 // Whether the meta.json beside `shard` (written by prepare-data) records loss masks for it.
 bool meta_records_mask(const std::string& shard) {
-  const fs::path meta = fs::path(shard).parent_path() / "meta.json";
-  std::error_code ec;
-  if (!fs::is_regular_file(meta, ec)) return false;
-  std::ifstream in(meta);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("loss_mask") || j["loss_mask"] != true) return false;
+  const std::optional<nlohmann::json> meta = read_meta(fs::path(shard).parent_path());
+  if (!meta) return false;
+  const nlohmann::json& j = *meta;
+  if (!j.contains("loss_mask") || j["loss_mask"] != true) return false;
   const std::string name = fs::path(shard).filename().string();
   for (const char* split : {"train", "val"}) {
     if (!j.contains(split) || !j[split].is_object() || !j[split].contains("shards")) continue;
@@ -163,6 +186,17 @@ Dataset::Dataset(const std::string& pattern, Split split) : pattern_(pattern) {
     shards_.emplace_back(path);
     total_tokens_ += shards_.back().size();
   }
+  // The meta.json of every directory the shards are in, read now: a damaged one is an error
+  // (read_meta), and set_vocab_limit compares the vocabulary it records with the model's.
+  std::vector<fs::path> dirs;
+  for (const Shard& s : shards_) {
+    const fs::path dir = fs::path(s.path()).parent_path();
+    if (std::find(dirs.begin(), dirs.end(), dir) != dirs.end()) continue;
+    dirs.push_back(dir);
+    const std::optional<nlohmann::json> meta = read_meta(dir);
+    if (meta && meta->contains("vocab_size") && (*meta)["vocab_size"].is_number_integer())
+      meta_vocab_.emplace_back((dir / "meta.json").string(), (*meta)["vocab_size"].get<int64_t>());
+  }
   // Masks are all or none: a split where only some shards have one would count the prompts of
   // the others in the loss, silently.
   std::vector<bool> has(shards_.size());
@@ -193,9 +227,31 @@ Dataset::Dataset(const std::string& pattern, Split split) : pattern_(pattern) {
   }
   masks_.reserve(shards_.size());
   for (const Shard& s : shards_) masks_.emplace_back(loss_mask_path(s.path()), s);
+  // Masks that leave no target train at loss 0 (or evaluate nothing) and look like a run that
+  // works. A shard's first token is never a target: windows do not cross shards.
+  int64_t targets = 0;
+  for (const LossMask& m : masks_) targets += m.counted_entries() - (m.size() > 0 ? m.counted(0, 1) : 0);
+  if (targets == 0) {
+    const char* nothing = split == Split::kTrain ? "nothing to learn from"
+                          : split == Split::kVal ? "nothing to evaluate"
+                                                 : "nothing to learn from or evaluate";
+    throw DataError("every target in " + pattern_ + " is masked (its loss masks, e.g. " + masks_.front().path() +
+                    ", are 0 at every target): " + nothing + "; prepare it from prompt/completion examples whose "
+                    "completions are not empty, or from text (for a val split, a larger --val-fraction takes more "
+                    "examples)");
+  }
 }
 
 void Dataset::set_vocab_limit(int64_t limit, const std::string& what) {
+  // Refused now, not at the first sampled window that reaches a large id, possibly hours in.
+  for (const auto& [meta, vocab] : meta_vocab_) {
+    if (limit > 0 && vocab > limit) {
+      throw DataError(meta + " records vocab_size " + std::to_string(vocab) + ", larger than " + what + " " +
+                      std::to_string(limit) + ": the data was prepared with a tokenizer of " + std::to_string(vocab) +
+                      " ids; set " + what + " to at least " + std::to_string(vocab) +
+                      ", or prepare the data again with the model's tokenizer");
+    }
+  }
   vocab_limit_ = limit;
   vocab_limit_from_ = what;
 }
@@ -232,8 +288,6 @@ DatasetScan Dataset::scan(int64_t vocab_limit, int threads) const {
     int64_t begin, end;
     TokenScan tokens;
     int64_t masked = 0;
-    int64_t bad_entry = -1;  // first mask entry other than 0 and 1
-    int bad_value = 0;
   };
   std::vector<Piece> pieces;
   for (size_t s = 0; s < shards_.size(); ++s) {
@@ -244,33 +298,19 @@ DatasetScan Dataset::scan(int64_t vocab_limit, int threads) const {
     Piece& p = pieces[i];
     p.tokens = shards_[p.shard].scan(p.begin, p.end, vocab_limit);
     if (masks_.empty()) return;
-    const std::span<const uint8_t> m = masks_[p.shard].window(p.begin, p.end - p.begin);
-    for (size_t k = 0; k < m.size(); ++k) {
-      if (m[k] == 0) ++p.masked;
-      if (m[k] > 1 && p.bad_entry < 0) {
-        p.bad_entry = p.begin + int64_t(k);
-        p.bad_value = m[k];
-      }
-    }
+    // Entries other than 0 and 1 were refused when the mask was opened.
+    p.masked = (p.end - p.begin) - masks_[p.shard].counted(p.begin, p.end - p.begin);
   });
   DatasetScan r;
   r.tokens = total_tokens_;
   for (const Piece& p : pieces) {
     r.max_id = std::max(r.max_id, p.tokens.max_id);
     r.masked += p.masked;
-    if (r.problem) continue;
-    const std::string& path = shards_[p.shard].path();
-    if (p.tokens.first_bad >= 0 && (p.bad_entry < 0 || p.tokens.first_bad <= p.bad_entry)) {
-      std::ostringstream os;
-      os << path << ": token " << p.tokens.first_bad << " has id " << p.tokens.first_bad_id
-         << " >= the vocabulary size " << vocab_limit;
-      r.problem = os.str();
-    } else if (p.bad_entry >= 0) {
-      std::ostringstream os;
-      os << masks_[p.shard].path() << ": entry " << p.bad_entry << " is " << p.bad_value
-         << "; loss-mask entries are 0 (not counted in the loss) or 1 (counted)";
-      r.problem = os.str();
-    }
+    if (r.problem || p.tokens.first_bad < 0) continue;
+    std::ostringstream os;
+    os << shards_[p.shard].path() << ": token " << p.tokens.first_bad << " has id " << p.tokens.first_bad_id
+       << " >= the vocabulary size " << vocab_limit;
+    r.problem = os.str();
   }
   return r;
 }

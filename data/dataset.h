@@ -1,13 +1,15 @@
 // A training or validation split: the ordered list of shards named by one string (a file, a
 // directory, or a glob), with their loss masks when prepared with them. Owns path resolution,
-// the cheap checks on opening (headers and sizes only: a split of hundreds of shards and tens of
-// billions of tokens opens in well under a second), the per-window vocabulary check, and the
-// full scan behind `trainer check-data`. Windows never cross a shard boundary.
+// the cheap checks on opening (headers, sizes and meta.json; of the data only the loss masks, a
+// byte per token: a split of hundreds of shards and tens of billions of tokens opens in seconds),
+// the per-window vocabulary check, and the full scan behind `trainer check-data`. Windows never
+// cross a shard boundary.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/loss_mask.h"
@@ -35,8 +37,8 @@ struct DatasetScan {
   int64_t tokens = 0;
   int64_t max_id = -1;
   int64_t masked = 0;  // loss-mask entries that are 0 (targets not counted); 0 without masks
-  // The first problem in shard and offset order ("PATH: token 17 has id 300 >= the vocabulary
-  // size 256 ..." or "PATH.mask: entry 5 is 7 ..."), if any.
+  // The first out-of-range id in shard and offset order ("PATH: token 17 has id 300 >= the
+  // vocabulary size 256"), if any. (Bad mask entries are refused when the split is opened.)
   std::optional<std::string> problem;
 };
 
@@ -45,7 +47,9 @@ class Dataset {
   // Opens (maps and validates the headers of) every shard `pattern` resolves to for `split`,
   // and their loss masks (X.mask beside X.bin) when they have them. Masks are all or none: a
   // split where some shards have one and some do not, or whose meta.json records masks that
-  // are gone, throws DataError naming the shard without its mask.
+  // are gone, throws DataError naming the shard without its mask. Also throws DataError when a
+  // mask entry is neither 0 nor 1 (naming the file and offset), when the masks leave no target
+  // at all, and when a meta.json beside the shards does not parse (naming it).
   explicit Dataset(const std::string& pattern, Split split = Split::kAny);
 
   const std::string& pattern() const { return pattern_; }
@@ -60,7 +64,8 @@ class Dataset {
   // From now on read() checks every id it copies against limit (<= 0: no check) and throws
   // DataError naming the shard, the token's offset, the id, and `what` (the setting the limit
   // comes from, e.g. "model.vocab_size"). Costs a compare per token read, instead of a scan of
-  // every token at start.
+  // every token at start. Throws DataError at once, naming both, when a meta.json beside the
+  // shards records a vocab_size above limit: the cheap guard against data for another tokenizer.
   void set_vocab_limit(int64_t limit, const std::string& what = "the vocabulary size");
   int64_t vocab_limit() const { return vocab_limit_; }
 
@@ -70,8 +75,8 @@ class Dataset {
   void read(size_t shard, int64_t offset, int64_t count, int32_t* out) const;
 
   // Every token and mask entry, on `threads` threads (0: all cores): the largest id, the first
-  // id >= vocab_limit (<= 0: none checked), mask entries other than 0 and 1, and the share of
-  // targets masked. Reads the whole split: for `trainer check-data`, not for start-up.
+  // id >= vocab_limit (<= 0: none checked), and the share of targets masked. Reads the whole
+  // split: for `trainer check-data`, not for start-up.
   DatasetScan scan(int64_t vocab_limit, int threads = 0) const;
 
   // Throws DataError naming the first shard holding an id >= vocab_size and its offset. A full
@@ -85,6 +90,7 @@ class Dataset {
   int64_t total_tokens_ = 0;
   int64_t vocab_limit_ = 0;
   std::string vocab_limit_from_;
+  std::vector<std::pair<std::string, int64_t>> meta_vocab_;  // (meta.json path, its vocab_size)
 };
 
 }  // namespace feast

@@ -1,5 +1,6 @@
-// Loss-mask I/O, shaped like shard.cpp: header read with pread before mapping, so opening a
-// mask reads none of its entries, and every mismatch with the token shard named with both paths.
+// Loss-mask I/O, shaped like shard.cpp: header read with pread before mapping, every mismatch
+// with the token shard named with both paths. Unlike a shard's tokens, the entries are all read
+// on open: at a byte per token that is cheap, and it is the only check their values get.
 #include "data/loss_mask.h"
 
 #include <fcntl.h>
@@ -99,7 +100,28 @@ LossMask::LossMask(const std::string& path, const Shard& shard) : path_(path) {
     map_ = nullptr;
     fail(path, std::string("mmap failed: ") + std::strerror(map_errno));
   }
-  // Read window by window alongside the tokens: random access, as for the shard (shard.cpp).
+  // Every entry is checked once, here, at a byte per token: one that is neither 0 nor 1 would
+  // otherwise be taken as "counts" by the samplers without a word. One pass, read ahead.
+  ::madvise(map_, map_bytes_, MADV_SEQUENTIAL);
+  const auto* entries = static_cast<const uint8_t*>(map_) + kShardHeaderBytes;
+  int64_t zeros = 0;
+  uint8_t any_bits = 0;
+  for (int64_t i = 0; i < count_; ++i) {
+    zeros += entries[i] == 0 ? 1 : 0;
+    any_bits |= entries[i];
+  }
+  if (any_bits > 1) {
+    const uint8_t* bad = std::find_if(entries, entries + count_, [](uint8_t v) { return v > 1; });
+    std::ostringstream os;
+    os << "entry " << bad - entries << " is " << int{*bad} << "; loss-mask entries are 0 (not counted in the loss) "
+       << "or 1 (counted): the file is damaged or was not written by `trainer prepare-data`; re-run "
+       << "`trainer prepare-data --force` (the loss mask of " << shard.path() << ")";
+    unmap();
+    fail(path, os.str());
+  }
+  counted_ = count_ - zeros;
+  // Read window by window alongside the tokens from now on: random access, as for the shard
+  // (shard.cpp).
   ::madvise(map_, map_bytes_, MADV_RANDOM);
 }
 
@@ -109,7 +131,8 @@ LossMask::LossMask(LossMask&& other) noexcept
     : path_(std::move(other.path_)),
       map_(std::exchange(other.map_, nullptr)),
       map_bytes_(std::exchange(other.map_bytes_, 0)),
-      count_(std::exchange(other.count_, 0)) {}
+      count_(std::exchange(other.count_, 0)),
+      counted_(std::exchange(other.counted_, 0)) {}
 
 LossMask& LossMask::operator=(LossMask&& other) noexcept {
   if (this != &other) {
@@ -118,6 +141,7 @@ LossMask& LossMask::operator=(LossMask&& other) noexcept {
     map_ = std::exchange(other.map_, nullptr);
     map_bytes_ = std::exchange(other.map_bytes_, 0);
     count_ = std::exchange(other.count_, 0);
+    counted_ = std::exchange(other.counted_, 0);
   }
   return *this;
 }

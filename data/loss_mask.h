@@ -27,7 +27,8 @@ void write_loss_mask(const std::string& path, std::span<const uint8_t> mask);
 
 // A read-only map of one mask file, validated on open against its token shard: magic, version,
 // file size equal to header + count, and count equal to the shard's token count. Any mismatch
-// throws DataError naming both paths. Entries are not read on open.
+// throws DataError naming both paths. Every entry is read once on open (a byte per token): one
+// other than 0 or 1 throws DataError naming the file and its offset.
 class LossMask {
  public:
   LossMask(const std::string& path, const Shard& shard);
@@ -44,6 +45,8 @@ class LossMask {
   std::span<const uint8_t> window(int64_t offset, int64_t count) const;
   // How many of entries [offset, offset + count) are nonzero (count in the loss).
   int64_t counted(int64_t offset, int64_t count) const;
+  // How many of all the entries are 1, counted on open.
+  int64_t counted_entries() const { return counted_; }
 
  private:
   void unmap() noexcept;
@@ -52,6 +55,7 @@ class LossMask {
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
   int64_t count_ = 0;
+  int64_t counted_ = 0;
 };
 
 }  // namespace feast

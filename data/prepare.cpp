@@ -25,6 +25,7 @@
 #include <mutex>
 #include <regex>
 #include <span>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -55,6 +56,11 @@ constexpr const char* kMetaFile = "meta.json";
 
 void check_options(const PrepareOptions& o) {
   if (o.out_dir.empty()) throw Error("prepare-data: no output directory given (--out DIR)");
+  std::error_code ec;
+  if (fs::exists(o.out_dir, ec) && !fs::is_directory(o.out_dir, ec)) {
+    throw Error("prepare-data: --out " + o.out_dir +
+                " is an existing file, not a directory; give --out a new or existing directory");
+  }
   if (!(o.val_fraction > 0.0 && o.val_fraction < 1.0)) {
     throw Error("prepare-data: --val-fraction must be in (0, 1), got " +
                 std::to_string(o.val_fraction));
@@ -289,9 +295,16 @@ class InputFile {
     size_t got = 0;
     if (gz_) {
       const int r = gzread(gz_, out.data() + old, static_cast<unsigned>(n));
-      if (r < 0) {
-        int code = 0;
-        throw DataError(path_ + ": cannot decompress: " + gzerror(gz_, &code));
+      int code = Z_OK;
+      std::string what = gzerror(gz_, &code);
+      // A stream that stops before its gzip trailer is not an error to gzread: it returns what
+      // it could decompress and records Z_BUF_ERROR ("unexpected end of file"). Taking that
+      // for the end would keep a truncated download's first part without a word.
+      if (r < 0 || code == Z_BUF_ERROR) {
+        if (what.rfind(path_ + ": ", 0) == 0) what.erase(0, path_.size() + 2);  // zlib names the file too
+        throw DataError(path_ + ": is truncated or corrupt (gzip: " + what + " after " +
+                        std::to_string(gztell(gz_)) + " bytes decompressed); re-download it or re-compress it "
+                        "(`gzip -t " + path_ + "` checks a .gz file)");
       }
       got = static_cast<size_t>(r);
     } else {
@@ -441,9 +454,16 @@ class ShardStream {
         width_(width_for_vocab(vocab_size)) {
     std::error_code ec;
     created_dir_ = !fs::exists(dir_, ec);
-    fs::create_directories(dir_);
-    fs::remove_all(staging_);  // left by a run that was killed
-    fs::create_directory(staging_);
+    // Named here: std::filesystem's own message says neither the flag nor what would fix it.
+    const auto fail = [&](const fs::path& what) {
+      throw DataError("prepare-data: --out " + dir_.string() + ": cannot create " + what.string() + " (" +
+                      ec.message() + "); give --out a directory that can be created and written");
+    };
+    fs::create_directories(dir_, ec);
+    if (ec) fail(dir_);
+    fs::remove_all(staging_, ec);  // left by a run that was killed
+    if (!ec) fs::create_directory(staging_, ec);
+    if (ec) fail(staging_);
   }
   ShardStream(const ShardStream&) = delete;
   ShardStream& operator=(const ShardStream&) = delete;
@@ -839,6 +859,12 @@ PreparedData prepare_synthetic(int64_t num_tokens, uint64_t seed, const PrepareO
   if (num_tokens < 2) {
     throw Error("prepare-data: --tokens must be >= 2, got " + std::to_string(num_tokens));
   }
+  // The text is generated in memory, a byte per token, and a larger demo corpus teaches nothing
+  // more: the chain's floor is reached long before. Refused here rather than as bad_alloc.
+  if (num_tokens > kMaxSyntheticTokens) {
+    throw Error("prepare-data: --tokens must be at most " + std::to_string(kMaxSyntheticTokens) +
+                " (the synthetic corpus is generated in memory, a byte per token), got " + std::to_string(num_tokens));
+  }
   const MarkovCorpus corpus(seed);
   json params = common_params(options);
   params["kind"] = "synthetic";
@@ -851,7 +877,11 @@ PreparedData prepare_synthetic(int64_t num_tokens, uint64_t seed, const PrepareO
   const TokenizerInfo tok = open_tokenizer("byte");
   const int64_t n_train = train_size(num_tokens, options, {}, false);
   ShardStream stream(options.out_dir, options.max_shard_tokens, tok.tokenizer->vocab_size());
-  stream.append(tok.tokenizer->encode(corpus.generate(num_tokens)));
+  const std::string text = corpus.generate(num_tokens);
+  // Encoded a piece at a time: the whole text as int32 ids would take four times its size.
+  constexpr size_t kPiece = size_t{1} << 24;
+  for (size_t at = 0; at < text.size(); at += kPiece)
+    stream.append(tok.tokenizer->encode(std::string_view(text).substr(at, kPiece)));
   const json extra = {{"entropy_floor_nats", corpus.entropy_rate()}, {"unigram_entropy_nats", corpus.unigram_entropy()}};
   return write_prepared(stream, n_train, tok, options, params, extra);
 }

@@ -81,7 +81,10 @@ std::vector<std::string> expand_input_patterns(const std::vector<std::string>& a
 // paths, sizes and CRC-32 of their contents) and tokenizer files.
 PreparedData prepare_text(const std::vector<std::string>& files, const PrepareOptions& options);
 
-// num_tokens characters of MarkovCorpus(seed) as byte tokens.
+// The most tokens prepare_synthetic makes: its text is generated in memory, a byte per token.
+inline constexpr int64_t kMaxSyntheticTokens = 1'000'000'000;
+
+// num_tokens characters of MarkovCorpus(seed) as byte tokens; num_tokens in [2, kMaxSyntheticTokens].
 PreparedData prepare_synthetic(int64_t num_tokens, uint64_t seed, const PrepareOptions& options);
 
 }  // namespace feast

@@ -97,8 +97,9 @@ int check_data_command(const std::vector<std::string>& args) {
   if (pattern.empty()) usage_error("name the shards to check (a file, a directory or a quoted glob)");
   if (vocab_size > 0 && !tokenizer.empty()) usage_error("give --vocab-size or --tokenizer, not both");
 
-  // Opening checks every header, size and mask header (and that masks are all or none).
-  const Dataset data = [&] {
+  // Opening checks every header, size and mask (that masks are all or none, their entries, and
+  // that they leave a target), and that meta.json parses.
+  Dataset data = [&] {
     try {
       return Dataset(pattern, split);
     } catch (const DataError& e) {
@@ -113,6 +114,13 @@ int check_data_command(const std::vector<std::string>& args) {
     limit_from = "the tokenizer " + tokenizer;
   } else {
     std::tie(vocab_size, limit_from) = meta_vocab(pattern, data);
+  }
+  // The start-up check training makes: a meta.json recording a larger vocabulary is refused
+  // even when no id in the shards reaches it.
+  try {
+    data.set_vocab_limit(vocab_size, limit_from);
+  } catch (const DataError& e) {
+    throw DataError(std::string("check-data: ") + e.what());
   }
 
   const DatasetScan scan = data.scan(vocab_size, threads > 0 ? threads : thread_policy(1).threads);

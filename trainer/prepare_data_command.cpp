@@ -149,7 +149,10 @@ int prepare_data_command(const std::vector<std::string>& args) {
     } else if (a == "--tokens") {
       tokens = parse_number<int64_t>(a, value());
     } else if (a == "--seed") {
-      seed = parse_number<uint64_t>(a, value());
+      const std::string& text = value();
+      // An istream reads "-1" into an unsigned as 2^64 - 1 without complaint.
+      if (text.find('-') != std::string::npos) usage_error("--seed expects a number >= 0, got '" + text + "'");
+      seed = parse_number<uint64_t>(a, text);
     } else if (a == "--tokenizer") {
       options.tokenizer = value();
     } else if (a == "--threads") {

@@ -65,6 +65,19 @@ TEST(PrepareDataCommand, ExpandsGlobsAndUsesTheTokenizer) {
   EXPECT_NE(msg.find(pattern + "' matches no file"), std::string::npos) << msg;
 }
 
+TEST(PrepareDataCommand, RefusesANegativeSeedAndAHugeTokenCountNamingTheFlag) {
+  TempDir dir;
+  const std::string seed = error_of([&] {
+    return prepare_data_command({"--synthetic", "--out", dir.file("out"), "--quiet", "--seed", "-1"});
+  });
+  EXPECT_NE(seed.find("prepare-data: --seed expects a number >= 0, got '-1'"), std::string::npos) << seed;
+  const std::string tokens = error_of([&] {
+    return prepare_data_command({"--synthetic", "--out", dir.file("out"), "--quiet", "--tokens", "99999999999999"});
+  });
+  EXPECT_NE(tokens.find("prepare-data: --tokens must be at most"), std::string::npos) << tokens;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out")));
+}
+
 TEST(CheckDataCommand, SummarisesSoundData) {
   TempDir dir;
   write_corpus(dir);
@@ -117,6 +130,26 @@ TEST(CheckDataCommand, ReportsBadMasksAndHeaders) {
   std::ofstream(dir.file("train_000.bin"), std::ios::app) << "xx";
   msg = error_of([&] { return check_data_command({dir.file("train_000.bin")}); });
   EXPECT_NE(msg.find(dir.file("train_000.bin") + ": 2 trailing bytes"), std::string::npos) << msg;
+}
+
+TEST(CheckDataCommand, RefusesWhatTrainingRefusesAtStartUp) {
+  TempDir dir;
+  write_shard(dir.file("train_000.bin"), std::vector<int32_t>{1, 2, 3, 4}, TokenWidth::u16);
+  write_loss_mask(dir.file("train_000.mask"), std::vector<uint8_t>{0, 0, 0, 0});
+  std::string msg = error_of([&] { return check_data_command({dir.path()}); });
+  EXPECT_NE(msg.find("check-data: every target in " + dir.path() + " is masked"), std::string::npos) << msg;
+
+  std::filesystem::remove(dir.file("train_000.mask"));
+  std::ofstream(dir.file("meta.json")) << R"({"vocab_size": 50257})";
+  msg = error_of([&] { return check_data_command({dir.path(), "--vocab-size", "256"}); });
+  EXPECT_NE(msg.find("check-data: " + dir.file("meta.json") + " records vocab_size 50257, larger than --vocab-size 256"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(run([&] { return check_data_command({dir.path()}); }).first, 0);  // against meta.json's own size
+
+  std::ofstream(dir.file("meta.json")) << "{\"vocab_size\": ";  // cut short
+  msg = error_of([&] { return check_data_command({dir.path()}); });
+  EXPECT_NE(msg.find("check-data: " + dir.file("meta.json") + ": not valid JSON"), std::string::npos) << msg;
 }
 
 TEST(CheckDataCommand, AnswersHelpAndRejectsBadFlags) {

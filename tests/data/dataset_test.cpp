@@ -1,11 +1,13 @@
 // Dataset: a file, a directory or a glob resolve to the same sorted shard list; nothing to read
-// is an error that says how to create data; check_vocab finds out-of-range ids.
+// is an error that says how to create data; a damaged meta.json, or one recording a larger
+// vocabulary than the limit, is named; check_vocab finds out-of-range ids.
 #include "data/dataset.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -92,6 +94,53 @@ TEST(Dataset, MetaJsonDecidesWhichShardsBelongToASplit) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("gone.bin"), std::string::npos) << e.what();
   }
+}
+
+std::string open_error(const std::string& pattern, Split split = Split::kAny) {
+  try {
+    Dataset d(pattern, split);
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "(no DataError)";
+}
+
+TEST(Dataset, AMetaJsonThatDoesNotParseIsNamedNotIgnored) {
+  TempDir dir;
+  make_split(dir);
+  for (const char* damaged : {"{not json", "", "[1, 2]"}) {
+    std::ofstream(dir.file("meta.json")) << damaged;
+    // Whether it would pick the split's shards (a directory) or record masks (any pattern).
+    for (const std::string& msg :
+         {open_error(dir.path(), Split::kTrain), open_error(dir.file("train_*.bin")), open_error(dir.path())}) {
+      EXPECT_NE(msg.find(dir.file("meta.json") + ": "), std::string::npos) << damaged << ": " << msg;
+      EXPECT_NE(msg.find("re-run that with --force"), std::string::npos) << msg;
+    }
+  }
+  EXPECT_NE(open_error(dir.path()).find("a JSON array, not an object"), std::string::npos);
+  std::ofstream(dir.file("meta.json")) << "{not json";
+  EXPECT_NE(open_error(dir.path()).find("not valid JSON (parse error at line 1"), std::string::npos);
+}
+
+TEST(Dataset, AMetaJsonVocabularyLargerThanTheLimitIsRefusedAtOnce) {
+  TempDir dir;
+  make_split(dir);
+  std::ofstream(dir.file("meta.json")) << R"({"vocab_size": 50257})";
+  Dataset d(dir.file("train_*.bin"));
+  try {
+    d.set_vocab_limit(256, "model.vocab_size");
+    FAIL() << "meta.json's vocab_size 50257 was accepted under model.vocab_size 256";
+  } catch (const DataError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(dir.file("meta.json") + " records vocab_size 50257, larger than model.vocab_size 256"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("set model.vocab_size to at least 50257"), std::string::npos) << msg;
+  }
+  // Equal or smaller (a model's padded vocabulary) is fine, and so is no limit.
+  EXPECT_NO_THROW(d.set_vocab_limit(50257, "model.vocab_size"));
+  EXPECT_NO_THROW(d.set_vocab_limit(50304, "model.vocab_size"));
+  EXPECT_NO_THROW(d.set_vocab_limit(0));
 }
 
 TEST(Dataset, SingleFile) {

@@ -1,11 +1,13 @@
-// Loss masks: the file format round-trips and is checked against its token shard; a split has
-// masks for all shards or none; samplers turn masked targets into -1 and count the rest.
+// Loss masks: the file format round-trips and is checked against its token shard and for
+// entries other than 0 and 1; a split has masks for all shards or none, and not all of its
+// targets masked; samplers turn masked targets into -1 and count the rest.
 #include "data/loss_mask.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -72,6 +74,7 @@ TEST(LossMask, RoundTripsAndHasTheDocumentedLayout) {
   EXPECT_EQ(std::vector<uint8_t>(w.begin(), w.end()), (std::vector<uint8_t>{0, 1, 1}));
   EXPECT_EQ(m.counted(0, 5), 3);
   EXPECT_EQ(m.counted(0, 2), 0);
+  EXPECT_EQ(m.counted_entries(), 3);
   EXPECT_THROW(m.window(3, 3), DataError);
 }
 
@@ -80,6 +83,55 @@ TEST(LossMask, WriterRefusesEntriesOtherThanZeroAndOne) {
   const std::string msg = message_of([&] { write_loss_mask(dir.file("a.mask"), std::vector<uint8_t>{1, 2}); });
   EXPECT_NE(msg.find("entry 1 is 2"), std::string::npos) << msg;
   EXPECT_FALSE(std::filesystem::exists(dir.file("a.mask")));
+}
+
+// A mask file as another tool might write it: any entry values, the header's count right.
+void write_raw_mask(const std::string& path, const std::vector<uint8_t>& entries) {
+  int32_t header[256] = {kLossMaskMagic, kLossMaskVersion, int32_t(entries.size())};
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(header), sizeof header);
+  f.write(reinterpret_cast<const char*>(entries.data()), std::streamsize(entries.size()));
+}
+
+TEST(LossMask, AnEntryOtherThanZeroAndOneIsRefusedOnOpenNamingFileAndOffset) {
+  TempDir dir;
+  write_shard(dir.file("train_000.bin"), std::vector<int32_t>{1, 2, 3, 4, 5}, TokenWidth::u16);
+  write_raw_mask(dir.file("train_000.mask"), {1, 0, 1, 2, 7});
+  const Shard shard(dir.file("train_000.bin"));
+  const std::string msg = message_of([&] { LossMask m(dir.file("train_000.mask"), shard); });
+  EXPECT_NE(msg.find(dir.file("train_000.mask") + ": entry 3 is 2; loss-mask entries are 0"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("re-run `trainer prepare-data --force`"), std::string::npos) << msg;
+  // A split with it does not open, so training never reads it.
+  const std::string via = message_of([&] { Dataset d(dir.path(), Split::kTrain); });
+  EXPECT_NE(via.find(dir.file("train_000.mask") + ": entry 3 is 2"), std::string::npos) << via;
+}
+
+TEST(LossMask, ASplitWhoseMasksLeaveNoTargetIsRefused) {
+  TempDir dir;
+  write_shard(dir.file("train_000.bin"), std::vector<int32_t>(40, 7), TokenWidth::u16);
+  write_shard(dir.file("train_001.bin"), std::vector<int32_t>(30, 7), TokenWidth::u16);
+  write_loss_mask(dir.file("train_000.mask"), std::vector<uint8_t>(40, 0));
+  // Only a first token counts: it is never a target.
+  std::vector<uint8_t> first_only(30, 0);
+  first_only[0] = 1;
+  write_loss_mask(dir.file("train_001.mask"), first_only);
+  for (const auto& [split, nothing] : {std::pair{Split::kTrain, "nothing to learn from;"},
+                                       std::pair{Split::kVal, "nothing to evaluate;"}}) {
+    const std::string pattern = dir.file("train_*.bin");
+    const std::string msg = message_of([&] { Dataset d(pattern, split); });
+    EXPECT_NE(msg.find("every target in " + pattern + " is masked (its loss masks, e.g. " +
+                       dir.file("train_000.mask") + ", are 0 at every target): " + nothing),
+              std::string::npos)
+        << msg;
+  }
+  // One counted target is enough.
+  std::vector<uint8_t> one(30, 0);
+  one[29] = 1;
+  write_loss_mask(dir.file("train_001.mask"), one);
+  const Dataset d(dir.file("train_*.bin"));
+  EXPECT_EQ(TrainSampler(d, 1, 8).num_starts(), 40 - 8 + 30 - 8);
+  EXPECT_EQ(d.loss_mask(1).counted_entries(), 1);
 }
 
 TEST(LossMask, ACountThatDiffersFromItsShardNamesBothFiles) {

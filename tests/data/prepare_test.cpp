@@ -176,6 +176,34 @@ TEST(Prepare, RejectsBadOptions) {
   EXPECT_THROW(prepare_text({dir.file("one.txt")}, PrepareOptions{dir.file("o"), 0.5}), DataError);
 }
 
+TEST(Prepare, SyntheticTokensAboveTheBoundAreRefusedNamingTheFlag) {
+  TempDir dir;
+  try {
+    prepare_synthetic(99'999'999'999'999, 1, PrepareOptions{dir.file("syn")});
+    FAIL() << "--tokens 99999999999999 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--tokens must be at most " + std::to_string(kMaxSyntheticTokens)),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("syn")));
+}
+
+TEST(Prepare, AnOutputPathThatCannotBeADirectoryNamesOut) {
+  TempDir dir;
+  std::ofstream(dir.file("a.txt")) << "hello world, hello world";
+  for (const std::string& out : {dir.file("a.txt"), dir.file("a.txt/sub")}) {
+    std::string msg = "(no error)";
+    try {
+      prepare_text({dir.file("a.txt")}, PrepareOptions{out, 0.5});
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    EXPECT_NE(msg.find("prepare-data: --out " + out), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("filesystem error"), std::string::npos) << msg;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Tokenizers, JSON Lines and loss masks
 
@@ -309,6 +337,25 @@ TEST(PrepareJsonl, GzipLinesReadLikePlainOnes) {
   const PreparedData d = prepare_text({dir.file("a.jsonl.gz")}, PrepareOptions{dir.file("out"), 0.3});
   EXPECT_EQ(bytes_of(d.train_shards) + bytes_of(d.val_shards), "pct");
   EXPECT_EQ(masks_of(d.train_shards).front(), 0);
+}
+
+TEST(PrepareJsonl, ATruncatedGzipInputIsAnErrorNotHalfACorpus) {
+  TempDir dir;
+  std::string lines;
+  for (int i = 0; i < 4000; ++i) lines += R"({"text": "line )" + std::to_string(i * 7919 % 10007) + R"( of many"})" "\n";
+  for (const std::string name : {"a.jsonl.gz", "a.txt.gz"}) {
+    const std::string path = dir.file(name);
+    gzFile gz = gzopen(path.c_str(), "wb");
+    ASSERT_NE(gz, nullptr);
+    gzwrite(gz, lines.data(), unsigned(lines.size()));
+    gzclose(gz);
+    std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);  // a download cut short
+    const std::string msg = error_of([&] { prepare_text({path}, PrepareOptions{dir.file("out"), 0.1}); });
+    EXPECT_NE(msg.find(path + ": is truncated or corrupt (gzip: unexpected end of file after "), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("re-download it or re-compress it"), std::string::npos) << msg;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("out/meta.json")));
+  }
 }
 
 TEST(PrepareJsonl, InputGlobsExpandSortedAndAnEmptyOneIsNamed) {
