@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <optional>
 
 #include "checkpoint/async_checkpoint_writer.h"
@@ -85,7 +87,10 @@ int bench_checkpoint_command(const std::vector<std::string>& args, std::unique_p
       log::info(kUsage);
       return 0;
     }
-    if (i + 1 >= args.size()) throw ConfigError("bench: " + a + " needs a value (or is unknown)\n" + kUsage);
+    static const char* const kOptions[] = {"--dir", "--layers", "--embd", "--heads", "--vocab", "--repeat"};
+    if (std::find(std::begin(kOptions), std::end(kOptions), a) == std::end(kOptions))
+      throw ConfigError("bench: unknown option '" + a + "'\n" + kUsage);
+    if (i + 1 >= args.size()) throw ConfigError("bench: " + a + " needs a value\n" + kUsage);
     const std::string& v = args[++i];
     if (a == "--dir") dir = v;
     else if (a == "--layers") mc.n_layer = parse_positive_int(a, v, kUsage);
@@ -93,7 +98,6 @@ int bench_checkpoint_command(const std::vector<std::string>& args, std::unique_p
     else if (a == "--heads") mc.n_head = parse_positive_int(a, v, kUsage);
     else if (a == "--vocab") mc.vocab_size = parse_positive_int(a, v, kUsage);
     else if (a == "--repeat") repeat = parse_positive_int(a, v, kUsage);
-    else throw ConfigError("bench: unknown option '" + a + "'\n" + kUsage);
   }
   if (mc.n_embd % mc.n_head != 0) throw ConfigError("bench: --embd must be divisible by --heads");
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,7 +56,7 @@ std::vector<Shape> parse_shapes(const std::string& s) {
       }
     } catch (const std::exception&) {
     }
-    if (B <= 0 || T <= 0) throw Error("--shapes: '" + item + "' is not BxT (for example 4x64)\n" + kUsage);
+    if (B <= 0 || T <= 0) throw ConfigError("--shapes: '" + item + "' is not BxT (for example 4x64)\n" + kUsage);
     shapes.push_back({B, T});
     pos = comma + 1;
   }
@@ -80,7 +81,7 @@ int bench_command(const std::vector<std::string>& args) {
       mc.intermediate_size = 2048;
       mc.vocab_size = 32000;
     } else if (args[i + 1] != "gpt2") {
-      throw Error("bench: --arch '" + args[i + 1] + "': expected gpt2 or llama\n" + kUsage);
+      throw ConfigError("bench: --arch '" + args[i + 1] + "': expected gpt2 or llama\n" + kUsage);
     }
   }
   for (size_t i = 0; i < args.size(); ++i) {
@@ -89,7 +90,11 @@ int bench_command(const std::vector<std::string>& args) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    if (i + 1 >= args.size()) throw Error("bench: " + a + " needs a value (or is unknown)\n" + kUsage);
+    static const char* const kOptions[] = {"--arch",   "--shapes", "--warmup",       "--steps", "--layers", "--heads",
+                                           "--kv-heads", "--embd",   "--intermediate", "--vocab", "--device", "--dtype"};
+    if (std::find(std::begin(kOptions), std::end(kOptions), a) == std::end(kOptions))
+      throw ConfigError("bench: unknown option '" + a + "'\n" + kUsage);
+    if (i + 1 >= args.size()) throw ConfigError("bench: " + a + " needs a value\n" + kUsage);
     const std::string& v = args[++i];
     if (a == "--arch") continue;
     else if (a == "--shapes") shapes = parse_shapes(v);
@@ -103,18 +108,23 @@ int bench_command(const std::vector<std::string>& args) {
     else if (a == "--vocab") mc.vocab_size = parse_int(a, v);
     else if (a == "--device") device = v;
     else if (a == "--dtype") dtype = v;
-    else throw Error("bench: unknown option '" + a + "'\n" + kUsage);
   }
-  FEAST_CHECK(mc.n_embd % mc.n_head == 0, "--embd must be divisible by --heads");
-  FEAST_CHECK(mc.n_head % mc.kv_heads() == 0, "--kv-heads must divide --heads");
+  if (mc.n_embd % mc.n_head != 0)
+    throw ConfigError("bench: --embd " + std::to_string(mc.n_embd) + " must be divisible by --heads " +
+                      std::to_string(mc.n_head));
+  if (mc.n_head % mc.kv_heads() != 0)
+    throw ConfigError("bench: --kv-heads " + std::to_string(mc.kv_heads()) + " must divide --heads " +
+                      std::to_string(mc.n_head));
   int max_b = 1, max_t = 1;
   for (const Shape& s : shapes) {
     max_b = std::max(max_b, s.B);
     max_t = std::max(max_t, s.T);
   }
-  FEAST_CHECK(max_t <= mc.max_seq_len, "sequence length above " << mc.max_seq_len);
+  if (max_t > mc.max_seq_len)
+    throw ConfigError("bench: --shapes asks for " + std::to_string(max_t) + " tokens per sequence, above the model's " +
+                      std::to_string(mc.max_seq_len));
 
-  if (device != "cpu" && device != "cuda") throw Error("bench: --device '" + device + "': expected cpu or cuda\n" + kUsage);
+  if (device != "cpu" && device != "cuda") throw ConfigError("bench: --device '" + device + "': expected cpu or cuda\n" + kUsage);
   const std::unique_ptr<Backend> backend = make_backend(device, dtype);
   DecoderStage model(mc, StageSpec::whole(mc), StageShape{max_b, max_t, 1}, *backend, nullptr);
   initialize_parameters(model, 1337);

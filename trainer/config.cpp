@@ -218,7 +218,9 @@ const std::vector<KeyDesc>& keys() {
        "it)"},
       {FEAST_KEY(parallel, stage_layers), at_least(1), "layers per stage; [] = even split",
        "layers of each pipeline stage; empty = as even as possible (earlier stages take the remainder)", nullptr, "each >= 1, `pp` entries summing to `model.n_layer`"},
-      {FEAST_KEY(parallel, timeout_s), above(0), "watchdog: longest wait for a collective, s",
+      // Bounded: beyond ~9e9 s the deadline overflows the clock, and under a second the
+      // watchdog would fire at the first slow collective.
+      {FEAST_KEY(parallel, timeout_s), closed(1, 604800), "watchdog: longest wait for a collective, s",
        "watchdog: a collective or pipeline receive that waits longer than this ends the job with a "
        "message naming the call, the group and the ranks that are late (the ranks that did not answer "
        "the watchdog's survey, which lasts a quarter of the timeout, 0.2 to 5 s) instead of hanging"},
@@ -297,7 +299,8 @@ const std::vector<KeyDesc>& keys() {
        "sequences): the same validation tokens at every layout, so val_loss is comparable across "
        "layouts and micro-batch splits. 0 = every window of `data.val` once (the last batch partly "
        "empty). val_loss is the mean over the targets scored (loss masks leave prompt tokens out)"},
-      {FEAST_KEY(training, threads), at_least(0), "OpenMP threads per rank; 0 = OMP_NUM_THREADS or the CPUs",
+      // Bounded: tens of thousands of OpenMP threads exhaust memory or stacks, not the CPUs.
+      {FEAST_KEY(training, threads), closed(0, 1024), "OpenMP threads per rank; 0 = OMP_NUM_THREADS or the CPUs",
        "OpenMP threads per rank; 0 = `OMP_NUM_THREADS` when it is set, otherwise the CPUs this rank may "
        "run on (its CPU affinity, as `mpirun --bind-to`, Slurm's binding or a cgroup cpuset set it, "
        "capped by a cgroup CPU quota) divided among the ranks on the same host that may run on the same "

@@ -3,6 +3,7 @@
 // every rank with a non-zero status: an error every rank finds alike (a bad config) is printed
 // once by rank 0; one that only this rank hit is printed with its rank and aborts the job.
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <optional>
 #include <cstdio>
@@ -67,7 +68,8 @@ struct ConfigArgs {
   std::vector<std::string> overrides;
 };
 
-ConfigArgs parse_config_args(const std::vector<std::string>& args) {
+// `usage`: the verb's own, printed after an unknown option.
+ConfigArgs parse_config_args(const std::vector<std::string>& args, const char* usage = kHelp) {
   ConfigArgs out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -77,7 +79,7 @@ ConfigArgs parse_config_args(const std::vector<std::string>& args) {
     } else if (a.rfind("--set=", 0) == 0) {
       out.overrides.push_back(a.substr(6));
     } else if (a.rfind("--", 0) == 0) {
-      throw ConfigError("unknown option '" + a + "'\n" + kHelp);
+      throw ConfigError("unknown option '" + a + "'\n" + usage);
     } else if (out.path.empty()) {
       out.path = a;
     } else {
@@ -150,7 +152,7 @@ int print_config_command(const std::vector<std::string>& rest, int world_size) {
     }
     args.push_back(rest[i]);
   }
-  const ConfigArgs ca = parse_config_args(args);
+  const ConfigArgs ca = parse_config_args(args, kPrintConfigHelp);
   const Config config = load_config(ca.path, ca.overrides);
   InferredValues v;
   v.world_size = world;
@@ -216,7 +218,7 @@ int run(const std::vector<std::string>& args, const Runtime& runtime, const std:
       log::info(kEvalHelp);
       return 0;
     }
-    const ConfigArgs ca = parse_config_args(rest);
+    const ConfigArgs ca = parse_config_args(rest, kEvalHelp);
     const Config config = load_config(ca.path, ca.overrides);
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000));
     return eval_command(config, make_mpi_world(timeout));
@@ -228,6 +230,10 @@ int run(const std::vector<std::string>& args, const Runtime& runtime, const std:
     return 0;
   }
   const ConfigArgs ca = parse_config_args(args);
+  // A word that is neither a verb nor a file ("trainer evaluate"): say so, not "cannot read".
+  if (ca.path == verb && verb.find_first_of("./") == std::string::npos && !std::filesystem::exists(verb))
+    throw ConfigError("unknown command '" + verb + "': the commands are listed by `trainer --help`; to train, " +
+                      "give a config file (trainer CONFIG.toml)");
   Config config = load_config(ca.path, ca.overrides);
   config.command_line = command_line;
   log::info("feast trainer: " + ca.path + " (" + describe_devices() + "; " + std::to_string(world_size) + " rank(s))");

@@ -127,7 +127,7 @@ TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world,
   const Timer training_wall;  // elapsed and ETA count from the first step
   try {
     while (run.state().step < tc.steps) {
-      maybe_inject_fault(config.fault, run.world().rank(), run.world().size(), run.state().step + 1);
+      maybe_inject_fault(config.fault, run.world().rank(), run.state().step + 1);
       const StepResult r = run.step(my_vote(signals, tc, wall));
       train_seconds += r.timing.total;
       if (hooks.after_step) hooks.after_step(run, r);

@@ -29,6 +29,8 @@
 #include "parallel/nccl_communicator.h"
 #endif
 #include "parallel/staged_communicator.h"
+#include "trainer/config_agreement.h"
+#include "trainer/fault_injection.h"
 #include "trainer/run_summary.h"
 #include "trainer/threads.h"
 
@@ -97,6 +99,7 @@ LayoutPlan check_training_config(const Config& config, int world_size, RunPurpos
                       "rows in host memory; with training.device = \"" + config.training.device +
                       "\" remove parallel.ps_sparse_embedding (the dense parameter server works on GPUs)");
   check_parameter_server(config);
+  check_fault_ranks(config, world_size);
   if (config.training.device == "cpu") {  // a GPU run decides at start (connect_gpu_groups)
     try {
       choose_comm_backend(config.parallel.backend, "cpu", false, "", false);
@@ -109,8 +112,19 @@ LayoutPlan check_training_config(const Config& config, int world_size, RunPurpos
   return plan_layout(config, world_size);
 }
 
+namespace {
+
+// The layout, once every rank is known to run the same config: a rank whose config differs
+// would otherwise fail the layout check alone, or build layers of other shapes.
+LayoutPlan agreed_plan(const Config& config, Communicator& world, RunPurpose purpose) {
+  agree_on_config(world, config);
+  return check_training_config(config, world.size(), purpose);
+}
+
+}  // namespace
+
 TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> world, RunPurpose purpose)
-    : config_(config), purpose_(purpose), plan_(check_training_config(config, world->size(), purpose)) {
+    : config_(config), purpose_(purpose), plan_(agreed_plan(config, *world, purpose)) {
   const TrainingConfig& tc = config.training;
   const ParallelLayout& layout = plan_.layout;
   const int world_rank = world->rank();

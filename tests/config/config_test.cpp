@@ -149,6 +149,9 @@ TEST(ConfigErrors, OutOfRange) {
   };
   const std::vector<Case> cases = {
       {"[training]\nsteps = 0", "demo.toml:2: training.steps = 0 is not allowed; expected >= 1"},
+      {"[parallel]\ntimeout_s = 1e10", "parallel.timeout_s = 1e+10 is not allowed; expected in [1, 604800]"},
+      {"[parallel]\ntimeout_s = 1e-9", "expected in [1, 604800]"},
+      {"[training]\nthreads = 100000", "training.threads = 100000 is not allowed; expected in [0, 1024]"},
       {"[training]\nseed = -1", "training.seed = -1 is not allowed; expected >= 0"},
       {"[model]\nn_layer = 0", "model.n_layer = 0 is not allowed; expected >= 1"},
       {"[model]\nn_head = -2", "model.n_head = -2 is not allowed; expected >= 1"},
