@@ -751,12 +751,16 @@ void apply_override(Config& c, const std::string& text) {
   // The value is TOML ("3e-4", "\"a b\"", "1_000"); what TOML rejects is a bare word taken as a
   // string, so paths and names need no shell-escaped quotes. Text that starts like a TOML string,
   // array or table was meant as TOML, and its syntax error is the more useful message.
+  // So is a number given to a key that takes no string ("1e400" for a float is out of range,
+  // not a string).
+  const bool number_meant = !std::holds_alternative<std::string& (*)(Config&)>(k->field) &&
+                            std::string_view("0123456789+-.").find(value[0]) != std::string_view::npos;
   toml::table parsed;
   try {
     parsed = toml::parse("v = " + value, std::string_view("--set"));
   } catch (const toml::parse_error& e) {
-    if (std::string_view("\"'[{").find(value[0]) != std::string_view::npos) {
-      fail(where, "bad TOML value: " + std::string(e.description()));
+    if (number_meant || std::string_view("\"'[{").find(value[0]) != std::string_view::npos) {
+      fail(where, "bad TOML value for " + k->full() + ": " + std::string(e.description()));
     }
     parsed = toml::table{{"v", value}};
   }

@@ -268,6 +268,12 @@ TEST(ConfigOverrides, Errors) {
                                                     "is not allowed; expected >= 1"),
             std::string::npos);
   EXPECT_NE(error_of("", {"data.val=\"unterminated"}).find("bad TOML value"), std::string::npos);
+  // A number TOML cannot hold is that, not a string.
+  for (const char* set : {"training.lr=1e400", "training.seed=18446744073709551615"}) {
+    const std::string e = error_of("", {set});
+    EXPECT_NE(e.find("bad TOML value for training."), std::string::npos) << e;
+    EXPECT_EQ(e.find("got string"), std::string::npos) << e;
+  }
   EXPECT_NE(error_of("", {"data.val="}).find("missing value"), std::string::npos);
   EXPECT_NE(error_of("", {"training.seed=1\nmodel.n_layer = 2"}).find("single TOML value"),
             std::string::npos);
