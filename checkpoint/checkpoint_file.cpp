@@ -9,8 +9,10 @@
 #include <set>
 
 #include "checkpoint/checksum.h"
+#include "model/architecture.h"
 #include "parallel/agreement.h"
 #include "parallel/mpi_communicator.h"
+#include "parallel/self_communicator.h"
 
 namespace feast {
 namespace {
@@ -187,6 +189,17 @@ hdf5::Handle access_list(Communicator& world, const std::string& path) {
   }
   hdf5::check(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V110), path);
   return fapl;
+}
+
+// Opens `path` to read. A file HDF5 cannot open (cut short by a full disk or a copy, damaged,
+// or no HDF5 file at all) is said to be no checkpoint first, in words a reader can act on;
+// HDF5's innermost reason follows for whoever digs further.
+hdf5::Handle open_to_read(const std::string& path, hid_t fapl) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl);
+  if (file < 0)
+    throw CheckpointError(path + " is not a readable feast checkpoint (truncated or corrupt HDF5 file: " +
+                          hdf5::last_error() + ")");
+  return {file, H5Fclose};
 }
 
 // Selects `slices` (a union of rectangles, in file order) in `space`.
@@ -500,7 +513,7 @@ void CheckpointSnapshot::write(const std::string& path, Communicator& world) con
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) {
   hdf5::silence_errors();
-  hdf5::Handle file = hdf5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), path + ": cannot open");
+  hdf5::Handle file = open_to_read(path, H5P_DEFAULT);
   return read_meta(file, path);
 }
 
@@ -515,7 +528,7 @@ void read_checkpoint(const std::string& path, Communicator& world, const RankSta
     std::optional<hdf5::Handle> file;
     try {
       hdf5::Handle fapl = access_list(world, path);
-      file = hdf5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), path + ": cannot open");
+      file = open_to_read(path, fapl);
       read_meta(*file, path);
       differences = compare_tensors(*file, list, path);
       if (differences.empty()) {
@@ -527,7 +540,8 @@ void read_checkpoint(const std::string& path, Communicator& world, const RankSta
                                   " attribute; every dataset of a checkpoint carries one (docs/checkpoint-format.md)");
         }
         // The owned parts are checksummed as soon as they are read: on the CPU the master
-        // weights alias the parameters, so reading optim/master overwrites what model/ put there.
+        // weights alias the parameters, so reading optim/master overwrites what model/ put there
+        // (and CheckpointWeights reads both moments into one buffer).
         const std::vector<Access> owned = owned_accesses(st, list);
         for (const Access& a : needed_accesses(st, list)) {
           const std::string what = path + ": " + list.path(a.dataset);
@@ -579,7 +593,7 @@ std::string format_shape(const std::vector<int64_t>& shape) {
 
 std::vector<DatasetReport> verify_checkpoint(const std::string& path) {
   hdf5::silence_errors();
-  hdf5::Handle file = hdf5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), path + ": cannot open");
+  hdf5::Handle file = open_to_read(path, H5P_DEFAULT);
   std::vector<DatasetReport> out;
   std::vector<std::string> names;
   for (const char* kind : kKinds)
@@ -608,31 +622,29 @@ std::vector<DatasetReport> verify_checkpoint(const std::string& path) {
   return out;
 }
 
-std::vector<float> read_checkpoint_tensor(const std::string& path, const std::string& name,
-                                          const std::vector<int64_t>& shape) {
-  hdf5::silence_errors();
-  hdf5::Handle file = hdf5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), path + ": cannot open");
-  const std::string master = "optim/master/" + name;
-  const std::string dataset = H5Lexists(file, "optim/master", H5P_DEFAULT) > 0 &&
-                                      H5Lexists(file, master.c_str(), H5P_DEFAULT) > 0
-                                  ? master
-                                  : "model/" + name;
-  const std::string what = path + ": " + dataset;
-  if (H5Lexists(file, "model", H5P_DEFAULT) <= 0 || H5Lexists(file, dataset.c_str(), H5P_DEFAULT) <= 0)
-    throw CheckpointMismatch(what + ": no such tensor; the checkpoint holds another model than the config describes");
-  const std::vector<int64_t> stored = shape_of(file, dataset, path);
-  if (stored != shape)
-    throw CheckpointMismatch(what + ": shape " + format_shape(stored) + " in the checkpoint, " + format_shape(shape) +
-                             " in the model");
-  hdf5::Handle ds = hdf5::dataset(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), what);
-  size_t n = 1;
-  for (int64_t d : shape) n *= size_t(d);
-  std::vector<float> out(n);
-  hdf5::check(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), what);
-  const std::optional<uint32_t> crc = read_number<uint32_t>(ds, kCrcAttribute, what);
-  if (!crc || *crc != crc32_of(out.data(), out.size() * sizeof(float)))
-    throw CheckpointError(what + ": checksum mismatch; the file is corrupt (trainer inspect shows every tensor)");
-  return out;
+CheckpointWeights::CheckpointWeights(const std::string& path, const ModelConfig& model)
+    : logical_(decoder_param_table(model)), local_(logical_, StageSpec::whole(model)), flat_(local_.total_numel()) {
+  // The state of one rank holding the whole model without ZeRO, as a CPU run keeps it: the
+  // master weights are the parameters, so optim/master is read over model/ once model/ is
+  // verified. The moments are only verified: read_checkpoint checksums each slice as soon as it
+  // has read it, so both moments of every tensor can pass through one buffer of the largest.
+  size_t largest = 0;
+  for (const LocalParam& p : local_.params()) largest = std::max(largest, p.numel);
+  std::vector<float> moments(largest);
+  RankState st;
+  st.table = &local_;
+  st.params = host_view(flat_.data(), flat_.size());
+  st.share_end = flat_.size();
+  for (const LocalParam& p : local_.params()) {
+    const TensorView scratch = host_view(moments.data(), p.numel);
+    st.optimizer.push_back({&p, 0, p.numel, st.params.slice(p.offset, p.numel), scratch, scratch});
+  }
+  read_checkpoint(path, *make_self_communicator(), st);
+}
+
+std::vector<float> CheckpointWeights::tensor(const std::string& name) const {
+  const LocalParam& p = local_.at(name);
+  return {flat_.begin() + std::ptrdiff_t(p.offset), flat_.begin() + std::ptrdiff_t(p.offset + p.numel)};
 }
 
 }  // namespace feast

@@ -98,12 +98,27 @@ CheckpointMeta read_checkpoint_meta(const std::string& path);
 // (naming the file and the dataset).
 void read_checkpoint(const std::string& path, Communicator& world, const RankState& state);
 
-// One process: the whole logical tensor `name` ("wte.weight") of `path`, float32, from
-// `optim/master` (the weights the optimizer keeps at full precision) when the file has it, else
-// `model/`; its checksum verified. Throws CheckpointError naming the file and dataset. For export
-// and generation, which hold whole tensors.
-std::vector<float> read_checkpoint_tensor(const std::string& path, const std::string& name,
-                                          const std::vector<int64_t>& shape);
+// One process: the weights of every tensor of `model` in checkpoint `path` (the optimizer's
+// float32 master weights), whole, for export and generation. They are read by read_checkpoint,
+// as a resume at one rank reads them, so a file a resume refuses is refused here alike: every
+// dataset's checksum is verified (the moments' too, though only the weights are kept) and the
+// tensors' names and shapes must be the model's. Throws CheckpointMismatch (listing the
+// differences) or CheckpointError (naming the file and dataset).
+class CheckpointWeights {
+ public:
+  CheckpointWeights(const std::string& path, const ModelConfig& model);
+  // The local table points into the logical one: neither copied nor moved.
+  CheckpointWeights(const CheckpointWeights&) = delete;
+  CheckpointWeights& operator=(const CheckpointWeights&) = delete;
+
+  // The whole logical tensor `name` ("wte.weight"; a tied name gives its target's values).
+  std::vector<float> tensor(const std::string& name) const;
+
+ private:
+  ParamTable logical_;
+  LocalTable local_;
+  std::vector<float> flat_;  // the whole model's weights, laid out by local_
+};
 
 // For tests of failure handling: this rank's writes of checkpoint data fail (as under a full
 // disk) until called again with false.

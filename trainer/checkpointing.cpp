@@ -267,7 +267,14 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
     }
     if (problem) {
       // Every rank has the same message: report it once and let every rank exit.
-      if (explicit_file) throw AgreedError(*problem, world.rank() == 0);
+      if (explicit_file) {
+        // A file named on purpose has no fallback; naming its directory gives one.
+        const std::string dir = fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string();
+        throw AgreedError(*problem + "\n" + config.where("checkpoint.resume") + ": checkpoint.resume = \"" + path +
+                              "\" must load; point it at another checkpoint (step_*.h5), or at its directory \"" + dir +
+                              "\" to fall back automatically to the newest checkpoint there that loads",
+                          world.rank() == 0);
+      }
       log::info("checkpoint: " + *problem + "; trying an older one");
       failures.push_back(*problem);
       failed_paths.push_back(path);

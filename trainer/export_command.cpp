@@ -117,12 +117,12 @@ int export_command(const std::vector<std::string>& args) {
       if (auto e = tok->eos_id()) special.eos_id = *e;
     }
 
+    // Read and verified whole before anything is written: a checkpoint a resume would refuse
+    // exports nothing, and an export into the folder the model was imported from must not
+    // clobber what it still has to copy.
+    const CheckpointWeights weights(path, model);
     fs::create_directories(out);
-    // Nothing is written before everything is read: an export into the folder the model was
-    // imported from must not clobber what it still has to copy.
-    const HfExport hf = export_hf_tensors(model, [&](const ParamSpec& spec) {
-      return read_checkpoint_tensor(path, spec.name, spec.shape);
-    });
+    const HfExport hf = export_hf_tensors(model, [&](const ParamSpec& spec) { return weights.tensor(spec.name); });
     const std::vector<std::string> files = write_safetensors_model(out, hf.tensors, max_shard, dtype);
     const std::string config_text = hf_config_json(model, special, torch_dtype);
     write_file_atomically(out + "/config.json", [&](std::ostream& o) { o << config_text; });

@@ -158,18 +158,25 @@ int generate_command(const Config& config, const std::vector<std::string>& args)
 
   // The weights, whole, on this process.
   LogicalTensorSource weights;
+  std::optional<CheckpointWeights> saved;
   std::optional<SafetensorsModel> hf;
   const std::optional<std::string> checkpoint = checkpoint_to_use(config);
   if (checkpoint) {
-    // The checkpoint must be of the configured model (eval and resume check the same).
-    const std::vector<std::string> differences = model_differences(config, read_checkpoint_meta(*checkpoint), *checkpoint);
-    if (!differences.empty()) {
-      std::string list;
-      for (const std::string& d : differences) list += "\n  " + d;
-      throw ConfigError("generate: " + *checkpoint + " holds another model than the config describes:" + list);
+    try {
+      // The checkpoint must be of the configured model (eval and resume check the same).
+      const std::vector<std::string> differences =
+          model_differences(config, read_checkpoint_meta(*checkpoint), *checkpoint);
+      if (!differences.empty()) {
+        std::string list;
+        for (const std::string& d : differences) list += "\n  " + d;
+        throw ConfigError("generate: " + *checkpoint + " holds another model than the config describes:" + list);
+      }
+      saved.emplace(*checkpoint, model);  // verified as a resume verifies it
+    } catch (const CheckpointError& e) {
+      throw ConfigError(std::string("generate: ") + e.what());
     }
     log::note("generate: weights of " + *checkpoint);
-    weights = [&](const ParamSpec& spec) { return read_checkpoint_tensor(*checkpoint, spec.name, spec.shape); };
+    weights = [&](const ParamSpec& spec) { return saved->tensor(spec.name); };
   } else if (!model.init_from.empty()) {
     log::note("generate: weights from " + model.init_from);
     weights = hf_logical_tensors(hf.emplace(model.init_from), model);

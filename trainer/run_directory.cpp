@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "parallel/agreement.h"
+#include "trainer/checkpointing.h"
 
 namespace fs = std::filesystem;
 
@@ -89,6 +90,36 @@ bool lock_dir(const std::string& dir, int& fd) {
   return true;
 }
 
+// Makes checkpoint.dir and proves that a file can be created in it, so that an unusable one
+// stops the run before its first step rather than at its first save (a stop's save would lose
+// every step since the start); then locks it as the run directory is locked, since a second run
+// saving there would set this run's checkpoints aside as superseded and rewrite `latest`. The
+// run directory itself is locked already. Throws naming checkpoint.dir when it cannot.
+void claim_checkpoint_dir(const Config& config, const std::string& run_dir, int& fd) {
+  const std::string dir = checkpoint_dir(config);
+  const bool default_place = dir == config.logging.dir + "/checkpoints";
+  const std::string named = default_place ? "checkpoint.dir (<logging.dir>/checkpoints: " + dir + ")"
+                                          : config.where("checkpoint.dir") + ": checkpoint.dir = \"" + dir + "\"";
+  const std::string fix = default_place ? "; set checkpoint.dir (or logging.dir) to a directory this run can write"
+                                        : "; set checkpoint.dir to a directory this run can write, or leave it "
+                                          "unset for <logging.dir>/checkpoints";
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw Error(named + " exists and is not a directory" + fix);
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw Error(named + " cannot be created: " + (ec ? ec.message() : "not a directory") + fix);
+  const fs::path probe = fs::path(dir) / ".write_probe";
+  const int probe_fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (probe_fd < 0) throw Error(named + " is not writable (creating a file in it: " + std::strerror(errno) + ")" + fix);
+  ::close(probe_fd);
+  fs::remove(probe, ec);
+  if (fs::equivalent(dir, run_dir, ec)) return;
+  if (!lock_dir(dir, fd))
+    throw Error(named + " is in use by another run that is still going (it holds " + dir +
+                "/.lock); its checkpoints would be overwritten or set aside; give this run another checkpoint.dir, "
+                "or leave it unset for <logging.dir>/checkpoints");
+}
+
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   out << text << "\n";
@@ -139,12 +170,29 @@ RunDirectory::RunDirectory(Config& config, Communicator& world) : rank0_(world.r
     log::info("run directory: " + config.logging.dir + " (" + broadcast_string(world, how, 0) + ")");
   }
   dir_ = config.logging.dir;
+
+  if (rank0_) {
+    try {
+      claim_checkpoint_dir(config, dir_, checkpoint_lock_fd_);
+    } catch (const std::exception& e) {
+      error = e.what();
+      // The run ends before it began: its status says why, and its directory is free again.
+      finish("failed: " + error);
+      release();
+    }
+  }
+  agree_on_error(world, error);
 }
 
-RunDirectory::~RunDirectory() {
+RunDirectory::~RunDirectory() { release(); }
+
+void RunDirectory::release() {
   if (!rank0_) return;
   log::set_file("");
-  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
+  // Closing releases the locks.
+  if (checkpoint_lock_fd_ >= 0) ::close(checkpoint_lock_fd_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  checkpoint_lock_fd_ = lock_fd_ = -1;
 }
 
 void RunDirectory::finish(const std::string& status) {

@@ -6,6 +6,8 @@
 //  - Rank 0 holds an exclusive lock (flock on .lock) for the run's life: a second run into a
 //    directory in use is refused, naming it; the lock goes with the process, so a crashed run's
 //    directory is free again. (A file system without flock cannot guard it: a warning says so.)
+//  - checkpoint.dir is made, proved writable and locked the same way (its own .lock, unless it
+//    is the run directory) at the start, before the first step.
 //  - command.txt holds the command line; train.log everything rank 0 printed (appended, one
 //    header per run); status the end marker: "running" until "finished at step N", "stopped
 //    at step N (preempted)" and the like, or "failed: <error>". A status still
@@ -22,8 +24,8 @@ namespace feast {
 class RunDirectory {
  public:
   // Collective over `world`: settles config.logging.dir (and with it the default
-  // checkpoint.dir), creates the directory and takes the lock. Throws AgreedError on every rank
-  // when the directory is in use or cannot be made.
+  // checkpoint.dir), creates the directory and checkpoint.dir and takes their locks. Throws
+  // AgreedError on every rank when either is in use or cannot be made (or written).
   RunDirectory(Config& config, Communicator& world);
   ~RunDirectory();
   RunDirectory(const RunDirectory&) = delete;
@@ -33,8 +35,11 @@ class RunDirectory {
   void finish(const std::string& status);
 
  private:
+  void release();  // rank 0: stops writing train.log and drops the locks
+
   std::string dir_;
   int lock_fd_ = -1;
+  int checkpoint_lock_fd_ = -1;
   bool rank0_ = false;
 };
 

@@ -6,7 +6,10 @@
 #     and status "finished at step 2"; a second run gets another directory;
 #  2. a fresh run into a directory with an earlier run's metrics.jsonl moves it aside and says so;
 #  3. a run into a directory another run is using is refused, and the first run is unharmed;
-#  4. a failing run's status says "failed: ...".
+#  4. a failing run's status says "failed: ...";
+#  5. an unusable checkpoint.dir stops a run before its first step, naming it; a run given the
+#     checkpoint.dir of a live run is refused, and the live run's checkpoints are unharmed; the
+#     job itself, run again, resumes there.
 set -uo pipefail
 trainer=$1 src=$2 corpus=$3 work=$4
 rm -rf "$work" && mkdir -p "$work/datasets" && cd "$work" || exit 1
@@ -62,3 +65,29 @@ echo "ok: a directory in use is refused; the running job is unharmed"
   --set training.warmup_steps=0 > failing.log 2>&1 && fail "a non-finite run exited 0"
 grep -q '^failed: step 2: loss .*not finite' failing/status || fail "status of a failed run: $(cat failing/status)"
 echo "ok: a failed run's status says so"
+
+touch notadir
+"${run[@]}" --set training.steps=4 --set logging.dir=ckfile --set checkpoint.interval=2 --set checkpoint.dir=notadir \
+  > ckfile.log 2>&1 && fail "a run with a file as checkpoint.dir succeeded"
+grep -q 'checkpoint.dir = "notadir" exists and is not a directory; set checkpoint.dir to a directory' ckfile.log ||
+  fail "checkpoint.dir message: $(grep error ckfile.log)"
+grep -q '^step ' ckfile.log && fail "the run trained before finding checkpoint.dir unusable"
+grep -q '^failed: .*checkpoint.dir = "notadir"' ckfile/status || fail "status: $(cat ckfile/status)"
+echo "ok: an unusable checkpoint.dir stops the run before step 1"
+
+live=("${run[@]}" --set training.steps=100000 --set logging.dir=ck_live --set checkpoint.dir=ck_shared
+      --set checkpoint.interval=1)
+"${live[@]}" > live.log 2>&1 &
+pid=$!
+for _ in $(seq 300); do [[ -f ck_shared/latest ]] && break; sleep 0.1; done
+[[ -f ck_shared/latest ]] || fail "the live run saved nothing: $(tail -3 live.log)"
+"${run[@]}" --set training.steps=2 --set logging.dir=ck_other --set checkpoint.dir=ck_shared \
+  --set checkpoint.resume=never > other.log 2>&1 && fail "a second run into a live run's checkpoint.dir was not refused"
+grep -q 'checkpoint.dir = "ck_shared" is in use by another run' other.log || fail "refusal message: $(grep error other.log)"
+kill -INT $pid; wait $pid
+ls ck_shared/*.superseded > /dev/null 2>&1 && fail "the live run's checkpoints were set aside: $(ls ck_shared)"
+grep -q "interrupted at step" live.log || fail "the live run was harmed: $(tail -3 live.log)"
+last=$(sed 's/^step_0*\([0-9]*\)\.h5$/\1/' ck_shared/latest)
+"${live[@]}" --set training.steps=$((last + 1)) > again.log 2>&1 || fail "the job, run again: $(tail -3 again.log)"
+grep -q "resumed from ck_shared/step_0*$last.h5 at step $last" again.log || fail "not resumed: $(grep checkpoint again.log)"
+echo "ok: a live run's checkpoint.dir is refused to another run; the job itself resumes there"
