@@ -8,8 +8,12 @@
 namespace feast {
 namespace {
 
+// Paths a rank may see under another name: input copies on each node, and directories only rank
+// 0 writes (logging.dir) or whose sameness a save checks itself (checkpoint.dir: every rank must
+// see rank 0's probe file there).
 bool node_local(const std::string& key) {
-  return key == "data.train" || key == "data.val" || key == "model.init_from" || key == "model.tokenizer";
+  return key == "data.train" || key == "data.val" || key == "model.init_from" || key == "model.tokenizer" ||
+         key == "logging.dir" || key == "checkpoint.dir";
 }
 
 // "key = value" lines, as agreed_config_text writes them.

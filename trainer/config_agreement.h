@@ -12,7 +12,8 @@
 namespace feast {
 
 // The keys every rank must agree on and their values, one "key = value" line each. Paths of
-// read-only inputs (data, init_from, tokenizer) are left out: nodes may hold their own copies.
+// read-only inputs (data, init_from, tokenizer) are left out, since nodes may hold their own
+// copies, and so are logging.dir and checkpoint.dir (config_agreement.cpp says why).
 std::string agreed_config_text(const Config& config);
 
 // What differs between `config` (this rank, `my_rank`) and `reference_text` (agreed_config_text

@@ -21,11 +21,12 @@ TEST(ConfigAgreement, TheFirstDifferingKeyIsNamedWithBothValues) {
   EXPECT_NE(config_disagreement(parse({}), 1, "", 0).find("(not a key there)"), std::string::npos);
 }
 
-TEST(ConfigAgreement, NodeLocalInputPathsMayDiffer) {
+TEST(ConfigAgreement, NodeLocalPathsMayDiffer) {
   const std::string reference = agreed_config_text(parse({"data.train=/node0/train.bin", "model.tokenizer=/a"}));
   EXPECT_EQ(reference.find("data.train"), std::string::npos);
   EXPECT_EQ(config_disagreement(parse({"data.train=/node1/train.bin", "model.tokenizer=/b"}), 1, reference, 0), "");
-  EXPECT_NE(config_disagreement(parse({"logging.dir=/elsewhere"}), 1, reference, 0).find("logging.dir"),
+  EXPECT_EQ(config_disagreement(parse({"logging.dir=/elsewhere", "checkpoint.dir=/b"}), 1, reference, 0), "");
+  EXPECT_NE(config_disagreement(parse({"checkpoint.interval=7"}), 1, reference, 0).find("checkpoint.interval = 7"),
             std::string::npos);
 }
 
