@@ -123,6 +123,8 @@ void claim_checkpoint_dir(const Config& config, const std::string& run_dir, int&
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   out << text << "\n";
+  out.close();
+  if (!out) throw Error(path.string() + ": cannot write (" + std::strerror(errno) + ")");
 }
 
 }  // namespace
@@ -198,7 +200,12 @@ void RunDirectory::release() {
 void RunDirectory::finish(const std::string& status) {
   if (!rank0_) return;
   log::file_only("=== run ended: " + status);
-  write_file(fs::path(dir_) / "status", status);
+  // Said, not thrown: the run's own outcome (often an error being handled) comes first.
+  try {
+    write_file(fs::path(dir_) / "status", status);
+  } catch (const std::exception& e) {
+    log::error(std::string("the run's status was not recorded: ") + e.what());
+  }
 }
 
 }  // namespace feast

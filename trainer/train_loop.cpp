@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -80,10 +81,14 @@ TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world,
   if (run.world().rank() == 0) {
     std::filesystem::create_directories(config.logging.dir);
     const ParallelLayout& layout = run.plan().layout;
-    std::ofstream(config.logging.dir + "/config.toml")
-        << "# this run: world size " << run.world().size() << " = tp " << layout.tp() << " x pp " << layout.pp()
+    const std::string resolved = config.logging.dir + "/config.toml";
+    std::ofstream out(resolved);
+    out << "# this run: world size " << run.world().size() << " = tp " << layout.tp() << " x pp " << layout.pp()
         << " x dp " << layout.dp() << "\n"
         << to_toml(with_inferred_values(config, run.inferred()));
+    out.close();
+    // The file a run is continued from: an empty one (a full disk) must not pass unnoticed.
+    if (!out) throw Error(resolved + ": cannot write the resolved config (" + std::strerror(errno) + ")");
     // A resumed run continues the metrics of the run it resumes (the steps after the
     // checkpoint, which it runs again, are replaced); a fresh one never truncates another's.
     if (!resumed) {

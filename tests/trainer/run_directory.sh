@@ -9,7 +9,8 @@
 #  4. a failing run's status says "failed: ...";
 #  5. an unusable checkpoint.dir stops a run before its first step, naming it; a run given the
 #     checkpoint.dir of a live run is refused, and the live run's checkpoints are unharmed; the
-#     job itself, run again, resumes there.
+#     job itself, run again, resumes there;
+#  6. a resolved config.toml that cannot be written (a full disk: /dev/full) fails the run.
 set -uo pipefail
 trainer=$1 src=$2 corpus=$3 work=$4
 rm -rf "$work" && mkdir -p "$work/datasets" && cd "$work" || exit 1
@@ -91,3 +92,9 @@ last=$(sed 's/^step_0*\([0-9]*\)\.h5$/\1/' ck_shared/latest)
 "${live[@]}" --set training.steps=$((last + 1)) > again.log 2>&1 || fail "the job, run again: $(tail -3 again.log)"
 grep -q "resumed from ck_shared/step_0*$last.h5 at step $last" again.log || fail "not resumed: $(grep checkpoint again.log)"
 echo "ok: a live run's checkpoint.dir is refused to another run; the job itself resumes there"
+
+mkdir -p full && ln -s /dev/full full/config.toml
+"${run[@]}" --set training.steps=2 --set logging.dir=full > full.log 2>&1 && fail "a run whose config.toml cannot be written passed"
+grep -q 'full/config.toml: cannot write the resolved config (No space left on device)' full.log ||
+  fail "full disk message: $(grep -m1 error full.log)"
+echo "ok: a resolved config that cannot be written fails the run"
