@@ -284,6 +284,8 @@ std::string read_string(hid_t loc, const char* name, const std::string& path) {
     char* value = nullptr;
     hdf5::Handle mem = hdf5::type(H5Tcopy(H5T_C_S1), what);
     hdf5::check(H5Tset_size(mem, H5T_VARIABLE), what);
+    // HDF5 converts no string between character sets: h5py writes str as UTF-8, bytes as ASCII.
+    hdf5::check(H5Tset_cset(mem, H5Tget_cset(type)), what);
     hdf5::check(H5Aread(*attr, mem, &value), what);
     std::string out = value ? value : "";
     H5free_memory(value);

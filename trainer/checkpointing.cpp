@@ -295,8 +295,9 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
     s.tokens_seen = position[1];
     s.skipped_steps = position[2];
     const int64_t global = int64_t{run.plan().layout.dp()} * run.plan().micro_batches * config.parallel.micro_batch_size;
+    const std::string layout = broadcast_string(world, meta.layout, 0);  // optional for other tools' files
     log::info("checkpoint: resumed from " + path + " at step " + std::to_string(s.step) + " (saved at " +
-              broadcast_string(world, meta.layout, 0) + ")");
+              (layout.empty() ? "a layout the file does not record" : layout) + ")");
     if (position[3] != 0 && position[3] != global)
       log::info("checkpoint: warning: the global batch changes from " + std::to_string(position[3]) + " to " +
                 std::to_string(global) + " sequences; later steps see other data than the interrupted run would have");

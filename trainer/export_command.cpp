@@ -38,7 +38,9 @@ constexpr const char* kUsage =
     "  --dtype D           stored dtype of the weights (default float32: what feast trains in)\n"
     "  --max-shard-size S  largest weight file, e.g. 5GB, 500MB, 2GiB (default 5GB, as transformers)\n"
     "  --tokenizer FOLDER  tokenizer files to copy (default: the checkpoint's model.tokenizer, else\n"
-    "                      its model.init_from); a byte-level model has none to copy\n";
+    "                      its model.init_from); a byte-level model has none to copy\n"
+    "  --config FILE       the config describing the model, for a checkpoint that stores none (one\n"
+    "                      written by another tool); default: the config stored in the checkpoint\n";
 
 // Files of a Hugging Face tokenizer, copied as they are.
 constexpr const char* kTokenizerFiles[] = {"tokenizer.json",          "tokenizer.model",   "vocab.json",
@@ -58,7 +60,7 @@ std::string resolve_checkpoint(const std::string& path) {
 }  // namespace
 
 int export_command(const std::vector<std::string>& args) {
-  std::string checkpoint, out, dtype_name = "float32", tokenizer;
+  std::string checkpoint, out, dtype_name = "float32", tokenizer, config_file;
   uint64_t max_shard = 5'000'000'000ULL;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -77,6 +79,8 @@ int export_command(const std::vector<std::string>& args) {
       max_shard = parse_size("export: --max-shard-size", value());
     } else if (a == "--tokenizer") {
       tokenizer = value();
+    } else if (a == "--config") {
+      config_file = value();
     } else if (a.rfind("--", 0) == 0) {
       throw ConfigError("export: unknown option '" + a + "'\n" + kUsage);
     } else if (checkpoint.empty()) {
@@ -97,7 +101,13 @@ int export_command(const std::vector<std::string>& args) {
   const std::string path = resolve_checkpoint(checkpoint);
   try {
     const CheckpointMeta meta = read_checkpoint_meta(path);
-    const Config config = parse_saved_config(meta.config, path + " (stored config)");
+    // The model's shapes come from a config: the one stored in the file, else the one given. (A
+    // given one must still fit: the reader checks every tensor's name and shape against it.)
+    if (meta.config.empty() && config_file.empty())
+      throw ConfigError("export: " + path + " stores no config (attribute config; written by another tool?), "
+                        "so the model it holds is unknown; give the config that describes it with --config FILE");
+    const Config config = config_file.empty() ? parse_saved_config(meta.config, path + " (stored config)")
+                                              : load_config(config_file, {});
     const ModelConfig& model = config.model;
     if (tokenizer.empty()) {
       tokenizer = tokenizer_folder(model.tokenizer, model.init_from);
@@ -150,7 +160,8 @@ int export_command(const std::vector<std::string>& args) {
     }
     std::ostringstream os;
     os << "export: " << path << " (step " << meta.step << ") -> " << out << ": config.json, " << hf.tensors.size()
-       << " tensors in " << files.size() << " file(s) as " << torch_dtype << ", ";
+       << " tensors in " << files.size() - (files.size() > 1 ? 1 : 0) << " weight file(s) as " << torch_dtype
+       << ", ";
     if (copied) os << copied << " tokenizer file(s) from " << tokenizer;
     else os << "no tokenizer files (a byte-level model, or give --tokenizer)";
     log::info(os.str());

@@ -31,6 +31,8 @@
 #include "parallel/mpi_world.h"
 #include "../parallel/mpi_test_support.h"
 #include "parallel/self_communicator.h"
+#include "trainer/config.h"
+#include "trainer/export_command.h"
 #include "trainer/train_loop.h"
 
 namespace fs = std::filesystem;
@@ -303,12 +305,48 @@ TEST(Checkpoint, AFileWithOnlyTheRequiredAttributesResumes) {
   Config c = make_config("gpt2", Layout{2, 2, 2, 1}, dir);
   c.training.exit_at_step = 4;
   train_run(c);
+  const std::string elsewhere = fresh_dir("minimal_vlen");
   if (world_rank() == 0) {
+    // h5py writes a str attribute as a variable-length UTF-8 string: read like feast's own.
+    const CheckpointMeta ours = read_checkpoint_meta(step_file(dir, 4));
+    const std::string copy = elsewhere + "/vlen.h5";
+    fs::copy_file(step_file(dir, 4), copy);
+    const hid_t g = H5Fopen(copy.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    for (const auto& [name, value] : {std::pair{"config", ours.config}, std::pair{"layout", ours.layout}}) {
+      EXPECT_GE(H5Adelete(g, name), 0) << name;
+      const hid_t type = H5Tcopy(H5T_C_S1), space = H5Screate(H5S_SCALAR);
+      H5Tset_size(type, H5T_VARIABLE);
+      H5Tset_cset(type, H5T_CSET_UTF8);
+      const hid_t a = H5Acreate2(g, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+      const char* text = value.c_str();
+      EXPECT_GE(H5Awrite(a, type, &text), 0) << name;
+      H5Aclose(a);
+      H5Sclose(space);
+      H5Tclose(type);
+    }
+    H5Fclose(g);
+    const CheckpointMeta theirs = read_checkpoint_meta(copy);
+    EXPECT_EQ(theirs.config, ours.config);
+    EXPECT_EQ(theirs.layout, ours.layout);
+
     const hid_t f = H5Fopen(step_file(dir, 4).c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
     for (const char* optional : {"config", "layout", "data_step", "lr_step", "rng_seed", "skipped_steps", "tp", "pp",
                                  "dp", "zero_stage", "micro_batch_size", "num_micro_batches", "global_batch"})
       EXPECT_GE(H5Adelete(f, optional), 0) << optional;
     H5Fclose(f);
+
+    // Exporting needs the model: a file that stores no config asks for --config, and exports with it.
+    const std::string toml = elsewhere + "/model.toml";
+    std::ofstream(toml) << to_toml(c);
+    try {
+      export_command({step_file(dir, 4), "--out", elsewhere + "/hf"});
+      ADD_FAILURE() << "a checkpoint without its config was exported";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("stores no config"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--config FILE"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(export_command({step_file(dir, 4), "--out", elsewhere + "/hf", "--config", toml}), 0);
+    EXPECT_TRUE(fs::exists(elsewhere + "/hf/model.safetensors"));
   }
   MPI_Barrier(MPI_COMM_WORLD);
   Config resume = make_config("gpt2", Layout{1, 2, 4, 2}, dir);
