@@ -69,13 +69,22 @@ int bench_generate_command(const std::vector<std::string>& args) {
   Timer prefill;
   std::vector<float> logits = decoder.forward(prompt);
   const double prefill_s = prefill.seconds();
+  // Each decoded token is one forward of one position: the token the prefill's logits chose, then
+  // each next one. new_tokens forwards, so new_tokens positions after the prompt.
   Timer decode;
   for (int k = 0; k < new_tokens; ++k) {
     const int32_t next = sample_token(logits, greedy, uint64_t(k));
-    if (k + 1 < new_tokens) logits = decoder.forward(std::span(&next, 1));
+    logits = decoder.forward(std::span(&next, 1));
   }
   const double decode_s = decode.seconds();
-  const double weight_bytes = double(table.total_numel()) * sizeof(float);
+  // What one decoded token reads: every matrix once, but of a lookup table (GPT-2's positions, an
+  // untied token embedding) one row. A tied embedding is read whole, as the head.
+  double read_floats = 0;
+  for (const ParamSpec& spec : table.specs()) {
+    const bool lookup = spec.name == "wpe.weight" || (spec.name == "wte.weight" && !cfg.tied());
+    read_floats += lookup ? double(cfg.n_embd) : double(spec.numel);
+  }
+  const double weight_bytes = read_floats * sizeof(float);
   char line[200];
   log::info("generate bench: " + arch + " (" + std::to_string(table.total_numel() / 1000000) + "M parameters), " +
             std::to_string(omp_get_max_threads()) + " thread(s), float32, one process");
@@ -84,7 +93,7 @@ int bench_generate_command(const std::vector<std::string>& args) {
                 prompt_tokens / prefill_s, "-");
   log::info(line);
   std::snprintf(line, sizeof line, "  decode  | %6d | %7.3f | %8.1f | %.1f", new_tokens, decode_s,
-                new_tokens / decode_s, weight_bytes * (new_tokens - 1) / decode_s / 1e9);
+                new_tokens / decode_s, weight_bytes * new_tokens / decode_s / 1e9);
   log::info(line);
   return 0;
 }
