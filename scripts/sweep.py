@@ -127,6 +127,19 @@ def parse_layout(text, where):
     return found
 
 
+def positive_int(value, where):
+    """A rank count or step count as the file gives it: an integer >= 1, not "two" or 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SweepError(f"{where} = {value!r} must be an integer >= 1")
+    return value
+
+
+def positive_number(value, where):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise SweepError(f"{where} = {value!r} must be a number > 0")
+    return float(value)
+
+
 def gpt2_parameters(cfg):
     """N of model/flop_count.h for a GPT-2: every parameter but the vocabulary padding (the
     token embedding is tied to the head and counts once). The summary's "parameters" is the
@@ -184,11 +197,19 @@ class Sweep:
         self.mpirun = s.get("mpirun", ["mpirun", "--oversubscribe", "--bind-to", "none"])
         if not isinstance(self.mpirun, list):
             raise SweepError(f"{path}: sweep.mpirun must be a list of words, e.g. [\"mpirun\", \"--oversubscribe\"]")
-        self.env = {k: str(v) for k, v in s.get("env", {}).items()}
-        self.default_np = int(s.get("np", 1))
-        self.timeout_s = float(s.get("timeout_s", 3600))
-        self.plan = bool(s.get("plan", False))
-        self.plan_args = [str(a) for a in s.get("plan_args", [])]
+        env = s.get("env", {})
+        if not isinstance(env, dict):
+            raise SweepError(f'{path}: sweep.env must be a table of variables, e.g. env = {{ OMP_NUM_THREADS = "1" }}')
+        self.env = {k: str(v) for k, v in env.items()}
+        self.default_np = positive_int(s.get("np", 1), f"{path}: sweep.np")
+        self.timeout_s = positive_number(s.get("timeout_s", 3600), f"{path}: sweep.timeout_s")
+        self.plan = s.get("plan", False)
+        if not isinstance(self.plan, bool):
+            raise SweepError(f"{path}: sweep.plan = {self.plan!r} must be true or false")
+        plan_args = s.get("plan_args", [])
+        if not isinstance(plan_args, list):
+            raise SweepError(f'{path}: sweep.plan_args must be a list of words, e.g. ["--gpu-tflops", "1"]')
+        self.plan_args = [str(a) for a in plan_args]
         self.prepare = doc.get("prepare")
         self.here = here
 
@@ -221,10 +242,12 @@ class Sweep:
             if key == "name":
                 name = str(value)
             elif key == "np":
-                np_ = int(value)
+                np_ = positive_int(value, f"{self.file}: {where}: np")
                 columns["np"] = np_
             elif key == "layout":
                 degrees = parse_layout(value, where)
+                for k, v in degrees.items():
+                    positive_int(v, f"{self.file}: {where}: layout {value!r}: {k}")
                 columns["layout"] = str(value)
                 for k, v in degrees.items():
                     overrides[LAYOUT_KEYS[k]] = v
@@ -248,7 +271,10 @@ class Sweep:
                 raise SweepError(f"{self.file}: grid.{key} must be a non-empty list of values")
         # The grid's points (every combination of its lists), then the explicit runs.
         settings = [dict(zip(grid, vals)) for vals in itertools.product(*grid.values())] if grid else []
-        settings += [flatten(r) for r in doc.get("runs", [])]
+        runs = doc.get("runs", [])
+        if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+            raise SweepError(f"{self.file}: runs must be tables, one [[runs]] per run")
+        settings += [flatten(r) for r in runs]
         if not settings:
             settings = [{}]  # the base config as it is, once
         raw = []  # (np, name, columns, overrides)
@@ -296,6 +322,10 @@ class Sweep:
         budgets, models = sc.get("budgets"), sc.get("models")
         if not budgets or not models:
             raise SweepError(f"{where} needs budgets = [FLOPs, ...] and at least one [[scaling.models]]")
+        if not isinstance(budgets, list):
+            raise SweepError(f"{where}: budgets must be a list of FLOP counts, e.g. [1e13, 3e13]")
+        for budget in budgets:
+            positive_number(budget, f"{where}: a budget")
         warmup_fraction = float(sc.get("warmup_fraction", 0.0))
         min_steps = int(sc.get("min_steps", 1))
         prepared = []  # (model name, N, np, columns, overrides), in the file's order

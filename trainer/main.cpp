@@ -122,7 +122,8 @@ constexpr const char* kPrintConfigHelp =
     "Prints the resolved config as TOML: every key with its value and where it came from. Values\n"
     "the config leaves to inference (parallel.dp, training.batch_size or parallel.num_micro_batches,\n"
     "training.threads) are filled in as a job of N ranks on this machine would use them (N: --world,\n"
-    "else mpirun's world size) and marked [inferred: ...].\n"
+    "else mpirun's world size) and marked [inferred: ...]. With --world, a layout that does not fit\n"
+    "N ranks is an error.\n"
     "       trainer print-config --docs docs/config.md\n"
     "prints docs/config.md with its tables regenerated from the key table (redirect to update it).\n";
 
@@ -130,6 +131,7 @@ constexpr const char* kPrintConfigHelp =
 int print_config_command(const std::vector<std::string>& rest, int world_size) {
   std::vector<std::string> args;
   int world = world_size;
+  bool world_given = false;
   for (size_t i = 0; i < rest.size(); ++i) {
     if (rest[i] == "--help" || rest[i] == "-h") {
       log::info(kPrintConfigHelp);
@@ -148,6 +150,7 @@ int print_config_command(const std::vector<std::string>& rest, int world_size) {
     if (rest[i] == "--world") {
       if (i + 1 >= rest.size()) throw ConfigError("print-config: --world needs a number of ranks");
       world = parse_positive_int("--world", rest[++i], kPrintConfigHelp);
+      world_given = true;
       continue;
     }
     args.push_back(rest[i]);
@@ -162,6 +165,8 @@ int print_config_command(const std::vector<std::string>& rest, int world_size) {
     v.dp = plan.layout.dp();
     v.micro_batches = plan.micro_batches;
   } catch (const ConfigError&) {
+    // Asked about a job of --world ranks (as sweep.py --check does): the layout must fit it.
+    if (world_given) throw;
     // Not a valid layout at this world size: those values stay marked as inferred at launch.
   }
   // The ranks of a job of `world` on this machine share its CPUs (as training's policy decides).

@@ -7,7 +7,9 @@
 #     to each budget;
 #  3. a point that fails is recorded with its error, the sweep goes on and exits 1;
 #  4. report.py draws every picture the data allows: each a valid PNG, over a few KB, with many
-#     colours (not blank), all embedded in report.html; a picture without data is a note.
+#     colours (not blank), all embedded in report.html; a picture without data is a note;
+#  5. a malformed sweep file exits 2 naming the key; --check refuses a point whose layout does
+#     not fit its rank count.
 set -uo pipefail
 trainer=$(realpath "$1") mpiexec=$2 src=$(realpath "$3") corpus=$(realpath "$4") work=$5
 py=/usr/bin/python3
@@ -196,3 +198,25 @@ for r in text:  # printed to 0.1 us
 assert abs(fit_text["beta_s_per_byte"] / fit_json["beta_s_per_byte"] - 1) < 2e-3, (fit_text, fit_json)
 EOF
 echo "ok: report.html embeds $(ls report/*.png | wc -l) pictures"
+
+for case in 'np = "two"|sweep.np' 'np = 0|sweep.np' 'timeout_s = "ten"|sweep.timeout_s' \
+            'env = ["x"]|sweep.env' 'plan = "yes"|sweep.plan' 'plan_args = "--gpu-tflops 1"|sweep.plan_args'; do
+  printf '[sweep]\nbase = "%s"\ntrainer = "%s"\n%s\n' "$src/configs/demo.toml" "$trainer" "${case%%|*}" > malformed.toml
+  $py "$src/scripts/sweep.py" malformed.toml --check > malformed.log 2>&1
+  code=$?
+  [[ $code == 2 ]] && grep -qF "${case##*|}" malformed.log || fail "sweep file with ${case%%|*}: exit $code: $(cat malformed.log)"
+done
+cat > conflict.toml <<EOF
+[sweep]
+base = "$src/configs/demo.toml"
+trainer = "$trainer"
+mpirun = []
+[set]
+$common
+[[runs]]
+layout = "tp2pp1dp1"
+np = 4
+EOF
+$py "$src/scripts/sweep.py" conflict.toml --check > conflict.log 2>&1 && fail "--check passed a layout for 2 ranks at np 4"
+grep -q "config refused: .*the world has 4 ranks" conflict.log || fail "--check's refusal: $(cat conflict.log)"
+echo "ok: malformed sweep files and layouts that do not fit np are refused"
