@@ -15,6 +15,7 @@
 #include "trainer/config.h"
 #include "trainer/formatted.h"
 #include "trainer/cost_model.h"
+#include "trainer/threads.h"
 
 namespace feast {
 namespace {
@@ -37,7 +38,8 @@ constexpr const char* kUsage =
     "  --dtype fp32|bf16         fp32: float32 throughout; bf16: mixed precision on a GPU (default:\n"
     "                            the run's own, from training.device and training.dtype)\n"
     "  --threads N               OpenMP threads per rank (fp32: the CPU attention scratch; default\n"
-    "                            training.threads, or 1)\n"
+    "                            training.threads, else as a job of --gpus ranks on this machine\n"
+    "                            would choose them)\n"
     "  --mttf-hours H            mean time to failure of ONE GPU (default 50000)\n"
     "  --checkpoint-seconds C    time to save a checkpoint (default: its size / --checkpoint-bw;\n"
     "                            `trainer bench --checkpoint --dir DIR` measures it)\n"
@@ -301,7 +303,11 @@ int plan_command(const std::vector<std::string>& args) {
                                  ? PlanDType::kFp32
                                  : PlanDType::kBf16;
   a.options.memory.gpu = config.training.device == "cuda" || a.options.memory.dtype == PlanDType::kBf16;
-  if (!a.threads_set) a.options.memory.threads = std::max(1, config.training.threads);
+  // The threads a CPU run would use (each holds attention scratch): training.threads, else what
+  // the thread policy gives a job of --gpus ranks on this machine, as the run itself decides.
+  if (!a.threads_set)
+    a.options.memory.threads =
+        config.training.threads > 0 ? config.training.threads : thread_policy(a.options.cluster.gpus).threads;
   const Cluster& cl = a.options.cluster;
   const std::vector<LayoutEstimate> layouts = plan_layouts(config, a.options);
   const PlanDType dtype = a.options.memory.dtype;
