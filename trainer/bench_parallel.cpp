@@ -12,6 +12,8 @@
 #include "parallel/agreement.h"
 #include "trainer/bench_comm.h"
 #include "trainer/cli_args.h"
+#include "trainer/config.h"
+#include "trainer/layout_plan.h"
 #include "trainer/shared_temp_dir.h"
 #include "core/log.h"
 #include "core/plural.h"
@@ -70,6 +72,24 @@ std::vector<int> parse_counts(const std::string& flag, const std::string& s) {
   return out;
 }
 
+// One run's config: `base` at layout `l`, with `micro` micro-batches per replica (0: as the
+// global batch divides).
+Config run_config(const Config& base, const Layout& l, int micro, int steps) {
+  Config c = base;
+  c.parallel.tp = l.tp;
+  c.parallel.pp = l.pp;
+  c.parallel.dp = l.dp;
+  const std::string name = "tp" + std::to_string(l.tp) + "pp" + std::to_string(l.pp) + "dp" + std::to_string(l.dp);
+  for (const char* key : {"parallel.tp", "parallel.pp", "parallel.dp"}) c.origin[key] = "bench layout " + name;
+  c.training.steps = steps;
+  if (micro > 0) {
+    c.training.batch_size = 0;  // dp x m x micro-batch
+    c.parallel.num_micro_batches = micro;
+    c.origin["parallel.num_micro_batches"] = "bench --micro-batches";
+  }
+  return c;
+}
+
 }  // namespace
 
 int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr<Communicator> world) {
@@ -88,6 +108,13 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
   int steps = 10, warmup = 2;
   std::vector<Layout> layouts;
   std::vector<int> micro_batches;  // empty: as --batch divides
+  // Errors about the keys the flags set name the flag, given or left at its default.
+  static const std::map<std::string, std::vector<std::string>> kFlagKeys = {
+      {"--layers", {"model.n_layer"}},       {"--heads", {"model.n_head"}},
+      {"--embd", {"model.n_embd"}},          {"--seq", {"training.seq_len", "model.max_seq_len"}},
+      {"--batch", {"training.batch_size"}}, {"--micro-batch", {"parallel.micro_batch_size"}}};
+  for (const auto& [flag, keys] : kFlagKeys)
+    for (const std::string& key : keys) base.origin[key] = "bench " + flag + " (default " + config_value(base, key) + ")";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--parallel") continue;
@@ -95,7 +122,12 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
       log::info(kUsage);
       return 0;
     }
-    if (i + 1 >= args.size()) throw ConfigError("bench: " + a + " needs a value (or is unknown)\n" + kUsage);
+    static const char* const kOptions[] = {"--layouts", "--steps", "--warmup",        "--layers", "--heads",
+                                           "--embd",    "--seq",   "--batch",         "--micro-batch",
+                                           "--micro-batches",      "--zero",          "--schedule"};
+    if (std::find(std::begin(kOptions), std::end(kOptions), a) == std::end(kOptions))
+      throw ConfigError("bench: unknown option '" + a + "'\n" + kUsage);
+    if (i + 1 >= args.size()) throw ConfigError("bench: " + a + " needs a value\n" + kUsage);
     const std::string& v = args[++i];
     if (a == "--layouts") layouts = parse_layouts(v);
     else if (a == "--steps") steps = positive(a, v);
@@ -107,17 +139,12 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
     else if (a == "--batch") base.training.batch_size = positive(a, v);
     else if (a == "--micro-batch") base.parallel.micro_batch_size = positive(a, v);
     else if (a == "--micro-batches") micro_batches = parse_counts(a, v);
-    else if (a == "--zero" && (v == "0" || v == "1" || v == "2")) base.parallel.zero_stage = v[0] - '0';
-    else if (a == "--schedule") base.parallel.schedule = v;
-    else throw ConfigError("bench: unknown option '" + a + "'\n" + kUsage);
-    if (a == "--layers" || a == "--heads" || a == "--embd" || a == "--seq" || a == "--batch" || a == "--micro-batch") {
-      // Errors about the keys these flags set name the flag the user gave.
-      static const std::map<std::string, std::vector<std::string>> keys = {
-          {"--layers", {"model.n_layer"}},       {"--heads", {"model.n_head"}},
-          {"--embd", {"model.n_embd"}},          {"--seq", {"training.seq_len", "model.max_seq_len"}},
-          {"--batch", {"training.batch_size"}}, {"--micro-batch", {"parallel.micro_batch_size"}}};
-      for (const std::string& key : keys.at(a)) base.origin[key] = "bench " + a + " " + v;
-    }
+    else if (a == "--zero") {
+      if (v != "0" && v != "1" && v != "2") throw ConfigError("bench: --zero " + v + ": expected 0, 1 or 2\n" + kUsage);
+      base.parallel.zero_stage = v[0] - '0';
+    } else if (a == "--schedule") base.parallel.schedule = v;
+    if (const auto it = kFlagKeys.find(a); it != kFlagKeys.end())
+      for (const std::string& key : it->second) base.origin[key] = "bench " + a + " " + v;
   }
   const int n = world->size();
   if (layouts.empty()) {
@@ -135,6 +162,22 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
           layouts.push_back({tp, pp, n / (tp * pp)});
       }
     for (const std::string& why : skipped) log::info("bench: skipping " + why);
+  }
+  // One run per layout and micro-batch count (the count the batch gives when none are listed),
+  // each checked by the trainer's own rules now, before minutes of benchmarking.
+  std::vector<std::pair<Layout, int>> runs;
+  for (const Layout& l : layouts) {
+    if (micro_batches.empty()) runs.push_back({l, 0});
+    for (int m : micro_batches) runs.push_back({l, m});
+  }
+  for (const auto& [l, micro] : runs) {
+    try {
+      plan_layout(run_config(base, l, micro, warmup + steps), n);
+    } catch (const ConfigError& e) {
+      throw ConfigError("bench --parallel: layout tp" + std::to_string(l.tp) + "pp" + std::to_string(l.pp) + "dp" +
+                        std::to_string(l.dp) + (micro > 0 ? " with " + std::to_string(micro) + " micro-batches" : "") +
+                        " on " + count_of(n, "rank") + ": " + e.what());
+    }
   }
 
   {
@@ -180,23 +223,8 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
             "the ranks, on average, did not wait for");
   log::info("layout          m ranks   tokens/s   ms/step  compute  tp-comm  dp-comm  pp-idle    data   optim   other"
             "   bubble  formula       E  dp-hidden");
-  // One run per layout and micro-batch count (the count the batch gives when none are listed).
-  std::vector<std::pair<Layout, int>> runs;
-  for (const Layout& l : layouts) {
-    if (micro_batches.empty()) runs.push_back({l, 0});
-    for (int m : micro_batches) runs.push_back({l, m});
-  }
   for (const auto& [l, micro] : runs) {
-    Config c = base;
-    c.parallel.tp = l.tp;
-    c.parallel.pp = l.pp;
-    c.parallel.dp = l.dp;
-    c.training.steps = warmup + steps;
-    if (micro > 0) {
-      c.training.batch_size = 0;  // dp x m x micro-batch
-      c.parallel.num_micro_batches = micro;
-      c.origin["parallel.num_micro_batches"] = "bench --micro-batches";
-    }
+    const Config c = run_config(base, l, micro, warmup + steps);
     const int m = c.micro_batches_per_rank(l.dp);
     TrainSummary s;
     {

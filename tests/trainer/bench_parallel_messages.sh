@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench_parallel_messages.sh TRAINER MPIEXEC: `bench --parallel` says which default layouts it
 # skips and why; --micro-batches gives a row per count with the pipeline formula; an error about
-# a value its user gave names the flag; and it leaves no temporary data behind when it fails.
+# a value its user gave names the flag, before anything is measured; and it leaves no temporary
+# data behind when it fails.
 set -uo pipefail
 trainer=$1 mpiexec=$2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -28,6 +29,8 @@ echo "ok: --micro-batches runs each count with the bubble formula and E"
 before=$(ls -d "$tmp"/feast_bench_* 2>/dev/null | sort)
 out=$("${mpi[@]}" --batch 3 2>&1) && fail "--batch 3 was accepted"
 grep -q "bench --batch 3: training.batch_size = 3 is not divisible" <<<"$out" || fail "message: $(grep -m1 error <<<"$out")"
+# Found before anything is measured: no communication table, no layout header.
+grep -qiE "^layout|allreduce" <<<"$out" && fail "the error came after the benchmark started: ${out:0:400}"
 after=$(ls -d "$tmp"/feast_bench_* 2>/dev/null | sort)
 [[ $before == "$after" ]] || fail "temporary data left behind: $(comm -13 <(echo "$before") <(echo "$after"))"
 echo "ok: the error names --batch; no temporary data is left"
