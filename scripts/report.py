@@ -840,6 +840,8 @@ def fmt(v, digits=4):
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
+        if not math.isfinite(v):  # a diverged run's loss, say: int() cannot take it
+            return str(v)
         if v == int(v) and abs(v) < 1e15:
             return f"{int(v):,}" if abs(v) >= 10000 else str(int(v))
         if abs(v) >= 1e5 or abs(v) < 1e-3:

@@ -125,7 +125,12 @@ int bench_command(const std::vector<std::string>& args) {
                       std::to_string(mc.max_seq_len));
 
   if (device != "cpu" && device != "cuda") throw ConfigError("bench: --device '" + device + "': expected cpu or cuda\n" + kUsage);
-  const std::unique_ptr<Backend> backend = make_backend(device, dtype);
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = make_backend(device, dtype);
+  } catch (const ConfigError& e) {  // worded for the config's keys, which --device and --dtype stand for here
+    throw ConfigError("bench --device " + device + " --dtype " + dtype + ": " + e.what());
+  }
   DecoderStage model(mc, StageSpec::whole(mc), StageShape{max_b, max_t, 1}, *backend, nullptr);
   initialize_parameters(model, 1337);
   const size_t n_total = model.parameters().numel;
