@@ -81,6 +81,7 @@ int bench_generate_command(const std::vector<std::string>& args) {
   // untied token embedding) one row. A tied embedding is read whole, as the head.
   double read_floats = 0;
   for (const ParamSpec& spec : table.specs()) {
+    if (spec.tied_to >= 0) continue;  // a tied head is the embedding, counted whole below
     const bool lookup = spec.name == "wpe.weight" || (spec.name == "wte.weight" && !cfg.tied());
     read_floats += lookup ? double(cfg.n_embd) : double(spec.numel);
   }

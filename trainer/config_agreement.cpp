@@ -8,12 +8,23 @@
 namespace feast {
 namespace {
 
-// Paths a rank may see under another name: input copies on each node, and directories only rank
-// 0 writes (logging.dir) or whose sameness a save checks itself (checkpoint.dir: every rank must
-// see rank 0's probe file there).
+// Paths a rank may name differently: inputs each node keeps its own copy of, and directories
+// whose sameness is checked where it matters (checkpoint.dir: at the start every rank must see
+// rank 0's probe there; logging.dir gives the default checkpoint.dir, and only rank 0 writes the
+// rest of it). A relative checkpoint.resume is read against each node's copy of the config.
 bool node_local(const std::string& key) {
   return key == "data.train" || key == "data.val" || key == "model.init_from" || key == "model.tokenizer" ||
-         key == "logging.dir" || key == "checkpoint.dir";
+         key == "logging.dir" || key == "checkpoint.dir" || key == "checkpoint.resume";
+}
+
+// What must still agree of a node-local path: whether it is set, since that decides which
+// collectives a rank joins (evaluations, the import, the run directory's), and for
+// checkpoint.resume its kind.
+std::string agreed_value(const Config& config, const std::string& key) {
+  const std::string value = config_value(config, key);
+  if (!node_local(key)) return value;
+  if (key == "checkpoint.resume" && (value == "\"auto\"" || value == "\"never\"")) return value;
+  return value == "\"\"" ? "(unset)" : "(a path)";
 }
 
 // "key = value" lines, as agreed_config_text writes them.
@@ -31,8 +42,7 @@ std::map<std::string, std::string> parse_lines(const std::string& text) {
 
 std::string agreed_config_text(const Config& config) {
   std::string text;
-  for (const std::string& key : config_keys())
-    if (!node_local(key)) text += key + " = " + config_value(config, key) + "\n";
+  for (const std::string& key : config_keys()) text += key + " = " + agreed_value(config, key) + "\n";
   return text;
 }
 
@@ -40,8 +50,7 @@ std::string config_disagreement(const Config& config, int my_rank, const std::st
                                 int reference_rank) {
   const std::map<std::string, std::string> theirs = parse_lines(reference_text);
   for (const std::string& key : config_keys()) {
-    if (node_local(key)) continue;
-    const std::string mine = config_value(config, key);
+    const std::string mine = agreed_value(config, key);
     const auto it = theirs.find(key);
     const std::string other = it == theirs.end() ? "(not a key there)" : it->second;
     if (mine == other) continue;

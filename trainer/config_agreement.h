@@ -11,9 +11,9 @@
 
 namespace feast {
 
-// The keys every rank must agree on and their values, one "key = value" line each. Paths of
-// read-only inputs (data, init_from, tokenizer) are left out, since nodes may hold their own
-// copies, and so are logging.dir and checkpoint.dir (config_agreement.cpp says why).
+// Every key and the value every rank must agree on, one "key = value" line each. Of paths that
+// may differ by node (the data, init_from, tokenizer, logging.dir, checkpoint.dir, a
+// checkpoint.resume file; config_agreement.cpp says why) only whether each is set counts.
 std::string agreed_config_text(const Config& config);
 
 // What differs between `config` (this rank, `my_rank`) and `reference_text` (agreed_config_text

@@ -195,6 +195,7 @@ int generate_command(const Config& config, const std::vector<std::string>& args)
   };
   // The cache holds the positions this generation can reach, not the model's whole context.
   KvCacheDecoder decoder(model, source, int(std::min<int64_t>(model.max_seq_len, int64_t(context.size()) + max_new)));
+  saved.reset();  // the decoder holds its own copy of the weights now
 
   const std::optional<int32_t> eos = tokenizer && !ignore_eos ? tokenizer->eos_id() : std::nullopt;
   std::vector<int32_t> generated;

@@ -38,8 +38,8 @@ constexpr const char* kUsage =
     "  --dtype fp32|bf16         fp32: float32 throughout; bf16: mixed precision on a GPU (default:\n"
     "                            the run's own, from training.device and training.dtype)\n"
     "  --threads N               OpenMP threads per rank (fp32: the CPU attention scratch; default\n"
-    "                            training.threads, else as a job of --gpus ranks on this machine\n"
-    "                            would choose them)\n"
+    "                            training.threads, else as one node's ranks on a machine like this\n"
+    "                            one would choose them)\n"
     "  --mttf-hours H            mean time to failure of ONE GPU (default 50000)\n"
     "  --checkpoint-seconds C    time to save a checkpoint (default: its size / --checkpoint-bw;\n"
     "                            `trainer bench --checkpoint --dir DIR` measures it)\n"
@@ -304,10 +304,13 @@ int plan_command(const std::vector<std::string>& args) {
                                  : PlanDType::kBf16;
   a.options.memory.gpu = config.training.device == "cuda" || a.options.memory.dtype == PlanDType::kBf16;
   // The threads a CPU run would use (each holds attention scratch): training.threads, else what
-  // the thread policy gives a job of --gpus ranks on this machine, as the run itself decides.
+  // the thread policy gives the ranks of one node (--gpus-per-node) on a machine like this one,
+  // as the run itself decides.
   if (!a.threads_set)
     a.options.memory.threads =
-        config.training.threads > 0 ? config.training.threads : thread_policy(a.options.cluster.gpus).threads;
+        config.training.threads > 0
+            ? config.training.threads
+            : thread_policy(std::min(a.options.cluster.gpus, a.options.cluster.gpus_per_node)).threads;
   const Cluster& cl = a.options.cluster;
   const std::vector<LayoutEstimate> layouts = plan_layouts(config, a.options);
   const PlanDType dtype = a.options.memory.dtype;

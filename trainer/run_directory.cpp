@@ -76,7 +76,7 @@ std::string unfinished_run(const Config& config) {
 
 // Locks `dir` for this run; false when another run holds it. A file system without flock
 // (Lustre without -o flock, some NFS mounts) cannot guard the directory: said, and allowed.
-bool lock_dir(const std::string& dir, int& fd) {
+bool lock_dir(const std::string& dir, int& fd, const std::string& what = "run directory") {
   fd = ::open((fs::path(dir) / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) throw Error("cannot open " + dir + "/.lock: " + std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
@@ -85,7 +85,7 @@ bool lock_dir(const std::string& dir, int& fd) {
     fd = -1;
     return false;
   }
-  log::info("run directory: warning: cannot lock " + dir + "/.lock (" + std::strerror(errno) +
+  log::info(what + ": warning: cannot lock " + dir + "/.lock (" + std::strerror(errno) +
             "): this file system does not support flock, so nothing stops two runs from sharing " + dir);
   return true;
 }
@@ -114,7 +114,7 @@ void claim_checkpoint_dir(const Config& config, const std::string& run_dir, int&
   ::close(probe_fd);
   fs::remove(probe, ec);
   if (fs::equivalent(dir, run_dir, ec)) return;
-  if (!lock_dir(dir, fd))
+  if (!lock_dir(dir, fd, "checkpoint.dir"))
     throw Error(named + " is in use by another run that is still going (it holds " + dir +
                 "/.lock); its checkpoints would be overwritten or set aside; give this run another checkpoint.dir, "
                 "or leave it unset for <logging.dir>/checkpoints");
@@ -184,6 +184,39 @@ RunDirectory::RunDirectory(Config& config, Communicator& world) : rank0_(world.r
     }
   }
   agree_on_error(world, error);
+  if (world.size() > 1) see_claimed_checkpoint_dir(config, world);
+}
+
+void RunDirectory::see_claimed_checkpoint_dir(const Config& config, Communicator& world) {
+  // Under whatever name its config gives it: a rank that sees another directory (a node-local
+  // path) would otherwise fail only at the first save, as CheckpointStore::save finds.
+  const fs::path probe = fs::path(checkpoint_dir(config)) / ".claim_probe";
+  std::string token;
+  if (rank0_) {
+    token = "claim " + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+    std::ofstream(probe) << token;
+  }
+  token = broadcast_string(world, token, 0);
+  std::ifstream in(probe);
+  std::string seen;
+  std::getline(in, seen);
+  const std::string failure =
+      seen == token ? ""
+                    : config.where("checkpoint.dir") + ": checkpoint.dir " + checkpoint_dir(config) +
+                          " is not the directory rank 0 saves in (rank 0's probe file is not visible here); put "
+                          "checkpoints on a file system every node mounts, at a path every rank's config names";
+  std::error_code ec;
+  try {
+    agree_on_error(world, failure);
+  } catch (const AgreedError& e) {
+    if (rank0_) {
+      fs::remove(probe, ec);
+      finish(std::string("failed: ") + e.what());
+      release();
+    }
+    throw;
+  }
+  if (rank0_) fs::remove(probe, ec);
 }
 
 RunDirectory::~RunDirectory() { release(); }

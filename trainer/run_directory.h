@@ -25,7 +25,8 @@ class RunDirectory {
  public:
   // Collective over `world`: settles config.logging.dir (and with it the default
   // checkpoint.dir), creates the directory and checkpoint.dir and takes their locks. Throws
-  // AgreedError on every rank when either is in use or cannot be made (or written).
+  // AgreedError on every rank when either is in use or cannot be made (or written), or when a
+  // rank does not see rank 0's checkpoint.dir.
   RunDirectory(Config& config, Communicator& world);
   ~RunDirectory();
   RunDirectory(const RunDirectory&) = delete;
@@ -36,6 +37,9 @@ class RunDirectory {
 
  private:
   void release();  // rank 0: stops writing train.log and drops the locks
+  // Collective: every rank sees, through its own checkpoint.dir, the directory rank 0 claimed.
+  // Throws AgreedError on every rank (rank 0 having released) when one does not.
+  void see_claimed_checkpoint_dir(const Config& config, Communicator& world);
 
   std::string dir_;
   int lock_fd_ = -1;

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "trainer/checkpointing.h"
+#include "trainer/config_agreement.h"
 #include "trainer/fault_injection.h"
 #include "model/flop_count.h"
 #include "trainer/device_peak.h"
@@ -247,6 +248,9 @@ TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world,
 
 TrainSummary train(const Config& configured, std::unique_ptr<Communicator> world, const TrainHooks& hooks) {
   Config config = configured;
+  // Every rank runs rank 0's config, or a check below would fail on some ranks only and leave
+  // the others waiting in the run directory's agreement.
+  agree_on_config(*world, config);
   check_training_config(config, world->size());  // a config that cannot run touches no run directory
   RunDirectory run_dir(config, *world);  // settles logging.dir; one run per directory
   try {

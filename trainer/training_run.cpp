@@ -115,7 +115,8 @@ LayoutPlan check_training_config(const Config& config, int world_size, RunPurpos
 namespace {
 
 // The layout, once every rank is known to run the same config: a rank whose config differs
-// would otherwise fail the layout check alone, or build layers of other shapes.
+// would otherwise fail the layout check alone, or build layers of other shapes. (train() has
+// agreed already, before its own checks; eval comes here first.)
 LayoutPlan agreed_plan(const Config& config, Communicator& world, RunPurpose purpose) {
   agree_on_config(world, config);
   return check_training_config(config, world.size(), purpose);

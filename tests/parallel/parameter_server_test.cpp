@@ -80,7 +80,7 @@ Config config(const ModelConfig& model, int tp, int pp, Sync sync) {
   c.training.threads = 1;
   c.data.train = data_dir() + "/train_*.bin";
   c.data.val = data_dir() + "/val_*.bin";
-  c.logging.dir = data_dir() + "/run_" + std::to_string(world_rank());
+  c.logging.dir = data_dir() + "/run";  // every rank's: a job's ranks see one checkpoint.dir
   c.logging.interval = 1000;
   c.logging.tensorboard = false;
   c.checkpoint.resume = "never";
