@@ -85,54 +85,57 @@ void CheckpointStore::set_aside(const std::string& path, const std::string& reas
   fs::rename(path, path + "." + reason, ec);
 }
 
+void CheckpointStore::prove_shared(Communicator& world, const std::string& token) const {
+  const fs::path dir(dir_), probe = dir / ".shared_probe";
+  std::string error;
+  if (world.rank() == 0) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    std::ofstream out(probe, std::ios::trunc);
+    out << token;
+    out.close();
+    if (ec) error = "checkpoint.dir: cannot create " + dir_ + ": " + ec.message();
+    else if (!out) error = "checkpoint.dir: cannot write in " + dir_ + ": " + std::strerror(errno);
+  }
+  agree_on_error(world, error);
+  // Every rank must see the directory rank 0 commits in: a node-local directory would give each
+  // node a file with only its own slices, and rank 0 would commit its holes.
+  const std::string expected = broadcast_string(world, token, 0);
+  std::ifstream in(probe);
+  std::string seen;
+  std::getline(in, seen);
+  if (seen != expected)
+    error = "checkpoint.dir " + dir_ + " is not the directory rank 0 saves in (rank 0's probe file is not visible "
+            "here); put checkpoints on a file system every node mounts, at a path every rank's config names";
+  const auto remove_probe = [&] {  // once every rank has read it: the agreement below is collective
+    std::error_code ec;
+    if (world.rank() == 0) fs::remove(probe, ec);
+  };
+  try {
+    agree_on_error(world, error);
+  } catch (...) {
+    remove_probe();
+    throw;
+  }
+  remove_probe();
+}
+
 std::string CheckpointStore::save(Communicator& world, int64_t step, int keep,
                                   const std::function<void(const std::string&)>& write) {
   const fs::path dir(dir_);
   const fs::path final_path = dir / file_name(step);
   const fs::path temporary = dir / ("." + file_name(step) + ".tmp");
-  const fs::path probe = dir / ".shared_probe";
   // A token unique to this save, so that a probe left by an earlier one proves nothing.
-  const std::string token = std::to_string(step) + "-" +
-                            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
-  std::string error;
+  prove_shared(world, std::to_string(step) + "-" +
+                          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
   if (world.rank() == 0) {
-    try {
-      std::error_code ec;
-      fs::create_directories(dir, ec);
-      if (ec) throw Error("checkpoint.dir: cannot create " + dir_ + ": " + ec.message());
-      // Leftovers of a save that a crash interrupted: never complete, never read.
-      for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-        if (std::regex_match(it->path().filename().string(), kTemporaryName)) fs::remove(it->path(), ec);
-      std::ofstream out(probe, std::ios::trunc);
-      out << token;
-      out.flush();
-      if (!out) throw Error("checkpoint.dir: cannot write in " + dir_);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
-  agree_on_error(world, error);
-  // Every rank must see the directory rank 0 commits in: a node-local directory would give each
-  // node a file with only its own slices, and rank 0 would commit its holes.
-  if (world.size() > 1) {
-    const std::string expected = broadcast_string(world, token, 0);
-    std::ifstream in(probe);
-    std::string seen;
-    std::getline(in, seen);
-    if (seen != expected)
-      error = "checkpoint.dir " + dir_ + " is not shared with rank 0 (its probe file is not visible here); put "
-              "checkpoints on a file system every node mounts";
-    const std::optional<std::string> first = first_error(world, error);
-    if (world.rank() == 0) {
-      std::error_code ec;
-      fs::remove(probe, ec);
-    }
-    if (first) throw Error(*first);
-  } else {
+    // Leftovers of a save that a crash interrupted: never complete, never read.
     std::error_code ec;
-    fs::remove(probe, ec);
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      if (std::regex_match(it->path().filename().string(), kTemporaryName)) fs::remove(it->path(), ec);
   }
 
+  std::string error;
   try {
     write(temporary.string());
   } catch (const std::exception& e) {

@@ -35,6 +35,13 @@ class CheckpointStore {
   // counts as complete but stays for a person to look at.
   static void set_aside(const std::string& path, const std::string& reason);
 
+  // Collective over `world`: rank 0 makes the directory and writes `token` into a probe file
+  // there, and every rank reads it back through its own path to the directory, so a directory
+  // rank 0 cannot write, or one a rank sees under its name but not shared (node-local), is found
+  // before anything is written into it. Throws AgreedError on every rank, naming the directory.
+  // The probe is removed again.
+  void prove_shared(Communicator& world, const std::string& token) const;
+
   // Collective over `world`: makes the directory, calls write(temporary path) on every rank
   // (itself collective), then commits as described above and keeps the newest `keep`. Returns
   // the final path. Throws on every rank alike (CheckpointError for the write, feast::Error for

@@ -3,12 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <iterator>
 #include <optional>
 
 #include "checkpoint/async_checkpoint_writer.h"
@@ -87,11 +85,8 @@ int bench_checkpoint_command(const std::vector<std::string>& args, std::unique_p
       log::info(kUsage);
       return 0;
     }
-    static const char* const kOptions[] = {"--dir", "--layers", "--embd", "--heads", "--vocab", "--repeat"};
-    if (std::find(std::begin(kOptions), std::end(kOptions), a) == std::end(kOptions))
-      throw ConfigError("bench: unknown option '" + a + "'\n" + kUsage);
-    if (i + 1 >= args.size()) throw ConfigError("bench: " + a + " needs a value\n" + kUsage);
-    const std::string& v = args[++i];
+    const std::string& v =
+        option_value(args, i, {"--dir", "--layers", "--embd", "--heads", "--vocab", "--repeat"}, "bench", kUsage);
     if (a == "--dir") dir = v;
     else if (a == "--layers") mc.n_layer = parse_positive_int(a, v, kUsage);
     else if (a == "--embd") mc.n_embd = parse_positive_int(a, v, kUsage);

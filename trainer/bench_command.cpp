@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,12 +89,10 @@ int bench_command(const std::vector<std::string>& args) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    static const char* const kOptions[] = {"--arch",   "--shapes", "--warmup",       "--steps", "--layers", "--heads",
-                                           "--kv-heads", "--embd",   "--intermediate", "--vocab", "--device", "--dtype"};
-    if (std::find(std::begin(kOptions), std::end(kOptions), a) == std::end(kOptions))
-      throw ConfigError("bench: unknown option '" + a + "'\n" + kUsage);
-    if (i + 1 >= args.size()) throw ConfigError("bench: " + a + " needs a value\n" + kUsage);
-    const std::string& v = args[++i];
+    const std::string& v = option_value(args, i,
+                                        {"--arch", "--shapes", "--warmup", "--steps", "--layers", "--heads", "--kv-heads",
+                                         "--embd", "--intermediate", "--vocab", "--device", "--dtype"},
+                                        "bench", kUsage);
     if (a == "--arch") continue;
     else if (a == "--shapes") shapes = parse_shapes(v);
     else if (a == "--warmup") warmup = parse_int(a, v);

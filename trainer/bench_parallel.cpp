@@ -42,6 +42,9 @@ constexpr const char* kUsage =
 
 struct Layout {
   int tp, pp, dp;
+  std::string name() const {
+    return "tp" + std::to_string(tp) + "pp" + std::to_string(pp) + "dp" + std::to_string(dp);
+  }
 };
 
 int positive(const std::string& flag, const std::string& v) { return parse_positive_int(flag, v, kUsage); }
@@ -79,8 +82,7 @@ Config run_config(const Config& base, const Layout& l, int micro, int steps) {
   c.parallel.tp = l.tp;
   c.parallel.pp = l.pp;
   c.parallel.dp = l.dp;
-  const std::string name = "tp" + std::to_string(l.tp) + "pp" + std::to_string(l.pp) + "dp" + std::to_string(l.dp);
-  for (const char* key : {"parallel.tp", "parallel.pp", "parallel.dp"}) c.origin[key] = "bench layout " + name;
+  for (const char* key : {"parallel.tp", "parallel.pp", "parallel.dp"}) c.origin[key] = "bench layout " + l.name();
   c.training.steps = steps;
   if (micro > 0) {
     c.training.batch_size = 0;  // dp x m x micro-batch
@@ -122,13 +124,10 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
       log::info(kUsage);
       return 0;
     }
-    static const char* const kOptions[] = {"--layouts", "--steps", "--warmup",        "--layers", "--heads",
-                                           "--embd",    "--seq",   "--batch",         "--micro-batch",
-                                           "--micro-batches",      "--zero",          "--schedule"};
-    if (std::find(std::begin(kOptions), std::end(kOptions), a) == std::end(kOptions))
-      throw ConfigError("bench: unknown option '" + a + "'\n" + kUsage);
-    if (i + 1 >= args.size()) throw ConfigError("bench: " + a + " needs a value\n" + kUsage);
-    const std::string& v = args[++i];
+    const std::string& v = option_value(args, i,
+                                        {"--layouts", "--steps", "--warmup", "--layers", "--heads", "--embd", "--seq",
+                                         "--batch", "--micro-batch", "--micro-batches", "--zero", "--schedule"},
+                                        "bench", kUsage);
     if (a == "--layouts") layouts = parse_layouts(v);
     else if (a == "--steps") steps = positive(a, v);
     else if (a == "--warmup") warmup = positive(a, v);
@@ -152,7 +151,7 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
     for (int tp : {1, 2, 4, 8})
       for (int pp : {1, 2, 4, 8}) {
         if (n % (tp * pp) != 0) continue;  // not a layout of this world
-        const std::string name = "tp" + std::to_string(tp) + "pp" + std::to_string(pp) + "dp" + std::to_string(n / (tp * pp));
+        const std::string name = Layout{tp, pp, n / (tp * pp)}.name();
         if (pp > base.model.n_layer)
           skipped.push_back(name + " (pp " + std::to_string(pp) + " > " + std::to_string(base.model.n_layer) + " layers)");
         else if (base.model.n_head % tp != 0)
@@ -164,7 +163,8 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
     for (const std::string& why : skipped) log::info("bench: skipping " + why);
   }
   // One run per layout and micro-batch count (the count the batch gives when none are listed),
-  // each checked by the trainer's own rules now, before minutes of benchmarking.
+  // each checked by the trainer's own rules now, before minutes of benchmarking. (Its config
+  // is made again when it runs, with the data prepared meanwhile.)
   std::vector<std::pair<Layout, int>> runs;
   for (const Layout& l : layouts) {
     if (micro_batches.empty()) runs.push_back({l, 0});
@@ -174,9 +174,9 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
     try {
       plan_layout(run_config(base, l, micro, warmup + steps), n);
     } catch (const ConfigError& e) {
-      throw ConfigError("bench --parallel: layout tp" + std::to_string(l.tp) + "pp" + std::to_string(l.pp) + "dp" +
-                        std::to_string(l.dp) + (micro > 0 ? " with " + std::to_string(micro) + " micro-batches" : "") +
-                        " on " + count_of(n, "rank") + ": " + e.what());
+      throw ConfigError("bench --parallel: layout " + l.name() +
+                        (micro > 0 ? " with " + std::to_string(micro) + " micro-batches" : "") + " on " +
+                        count_of(n, "rank") + ": " + e.what());
     }
   }
 

@@ -1,9 +1,13 @@
 // Small parsers for the verbs' command-line flags, shared so every verb words its errors alike.
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/error.h"
 
@@ -19,6 +23,18 @@ inline int parse_positive_int(const std::string& flag, const std::string& value,
   } catch (const std::exception&) {
   }
   throw ConfigError(flag + ": expected a positive integer, got '" + value + "'\n" + usage);
+}
+
+// The value of option args[i], which must be one of `known`, with i moved past it; otherwise a
+// ConfigError ("<verb>: unknown option '--x'", or "needs a value") followed by the usage text.
+inline const std::string& option_value(const std::vector<std::string>& args, size_t& i,
+                                       std::initializer_list<std::string_view> known, const std::string& verb,
+                                       const char* usage) {
+  const std::string& a = args[i];
+  if (std::find(known.begin(), known.end(), a) == known.end())
+    throw ConfigError(verb + ": unknown option '" + a + "'\n" + usage);
+  if (i + 1 >= args.size()) throw ConfigError(verb + ": " + a + " needs a value\n" + usage);
+  return args[++i];
 }
 
 // The leading number of `value` and how many characters it took (0: none).

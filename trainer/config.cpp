@@ -1070,6 +1070,13 @@ Config with_inferred_values(const Config& config, const InferredValues& v) {
   return c;
 }
 
+std::vector<std::pair<std::string, std::string>> config_values(const Config& config) {
+  Config c = config;
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const KeyDesc& k : keys()) out.emplace_back(k.full(), value_text(k, c));
+  return out;
+}
+
 std::string config_value(const Config& config, const std::string& key) {
   Config c = config;
   for (const KeyDesc& k : keys())

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/model_config.h"
@@ -173,6 +174,9 @@ std::string config_docs_table(const std::string& section);
 // `markdown` with every block marked as generated (see docs/config.md) replaced by the current
 // table of its section: what `trainer print-config --docs FILE` prints.
 std::string regenerate_config_docs(const std::string& markdown);
+
+// Every key ("section.key") with its value in `config` as TOML text, in the key table's order.
+std::vector<std::pair<std::string, std::string>> config_values(const Config& config);
 
 // The value of `key` ("section.key") in `config`, as TOML text; throws ConfigError for an
 // unknown key.

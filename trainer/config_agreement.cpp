@@ -20,8 +20,7 @@ bool node_local(const std::string& key) {
 // What must still agree of a node-local path: whether it is set, since that decides which
 // collectives a rank joins (evaluations, the import, the run directory's), and for
 // checkpoint.resume its kind.
-std::string agreed_value(const Config& config, const std::string& key) {
-  const std::string value = config_value(config, key);
+std::string agreed_value(const std::string& key, const std::string& value) {
   if (!node_local(key)) return value;
   if (key == "checkpoint.resume" && (value == "\"auto\"" || value == "\"never\"")) return value;
   return value == "\"\"" ? "(unset)" : "(a path)";
@@ -42,15 +41,15 @@ std::map<std::string, std::string> parse_lines(const std::string& text) {
 
 std::string agreed_config_text(const Config& config) {
   std::string text;
-  for (const std::string& key : config_keys()) text += key + " = " + agreed_value(config, key) + "\n";
+  for (const auto& [key, value] : config_values(config)) text += key + " = " + agreed_value(key, value) + "\n";
   return text;
 }
 
 std::string config_disagreement(const Config& config, int my_rank, const std::string& reference_text,
                                 int reference_rank) {
   const std::map<std::string, std::string> theirs = parse_lines(reference_text);
-  for (const std::string& key : config_keys()) {
-    const std::string mine = agreed_value(config, key);
+  for (const auto& [key, value] : config_values(config)) {
+    const std::string mine = agreed_value(key, value);
     const auto it = theirs.find(key);
     const std::string other = it == theirs.end() ? "(not a key there)" : it->second;
     if (mine == other) continue;

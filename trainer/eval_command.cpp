@@ -11,11 +11,13 @@
 #include "core/log.h"
 #include "core/plural.h"
 #include "trainer/checkpointing.h"
+#include "trainer/config_agreement.h"
 #include "trainer/training_run.h"
 
 namespace feast {
 
 int eval_command(const Config& config, std::unique_ptr<Communicator> world) {
+  agree_on_config(*world, config);  // before any check that could fail on some ranks only
   TrainingRun run(config, std::move(world), RunPurpose::kEvaluate);
   // checkpoint.resume = "auto" looks in checkpoint.dir, which is known only when it or
   // logging.dir is set; eval creates no run directory of its own.

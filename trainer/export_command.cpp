@@ -101,10 +101,10 @@ int export_command(const std::vector<std::string>& args) {
   const std::string path = resolve_checkpoint(checkpoint);
   try {
     const CheckpointMeta meta = read_checkpoint_meta(path);
-    // The model's shapes come from a config: the one stored in the file, else the one given. (A
-    // given one must still fit: the reader checks every tensor's name and shape against it.)
-    // A stored config is the model's; another one given would only go unchecked into config.json
-    // (rope_theta, norm_eps and the like shape no tensor).
+    // The model comes from a config: the one stored in the file, else the one given (which must
+    // fit: the reader checks every tensor's name and shape against it). A config given beside a
+    // stored one is refused: what shapes no tensor (rope_theta, norm_eps) would go unchecked
+    // into config.json.
     if (!meta.config.empty() && !config_file.empty())
       throw ConfigError("export: " + path + " stores its config; --config is for checkpoints that store none");
     if (meta.config.empty() && config_file.empty())

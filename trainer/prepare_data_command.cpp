@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -54,6 +55,9 @@ constexpr const char* kUsage =
 
 template <typename T>
 T parse_number(const std::string& flag, const std::string& text) {
+  // An istream reads "-1" into an unsigned as 2^64 - 1 without complaint.
+  if (std::is_unsigned_v<T> && text.find('-') != std::string::npos)
+    usage_error(flag + " expects a number >= 0, got '" + text + "'");
   std::istringstream is(text);
   T value{};
   if (!(is >> value) || !is.eof()) {
@@ -149,10 +153,7 @@ int prepare_data_command(const std::vector<std::string>& args) {
     } else if (a == "--tokens") {
       tokens = parse_number<int64_t>(a, value());
     } else if (a == "--seed") {
-      const std::string& text = value();
-      // An istream reads "-1" into an unsigned as 2^64 - 1 without complaint.
-      if (text.find('-') != std::string::npos) usage_error("--seed expects a number >= 0, got '" + text + "'");
-      seed = parse_number<uint64_t>(a, text);
+      seed = parse_number<uint64_t>(a, value());
     } else if (a == "--tokenizer") {
       options.tokenizer = value();
     } else if (a == "--threads") {

@@ -90,11 +90,11 @@ bool lock_dir(const std::string& dir, int& fd, const std::string& what = "run di
   return true;
 }
 
-// Makes checkpoint.dir and proves that a file can be created in it, so that an unusable one
-// stops the run before its first step rather than at its first save (a stop's save would lose
-// every step since the start); then locks it as the run directory is locked, since a second run
-// saving there would set this run's checkpoints aside as superseded and rewrite `latest`. The
-// run directory itself is locked already. Throws naming checkpoint.dir when it cannot.
+// Makes checkpoint.dir, so that an unusable one stops the run before its first step rather than
+// at its first save (a stop's save would lose every step since the start); then locks it as the
+// run directory is locked, since a second run saving there would set this run's checkpoints
+// aside as superseded and rewrite `latest`. The run directory itself is locked already. Throws
+// naming checkpoint.dir when it cannot. (Whether every rank can use it is proved after.)
 void claim_checkpoint_dir(const Config& config, const std::string& run_dir, int& fd) {
   const std::string dir = checkpoint_dir(config);
   const bool default_place = dir == config.logging.dir + "/checkpoints";
@@ -108,11 +108,6 @@ void claim_checkpoint_dir(const Config& config, const std::string& run_dir, int&
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
     throw Error(named + " cannot be created: " + (ec ? ec.message() : "not a directory") + fix);
-  const fs::path probe = fs::path(dir) / ".write_probe";
-  const int probe_fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (probe_fd < 0) throw Error(named + " is not writable (creating a file in it: " + std::strerror(errno) + ")" + fix);
-  ::close(probe_fd);
-  fs::remove(probe, ec);
   if (fs::equivalent(dir, run_dir, ec)) return;
   if (!lock_dir(dir, fd, "checkpoint.dir"))
     throw Error(named + " is in use by another run that is still going (it holds " + dir +
@@ -184,39 +179,19 @@ RunDirectory::RunDirectory(Config& config, Communicator& world) : rank0_(world.r
     }
   }
   agree_on_error(world, error);
-  if (world.size() > 1) see_claimed_checkpoint_dir(config, world);
-}
-
-void RunDirectory::see_claimed_checkpoint_dir(const Config& config, Communicator& world) {
-  // Under whatever name its config gives it: a rank that sees another directory (a node-local
-  // path) would otherwise fail only at the first save, as CheckpointStore::save finds.
-  const fs::path probe = fs::path(checkpoint_dir(config)) / ".claim_probe";
-  std::string token;
-  if (rank0_) {
-    token = "claim " + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
-    std::ofstream(probe) << token;
-  }
-  token = broadcast_string(world, token, 0);
-  std::ifstream in(probe);
-  std::string seen;
-  std::getline(in, seen);
-  const std::string failure =
-      seen == token ? ""
-                    : config.where("checkpoint.dir") + ": checkpoint.dir " + checkpoint_dir(config) +
-                          " is not the directory rank 0 saves in (rank 0's probe file is not visible here); put "
-                          "checkpoints on a file system every node mounts, at a path every rank's config names";
-  std::error_code ec;
+  // Rank 0 can write in checkpoint.dir, and every rank sees it under its own config's name for it,
+  // as each save proves again: found now, not at the first save.
   try {
-    agree_on_error(world, failure);
+    // Unique to this start, so that a probe left by an earlier one proves nothing.
+    CheckpointStore(checkpoint_dir(config))
+        .prove_shared(world, "start " + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
   } catch (const AgreedError& e) {
     if (rank0_) {
-      fs::remove(probe, ec);
       finish(std::string("failed: ") + e.what());
       release();
     }
     throw;
   }
-  if (rank0_) fs::remove(probe, ec);
 }
 
 RunDirectory::~RunDirectory() { release(); }

@@ -6,8 +6,9 @@
 //  - Rank 0 holds an exclusive lock (flock on .lock) for the run's life: a second run into a
 //    directory in use is refused, naming it; the lock goes with the process, so a crashed run's
 //    directory is free again. (A file system without flock cannot guard it: a warning says so.)
-//  - checkpoint.dir is made, proved writable and locked the same way (its own .lock, unless it
-//    is the run directory) at the start, before the first step.
+//  - checkpoint.dir is made, locked the same way (its own .lock, unless it is the run
+//    directory) and proved writable by rank 0 and seen by every rank (CheckpointStore::
+//    prove_shared) at the start, before the first step.
 //  - command.txt holds the command line; train.log everything rank 0 printed (appended, one
 //    header per run); status the end marker: "running" until "finished at step N", "stopped
 //    at step N (preempted)" and the like, or "failed: <error>". A status still
@@ -37,9 +38,6 @@ class RunDirectory {
 
  private:
   void release();  // rank 0: stops writing train.log and drops the locks
-  // Collective: every rank sees, through its own checkpoint.dir, the directory rank 0 claimed.
-  // Throws AgreedError on every rank (rank 0 having released) when one does not.
-  void see_claimed_checkpoint_dir(const Config& config, Communicator& world);
 
   std::string dir_;
   int lock_fd_ = -1;

@@ -29,7 +29,6 @@
 #include "parallel/nccl_communicator.h"
 #endif
 #include "parallel/staged_communicator.h"
-#include "trainer/config_agreement.h"
 #include "trainer/fault_injection.h"
 #include "trainer/run_summary.h"
 #include "trainer/threads.h"
@@ -112,20 +111,8 @@ LayoutPlan check_training_config(const Config& config, int world_size, RunPurpos
   return plan_layout(config, world_size);
 }
 
-namespace {
-
-// The layout, once every rank is known to run the same config: a rank whose config differs
-// would otherwise fail the layout check alone, or build layers of other shapes. (train() has
-// agreed already, before its own checks; eval comes here first.)
-LayoutPlan agreed_plan(const Config& config, Communicator& world, RunPurpose purpose) {
-  agree_on_config(world, config);
-  return check_training_config(config, world.size(), purpose);
-}
-
-}  // namespace
-
 TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> world, RunPurpose purpose)
-    : config_(config), purpose_(purpose), plan_(agreed_plan(config, *world, purpose)) {
+    : config_(config), purpose_(purpose), plan_(check_training_config(config, world->size(), purpose)) {
   const TrainingConfig& tc = config.training;
   const ParallelLayout& layout = plan_.layout;
   const int world_rank = world->rank();

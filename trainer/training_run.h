@@ -76,8 +76,9 @@ LayoutPlan check_training_config(const Config& config, int world_size, RunPurpos
 
 class TrainingRun {
  public:
-  // Collective over world (its size is checked against the layout). Throws ConfigError, or
-  // AgreedError for data every rank agrees is bad, before allocating the model.
+  // Collective over world (its size is checked against the layout), whose ranks have agreed on
+  // the config (agree_on_config: train() and eval do). Throws ConfigError, or AgreedError for
+  // data every rank agrees is bad, before allocating the model.
   TrainingRun(const Config& config, std::unique_ptr<Communicator> world, RunPurpose purpose = RunPurpose::kTrain);
   ~TrainingRun();
 

@@ -25,6 +25,11 @@ common="
 \"logging.quiet\" = true
 \"logging.peak_tflops\" = 0.1
 "
+# The head of a sweep file whose runs need no launcher (one rank each, or --check).
+one_rank_head="[sweep]
+base = \"$src/configs/demo.toml\"
+trainer = \"$trainer\"
+mpirun = []"
 cat > systems.toml <<EOF
 [sweep]
 kind = "systems"
@@ -79,10 +84,7 @@ name = "L2-C24"
 "model.n_head" = 2
 EOF
 cat > bad.toml <<EOF
-[sweep]
-base = "$src/configs/demo.toml"
-trainer = "$trainer"
-mpirun = []
+$one_rank_head
 [set]
 $common
 "training.steps" = 2
@@ -201,16 +203,13 @@ echo "ok: report.html embeds $(ls report/*.png | wc -l) pictures"
 
 for case in 'np = "two"|sweep.np' 'np = 0|sweep.np' 'timeout_s = "ten"|sweep.timeout_s' \
             'env = ["x"]|sweep.env' 'plan = "yes"|sweep.plan' 'plan_args = "--gpu-tflops 1"|sweep.plan_args'; do
-  printf '[sweep]\nbase = "%s"\ntrainer = "%s"\n%s\n' "$src/configs/demo.toml" "$trainer" "${case%%|*}" > malformed.toml
+  printf '%s\n%s\n' "$one_rank_head" "${case%%|*}" > malformed.toml
   $py "$src/scripts/sweep.py" malformed.toml --check > malformed.log 2>&1
   code=$?
   [[ $code == 2 ]] && grep -qF "${case##*|}" malformed.log || fail "sweep file with ${case%%|*}: exit $code: $(cat malformed.log)"
 done
 cat > conflict.toml <<EOF
-[sweep]
-base = "$src/configs/demo.toml"
-trainer = "$trainer"
-mpirun = []
+$one_rank_head
 [set]
 $common
 [[runs]]
