@@ -8,9 +8,9 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "parallel/agreement.h"
-#include "parallel/mpi_communicator.h"
-#include "parallel/runtime.h"
+#include "comm/agreement.h"
+#include "comm/mpi_communicator.h"
+#include "comm/runtime.h"
 
 namespace feast {
 

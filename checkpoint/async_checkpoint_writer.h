@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "checkpoint/checkpoint_file.h"
-#include "core/communicator.h"
+#include "comm/communicator.h"
 
 namespace feast {
 

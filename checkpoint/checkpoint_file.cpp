@@ -10,9 +10,9 @@
 
 #include "checkpoint/checksum.h"
 #include "model/architecture.h"
-#include "parallel/agreement.h"
-#include "parallel/mpi_communicator.h"
-#include "parallel/self_communicator.h"
+#include "comm/agreement.h"
+#include "comm/mpi_communicator.h"
+#include "comm/self_communicator.h"
 
 namespace feast {
 namespace {

@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "checkpoint/hdf5_handle.h"
-#include "core/communicator.h"
+#include "comm/communicator.h"
 #include "core/tensor.h"
 #include "model/parameters.h"
-#include "parallel/optimizer.h"
+#include "optim/adamw.h"
 
 namespace feast {
 

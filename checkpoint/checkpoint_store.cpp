@@ -16,7 +16,7 @@
 
 #include "checkpoint/hdf5_handle.h"
 #include "core/error.h"
-#include "parallel/agreement.h"
+#include "comm/agreement.h"
 
 namespace fs = std::filesystem;
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/communicator.h"
+#include "comm/communicator.h"
 
 namespace feast {
 

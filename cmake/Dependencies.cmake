@@ -73,7 +73,7 @@ if(FEAST_WITH_CUDA)
   find_package(CUDAToolkit REQUIRED)
 endif()
 message(STATUS "feast: CUDA backend ${FEAST_WITH_CUDA}")
-# NCCL: only its header at build time (the library is loaded at run time, parallel/nccl_library.h),
+# NCCL: only its header at build time (the library is loaded at run time, comm/nccl_library.h),
 # from the CUDA toolkit, $NCCL_ROOT, or pip's nvidia-nccl package (scripts/gpu_env.sh finds it).
 set(FEAST_WITH_NCCL OFF)
 if(FEAST_WITH_CUDA)
@@ -83,7 +83,7 @@ if(FEAST_WITH_CUDA)
   endif()
 endif()
 message(STATUS "feast: NCCL communicator ${FEAST_WITH_NCCL}")
-# cuDNN 9 for fused attention (model/cuda/attention_cudnn.h), through the header-only
+# cuDNN 9 for fused attention (backend/cuda/attention_cudnn.h), through the header-only
 # cudnn-frontend in third_party/: from the CUDA toolkit, $CUDNN_ROOT, or pip's nvidia-cudnn
 # package (scripts/gpu_env.sh finds it). Without it the CUDA backend uses its own kernels.
 set(FEAST_WITH_CUDNN OFF)

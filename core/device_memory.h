@@ -1,6 +1,6 @@
 // Host-side access to device memory for code that is not a backend: telling a device pointer
 // from a host one, copying between them, and pinned host buffers for staging. The communicators
-// use it to move GPU buffers through MPI (parallel/staged_communicator.h). In a build without
+// use it to move GPU buffers through MPI (comm/staged_communicator.h). In a build without
 // CUDA every pointer is host memory and the copies are plain memcpy.
 #pragma once
 

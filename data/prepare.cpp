@@ -35,12 +35,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "data/byte_tokenizer.h"
+#include "data/tokenizer/byte_tokenizer.h"
 #include "data/dataset.h"
 #include "data/loss_mask.h"
 #include "data/markov_corpus.h"
 #include "data/shard.h"
-#include "data/tokenizer.h"
+#include "data/tokenizer/tokenizer.h"
 
 namespace feast {
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/communicator.h"
+#include "comm/communicator.h"
 #include "model/architecture.h"
 #include "model/layers/block.h"
 #include "model/layers/embedding.h"

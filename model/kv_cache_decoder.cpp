@@ -6,15 +6,15 @@
 #include <string>
 
 #include "core/error.h"
-#include "model/cpu/blas.h"
-#include "model/cpu/gelu.h"
-#include "model/cpu/layernorm.h"
-#include "model/cpu/matmul.h"
-#include "model/cpu/rmsnorm.h"
-#include "model/cpu/rope.h"
-#include "model/cpu/swiglu.h"
+#include "backend/cpu/blas.h"
+#include "backend/cpu/gelu.h"
+#include "backend/cpu/layernorm.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/rmsnorm.h"
+#include "backend/cpu/rope.h"
+#include "backend/cpu/swiglu.h"
 #include "model/rope.h"
-#include "model/scalar_math.h"
+#include "backend/scalar_math.h"
 
 namespace feast {
 

@@ -1,7 +1,7 @@
 // Inference with a key/value cache for `trainer generate`: a single-process, float32 CPU decoder
 // of either family that keeps the keys and values of every past position, so that each new token
 // costs one pass over the weights instead of a recompute of the whole context. It computes with
-// the training forward's CPU ops and formulas (model/cpu/, model/scalar_math.h, model/rope.h), so
+// the training forward's CPU ops and formulas (model/cpu/, backend/scalar_math.h, model/rope.h), so
 // its logits match DecoderStage's on the CPU backend to float32 rounding.
 // Legend: n new tokens, P positions in the cache, C channels, NH query heads, NKV key/value heads,
 // hs head size, W = (NH + 2 NKV) hs a QKV row, I the MLP width, V vocabulary (unpadded).

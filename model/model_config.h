@@ -34,9 +34,9 @@ struct ModelConfig {
   bool qkv_bias = false;        // biases on q, k and v (Llama family, as Qwen2 has)
   std::optional<bool> tie_embeddings;  // LM head shares the token embedding; unset = family default
   // A Hugging Face model folder whose config.json sets the keys above and whose safetensors
-  // weights initialise a fresh run (checkpoint/hf_weights.h); empty = random initialisation.
+  // weights initialise a fresh run (interop/hf/hf_weights.h); empty = random initialisation.
   std::string init_from;
-  // The tokenizer's folder (data/tokenizer.h) for text given to the trainer (generate's
+  // The tokenizer's folder (data/tokenizer/tokenizer.h) for text given to the trainer (generate's
   // prompts) and for export; empty = model.init_from's, or the byte tokenizer.
   std::string tokenizer;
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "model/gradient_sink.h"
 #include "model/parameters.h"
 

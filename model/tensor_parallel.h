@@ -6,7 +6,7 @@
 // no-op. It also times its communication for the per-step time split.
 #pragma once
 
-#include "core/communicator.h"
+#include "comm/communicator.h"
 #include "core/tensor.h"
 
 namespace feast {

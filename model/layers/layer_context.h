@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "model/gradient_sink.h"
 #include "model/parameters.h"
 #include "model/tensor_parallel.h"

@@ -28,12 +28,12 @@
 #include "core/log.h"
 #include "model/architecture.h"
 #include "model/decoder_stage.h"
-#include "parallel/mpi_world.h"
-#include "../parallel/mpi_test_support.h"
-#include "parallel/self_communicator.h"
-#include "trainer/config.h"
-#include "trainer/export_command.h"
-#include "trainer/train_loop.h"
+#include "comm/mpi_world.h"
+#include "tests/support/mpi_test_support.h"
+#include "comm/self_communicator.h"
+#include "config/config.h"
+#include "cli/export.h"
+#include "train/train_loop.h"
 
 namespace fs = std::filesystem;
 

@@ -14,8 +14,8 @@
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/checksum.h"
 #include "core/error.h"
-#include "parallel/self_communicator.h"
-#include "../data/temp_dir.h"
+#include "comm/self_communicator.h"
+#include "tests/support/temp_dir.h"
 
 namespace feast {
 namespace {

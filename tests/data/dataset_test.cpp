@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "data/sampler.h"
-#include "temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace feast {
 namespace {

@@ -17,8 +17,8 @@
 #include "data/loss_mask.h"
 #include "data/markov_corpus.h"
 #include "data/sampler.h"
-#include "data/tokenizer.h"
-#include "temp_dir.h"
+#include "data/tokenizer/tokenizer.h"
+#include "tests/support/temp_dir.h"
 
 namespace feast {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace feast {
 namespace {

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "model/decoder_stage.h"
 #include "model/rope.h"
-#include "parallel/optimizer.h"
+#include "optim/adamw.h"
 #include "tests/model/expect_close.h"
 #include "tests/model/fixture.h"
 

@@ -17,7 +17,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "model/decoder_stage.h"
 #include "model/kv_cache_decoder.h"
 #include "model/token_sampling.h"

@@ -27,11 +27,11 @@
 
 #include "core/log.h"
 #include "model/decoder_stage.h"
-#include "parallel/layout.h"
-#include "parallel/mpi_world.h"
-#include "mpi_test_support.h"
-#include "parallel/self_communicator.h"
-#include "trainer/train_loop.h"
+#include "comm/layout.h"
+#include "comm/mpi_world.h"
+#include "tests/support/mpi_test_support.h"
+#include "comm/self_communicator.h"
+#include "train/train_loop.h"
 
 namespace feast {
 namespace {

@@ -1,0 +1,193 @@
+// The compute backend: every op the models and the optimizer use, behind one interface (ggml's
+// backend table is the model), plus the backend's memory, copies and stream. Model code calls
+// only this; it never names a backend. The CPU implementation (backend/cpu/cpu_backend.h) is the
+// readable reference: plain loops plus BLAS, float32, deterministic. A CUDA implementation slots
+// in by implementing this class; tests/backend/backend_ops_test.cpp runs every op of a backend
+// against the float64 reference on odd shapes, so a second backend is tested by adding it there.
+//
+// Conventions. Operands are TensorViews on the backend's device. Parameters and activations
+// are in compute_dtype(); parameter gradients, optimizer state, norm statistics, the softmax
+// state and losses are float32; token ids int32. An optional operand (a bias, say) is an empty
+// view. Dimensions are passed explicitly; an op checks that each view holds enough elements.
+// Gradients of parameters accumulate (+=) so micro-batches add up; gradients of activations are
+// overwritten unless an op says otherwise.
+// Legend: B batch, T time, N = B*T rows, C channels, OC output channels, Vl this rank's
+// vocabulary rows, V the real vocabulary, NH / NKV query / key-value heads, hs head size.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/stream.h"
+#include "core/tensor.h"
+#include "backend/scalar_math.h"
+
+namespace feast {
+
+// One attention call's shape on this rank: n_head query heads and n_kv_head key/value heads of
+// head_dim channels each, laid out in a QKV row as [q heads | k heads | v heads].
+struct AttentionShape {
+  int B = 0, T = 0;
+  int n_head = 0, n_kv_head = 0, head_dim = 0;
+  size_t rows() const { return size_t(B) * size_t(T); }
+  int qkv_width() const { return (n_head + 2 * n_kv_head) * head_dim; }
+  int out_width() const { return n_head * head_dim; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;  // "cpu", "cuda:0"
+  virtual Device device() const = 0;
+  virtual DType compute_dtype() const = 0;
+
+  // ---- memory and ordering ----------------------------------------------------------------
+  // numel zero-filled elements on device().
+  virtual Tensor allocate(DType dtype, size_t numel) = 0;
+  // dst = src; same dtype and numel; either may be host memory.
+  virtual void copy(const TensorView& dst, const TensorView& src) = 0;
+  virtual void zero(const TensorView& x) = 0;
+  // The stream every op is enqueued on, and events to order other streams (communication)
+  // against it.
+  virtual Stream& stream() = 0;
+  virtual std::unique_ptr<Event> create_event() = 0;
+  // The most device memory this backend's allocator has held at once; 0 where it is not tracked
+  // (the CPU's host memory, reported by the run's own accounting).
+  virtual size_t peak_memory_bytes() const { return 0; }
+
+  // ---- embedding (vocab-parallel: this rank holds rows [vocab_begin, vocab_end)) ------------
+  // out (N, C) = wte[token - vocab_begin] for local tokens, 0 for others; + wpe[t] (maxT, C)
+  // when given (one tensor-parallel rank adds positions).
+  virtual void embedding_forward(const TensorView& out, const TensorView& tokens, const TensorView& wte,
+                                 const TensorView& wpe, int B, int T, int C, int vocab_begin, int vocab_end) = 0;
+  // dwte (vocab_end - vocab_begin, C) += the dout rows of its tokens; dwpe (maxT, C) += dout
+  // summed over the batch when given. Deterministic: repeated tokens add in order.
+  virtual void embedding_backward(const TensorView& dwte, const TensorView& dwpe, const TensorView& dout,
+                                  const TensorView& tokens, int B, int T, int C, int vocab_begin, int vocab_end) = 0;
+
+  // ---- norms ---------------------------------------------------------------------------------
+  // out (N, C); mean and rstd (N) saved for the backward.
+  virtual void layernorm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                                 const TensorView& inp, const TensorView& weight, const TensorView& bias, int N, int C,
+                                 float eps) = 0;
+  // dinp (N, C) += (the residual stream's gradient arrives first); dweight, dbias (C) +=.
+  virtual void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
+                                  const TensorView& dout, const TensorView& inp, const TensorView& weight,
+                                  const TensorView& mean, const TensorView& rstd, int N, int C) = 0;
+  // out (N, C); rstd (N) saved for the backward.
+  virtual void rmsnorm_forward(const TensorView& out, const TensorView& rstd, const TensorView& inp,
+                               const TensorView& weight, int N, int C, float eps) = 0;
+  // dinp (N, C) += (as layernorm_backward); dweight (C) +=.
+  virtual void rmsnorm_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
+                                const TensorView& inp, const TensorView& weight, const TensorView& rstd, int N,
+                                int C) = 0;
+
+  // ---- matrix products (weights (OC, C) like torch.nn.Linear) -------------------------------
+  // out (N, OC) = inp (N, C) @ weight^T + bias (OC).
+  virtual void matmul_forward(const TensorView& out, const TensorView& inp, const TensorView& weight,
+                              const TensorView& bias, int N, int C, int OC) = 0;
+  // GPT-2's MLP input: pre (N, OC) = inp @ weight^T + bias and act = gelu(pre) (tanh form), both
+  // kept for the backward. This composes the two ops; a backend may fuse them (the CUDA one
+  // uses cuBLASLt's GELU epilogue where it can).
+  virtual void matmul_gelu_forward(const TensorView& pre, const TensorView& act, const TensorView& inp,
+                                   const TensorView& weight, const TensorView& bias, int N, int C, int OC) {
+    matmul_forward(pre, inp, weight, bias, N, C, OC);
+    gelu_forward(act, pre, size_t(N) * size_t(OC));
+  }
+  // dinp (N, C) = dout @ weight (skipped when empty); dweight (OC, C) += dout^T @ inp;
+  // dbias (OC) += column sums of dout (skipped when empty).
+  virtual void matmul_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
+                               const TensorView& dout, const TensorView& inp, const TensorView& weight, int N, int C,
+                               int OC) = 0;
+  // The halves of matmul_backward for a large weight reduced in row chunks:
+  // dinp (N, C) = dout (N, OC) @ weight, and dweight_rows (row_end - row_begin, C) +=
+  // dout[:, row_begin:row_end]^T @ inp.
+  virtual void matmul_backward_input(const TensorView& dinp, const TensorView& dout, const TensorView& weight, int N,
+                                     int C, int OC) = 0;
+  virtual void matmul_backward_weight_rows(const TensorView& dweight_rows, const TensorView& dout,
+                                           const TensorView& inp, int N, int C, int OC, int row_begin,
+                                           int row_end) = 0;
+
+  // ---- attention -------------------------------------------------------------------------------
+  // Elements the forward keeps for the backward (the CPU keeps the softmax probabilities; a
+  // fused kernel would keep the log-sum-exp), and of the backward's workspace.
+  virtual size_t attention_state_size(const AttentionShape& s) const = 0;
+  virtual size_t attention_workspace_size(const AttentionShape& s) const = 0;
+  // out (N, NH hs) = causal softmax(q k^T / sqrt(hs)) v, query head h reading key/value head
+  // h / (NH / NKV), from qkv (N, (NH + 2 NKV) hs).
+  virtual void attention_forward(const TensorView& out, const TensorView& state, const TensorView& qkv,
+                                 const AttentionShape& s) = 0;
+  // dqkv (N, (NH + 2 NKV) hs) = d loss / d qkv; out is the forward's output (a fused kernel's
+  // backward reads it).
+  virtual void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                                  const TensorView& out, const TensorView& state, const TensorView& workspace,
+                                  const AttentionShape& s) = 0;
+  // Rotary embedding in place on the q and k heads of qkv (N, (NH + 2 NKV) hs), Hugging Face's
+  // rotate-half; cos and sin (maxT, hs/2) float32. The backward turns the gradient back.
+  virtual void rope_forward(const TensorView& qkv, const TensorView& cos, const TensorView& sin,
+                            const AttentionShape& s) = 0;
+  virtual void rope_backward(const TensorView& dqkv, const TensorView& cos, const TensorView& sin,
+                             const AttentionShape& s) = 0;
+
+  // ---- element-wise ----------------------------------------------------------------------------
+  virtual void gelu_forward(const TensorView& out, const TensorView& inp, size_t n) = 0;
+  // dinp = dout * gelu'(inp); dinp may be dout.
+  virtual void gelu_backward(const TensorView& dinp, const TensorView& inp, const TensorView& dout, size_t n) = 0;
+  // out (N, I) = silu(gate) * up of inp (N, 2I) = [gate | up]; dinp (N, 2I) from dout (N, I).
+  virtual void swiglu_forward(const TensorView& out, const TensorView& inp, int N, int I) = 0;
+  virtual void swiglu_backward(const TensorView& dinp, const TensorView& inp, const TensorView& dout, int N,
+                               int I) = 0;
+  // out = a + b (the residual connection; out may be a or b), in the compute dtype or float32
+  // (gradient buffers: ZeRO 2's shard accumulation, the parameter server's pushes).
+  virtual void add(const TensorView& out, const TensorView& a, const TensorView& b, size_t n) = 0;
+
+  // ---- vocab-parallel cross-entropy (rows (N, Vl) of logits; columns >= V are padding) ------
+  // The caller reduces row_max (max) and then sum_exp and target_logit (sum) over the tensor-
+  // parallel group between the phases, so full logits are never gathered.
+  virtual void cross_entropy_row_max(const TensorView& row_max, const TensorView& logits, int N, int Vl,
+                                     int vocab_begin, int V) = 0;
+  // With keep_exp the logits become exp(logit - row_max) for phase 3.
+  virtual void cross_entropy_partials(const TensorView& sum_exp, const TensorView& target_logit,
+                                      const TensorView& logits, const TensorView& row_max, const TensorView& targets,
+                                      int N, int Vl, int vocab_begin, int V, bool keep_exp) = 0;
+  // losses (N); with dloss != 0 the logits become d(dloss * sum(losses)) / d logits. A target
+  // < 0 is ignored (a token a loss mask leaves out): its loss and its logits' gradient are 0.
+  virtual void cross_entropy_finish(const TensorView& logits, const TensorView& losses, const TensorView& row_max,
+                                    const TensorView& sum_exp, const TensorView& target_logit,
+                                    const TensorView& targets, int N, int Vl, int vocab_begin, int V,
+                                    float dloss) = 0;
+  // The sum of x (float32) in float64, in a fixed order; the host gets the value.
+  virtual double sum(const TensorView& x) = 0;
+
+  // ---- optimizer -------------------------------------------------------------------------------
+  // One fused AdamW pass over params, m, v (float32 master weights and moments) from grads *
+  // grad_scale, all of params.numel elements.
+  virtual void adamw_step(const TensorView& params, const TensorView& m, const TensorView& v,
+                          const TensorView& grads, const AdamWStep& step, float grad_scale) = 0;
+  // Sum of squares of x (float32) in float64, independent of the thread count.
+  virtual double sum_of_squares(const TensorView& x) = 0;
+  // sum_of_squares of each part, as that computes it, with one wait for all of them (a GPU sums
+  // every part before the host reads any: the gradient norm's per-tensor squares).
+  virtual std::vector<double> sums_of_squares(const std::vector<TensorView>& parts) {
+    std::vector<double> out;
+    for (const TensorView& p : parts) out.push_back(sum_of_squares(p));
+    return out;
+  }
+  // dst = src converted to dst's dtype (same numel): master weights -> compute parameters.
+  virtual void cast(const TensorView& dst, const TensorView& src) = 0;
+};
+
+// The backend for `training.device` ("cpu", always built; "cuda") computing in `training.dtype`
+// ("auto": float32 on the CPU, bfloat16 on a GPU; "fp32"; "bf16"). A CUDA backend uses GPU
+// `local_rank` modulo the visible GPUs, so the ranks of a node spread over its GPUs. Throws
+// ConfigError, naming the key and the fix, for a device this build or machine cannot provide.
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype = "auto",
+                                      int local_rank = 0);
+
+// The compute dtype `training.dtype` means on `device` (throws ConfigError as make_backend).
+DType compute_dtype_for(const std::string& device, const std::string& dtype);
+
+}  // namespace feast

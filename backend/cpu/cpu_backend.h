@@ -1,0 +1,77 @@
+// The CPU backend: the reference implementation of every op in backend/backend.h, float32, on
+// host memory, through the op templates in model/cpu/ (plain loops plus OpenBLAS, OpenMP over
+// rows or heads, every reduction in a fixed order so a run is bit-for-bit repeatable). The same
+// templates instantiated for double are what the finite-difference tests check.
+#pragma once
+
+#include "backend/backend.h"
+
+namespace feast {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  Device device() const override { return kCpu; }
+  DType compute_dtype() const override { return DType::kFloat32; }
+
+  Tensor allocate(DType dtype, size_t numel) override;
+  void copy(const TensorView& dst, const TensorView& src) override;
+  void zero(const TensorView& x) override;
+  Stream& stream() override;
+  std::unique_ptr<Event> create_event() override;
+
+  void embedding_forward(const TensorView& out, const TensorView& tokens, const TensorView& wte, const TensorView& wpe,
+                         int B, int T, int C, int vocab_begin, int vocab_end) override;
+  void embedding_backward(const TensorView& dwte, const TensorView& dwpe, const TensorView& dout,
+                          const TensorView& tokens, int B, int T, int C, int vocab_begin, int vocab_end) override;
+  void layernorm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& inp,
+                         const TensorView& weight, const TensorView& bias, int N, int C, float eps) override;
+  void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
+                          const TensorView& dout, const TensorView& inp, const TensorView& weight,
+                          const TensorView& mean, const TensorView& rstd, int N, int C) override;
+  void rmsnorm_forward(const TensorView& out, const TensorView& rstd, const TensorView& inp, const TensorView& weight,
+                       int N, int C, float eps) override;
+  void rmsnorm_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
+                        const TensorView& inp, const TensorView& weight, const TensorView& rstd, int N,
+                        int C) override;
+  void matmul_forward(const TensorView& out, const TensorView& inp, const TensorView& weight, const TensorView& bias,
+                      int N, int C, int OC) override;
+  void matmul_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
+                       const TensorView& dout, const TensorView& inp, const TensorView& weight, int N, int C,
+                       int OC) override;
+  void matmul_backward_input(const TensorView& dinp, const TensorView& dout, const TensorView& weight, int N, int C,
+                             int OC) override;
+  void matmul_backward_weight_rows(const TensorView& dweight_rows, const TensorView& dout, const TensorView& inp,
+                                   int N, int C, int OC, int row_begin, int row_end) override;
+  size_t attention_state_size(const AttentionShape& s) const override;
+  size_t attention_workspace_size(const AttentionShape& s) const override;
+  void attention_forward(const TensorView& out, const TensorView& state, const TensorView& qkv,
+                         const AttentionShape& s) override;
+  void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                          const TensorView& out, const TensorView& state, const TensorView& workspace,
+                          const AttentionShape& s) override;
+  void rope_forward(const TensorView& qkv, const TensorView& cos, const TensorView& sin,
+                    const AttentionShape& s) override;
+  void rope_backward(const TensorView& dqkv, const TensorView& cos, const TensorView& sin,
+                     const AttentionShape& s) override;
+  void gelu_forward(const TensorView& out, const TensorView& inp, size_t n) override;
+  void gelu_backward(const TensorView& dinp, const TensorView& inp, const TensorView& dout, size_t n) override;
+  void swiglu_forward(const TensorView& out, const TensorView& inp, int N, int I) override;
+  void swiglu_backward(const TensorView& dinp, const TensorView& inp, const TensorView& dout, int N, int I) override;
+  void add(const TensorView& out, const TensorView& a, const TensorView& b, size_t n) override;
+  void cross_entropy_row_max(const TensorView& row_max, const TensorView& logits, int N, int Vl, int vocab_begin,
+                             int V) override;
+  void cross_entropy_partials(const TensorView& sum_exp, const TensorView& target_logit, const TensorView& logits,
+                              const TensorView& row_max, const TensorView& targets, int N, int Vl, int vocab_begin,
+                              int V, bool keep_exp) override;
+  void cross_entropy_finish(const TensorView& logits, const TensorView& losses, const TensorView& row_max,
+                            const TensorView& sum_exp, const TensorView& target_logit, const TensorView& targets,
+                            int N, int Vl, int vocab_begin, int V, float dloss) override;
+  double sum(const TensorView& x) override;
+  void adamw_step(const TensorView& params, const TensorView& m, const TensorView& v, const TensorView& grads,
+                  const AdamWStep& step, float grad_scale) override;
+  double sum_of_squares(const TensorView& x) override;
+  void cast(const TensorView& dst, const TensorView& src) override;
+};
+
+}  // namespace feast

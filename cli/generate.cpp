@@ -1,0 +1,238 @@
+// `trainer generate CONFIG --prompt TEXT`: text from the configured model with a key/value
+// cache (model/kv_cache_decoder.h) on one process. The weights are those a run of the config
+// would start from or reached: the checkpoint checkpoint.resume names (or the newest in
+// checkpoint.dir), else model.init_from, else the random initialisation (with a warning).
+#include "cli/generate.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "checkpoint/checkpoint_file.h"
+#include "checkpoint/checkpoint_store.h"
+#include "interop/hf/hf_weights.h"
+#include "interop/hf/safetensors.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "data/tokenizer/tokenizer.h"
+#include "model/architecture.h"
+#include "model/kv_cache_decoder.h"
+#include "model/token_sampling.h"
+#include "train/checkpointing.h"
+#include "cli/cli_args.h"
+
+namespace feast {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kUsage =
+    "usage: trainer generate CONFIG.toml [--set section.key=value ...]\n"
+    "                        (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]\n"
+    "                        [--temperature T] [--top-k K] [--top-p P] [--seed S] [--bos] [--ignore-eos] [--ids]\n"
+    "Continues the prompt with the configured model on one process, with a key/value cache. Weights:\n"
+    "the checkpoint checkpoint.resume names (or the newest in checkpoint.dir), else model.init_from.\n"
+    "  --prompt TEXT       encoded with model.tokenizer (or model.init_from's tokenizer)\n"
+    "  --prompt-ids LIST   token ids, used verbatim (no BOS added)\n"
+    "  --bos               put the tokenizer's BOS token before a --prompt text\n"
+    "  --max-new-tokens N  tokens to generate (default 64); fewer when the context is full\n"
+    "  --temperature T     0 = greedy; otherwise sample from softmax(logits / T) (default 1)\n"
+    "  --top-k K           sample among the K most likely tokens (default 0: all)\n"
+    "  --top-p P           sample within the smallest set of probability >= P (default 1)\n"
+    "  --seed S            seed of the draws (default training.seed)\n"
+    "  --ignore-eos        go on past the end-of-text token (default: stop there)\n"
+    "  --ids               print ids (space-separated) instead of text\n"
+    "Prints the whole sequence, the prompt and its continuation, on stdout: as text, or with --ids as\n"
+    "token ids (the prompt's ids first, as Hugging Face's generate() returns them).\n";
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v < 0 || v > INT32_MAX)
+      throw ConfigError("generate: --prompt-ids expects comma-separated token ids, got '" + item + "' in '" + text + "'");
+    ids.push_back(int32_t(v));
+  }
+  if (ids.empty()) throw ConfigError("generate: --prompt-ids is empty");
+  return ids;
+}
+
+// The checkpoint a run of this config would resume, if any: the newest of the candidates
+// resume_from_checkpoint would try.
+std::optional<std::string> checkpoint_to_use(const Config& config) {
+  if (!may_resume(config)) return std::nullopt;
+  const std::vector<std::string> found = checkpoint_candidates(config);
+  if (found.empty()) return std::nullopt;
+  return found.front();
+}
+
+}  // namespace
+
+int generate_command(const Config& config, const std::vector<std::string>& args) {
+  std::optional<std::string> prompt;
+  std::optional<std::vector<int32_t>> prompt_ids;
+  int max_new = 64;
+  SamplingOptions sampling;
+  sampling.seed = config.training.seed;
+  bool bos = false, ignore_eos = false, print_ids = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw ConfigError("generate: " + a + " needs a value\n" + kUsage);
+      return args[++i];
+    };
+    // A count or seed: a whole number in [0, max].
+    auto whole_number = [](const std::string& flag, const std::string& v, double max) {
+      const double x = parse_number("generate: " + flag, v);
+      if (x < 0 || x > max || x != std::floor(x))
+        throw ConfigError("generate: " + flag + " expects a whole number >= 0, got '" + v + "'");
+      return x;
+    };
+    if (a == "--prompt") prompt = value();
+    else if (a == "--prompt-ids") prompt_ids = parse_ids(value());
+    else if (a == "--max-new-tokens") max_new = parse_positive_int("generate: --max-new-tokens", value(), kUsage);
+    else if (a == "--temperature") sampling.temperature = parse_number("generate: " + a, value());
+    else if (a == "--top-k") sampling.top_k = int(whole_number(a, value(), INT32_MAX));
+    else if (a == "--top-p") sampling.top_p = parse_number("generate: " + a, value());
+    else if (a == "--seed") sampling.seed = uint64_t(whole_number(a, value(), 9.007199254740992e15));
+    else if (a == "--bos") bos = true;
+    else if (a == "--ignore-eos") ignore_eos = true;
+    else if (a == "--ids") print_ids = true;
+    else throw ConfigError("generate: unknown option '" + a + "'\n" + kUsage);
+  }
+  if (prompt.has_value() == prompt_ids.has_value())
+    throw ConfigError(std::string("generate: give exactly one of --prompt TEXT and --prompt-ids LIST\n") + kUsage);
+  validate_sampling_options(sampling);
+  const ModelConfig& model = config.model;
+
+  const std::string found_folder = tokenizer_folder(model.tokenizer, model.init_from);
+  const std::string tok_folder = found_folder.empty() ? "byte" : found_folder;
+  // Bytes are the tokenizer only of byte-level models: a Hugging Face model without tokenizer
+  // files would otherwise read a prompt as byte ids it never saw.
+  const bool text_needed = prompt.has_value() || !print_ids;
+  if (text_needed && tok_folder == "byte" && model.tokenizer != "byte" && model.vocab_size != 256)
+    throw ConfigError("generate: no tokenizer for this model (model.vocab_size = " + std::to_string(model.vocab_size) +
+                      "): model.tokenizer is not set and " +
+                      (model.init_from.empty() ? std::string("there is no model.init_from")
+                                               : model.init_from + " holds no tokenizer files") +
+                      "; set model.tokenizer=FOLDER, or give --prompt-ids and --ids");
+  std::unique_ptr<Tokenizer> tokenizer;
+  try {
+    tokenizer = load_tokenizer(tok_folder);
+  } catch (const DataError& e) {
+    if (prompt || !print_ids) throw ConfigError(std::string("generate: ") + e.what());
+  }
+  if (tokenizer && tokenizer->vocab_size() > model.vocab_size)
+    throw ConfigError("generate: the tokenizer (" + tok_folder + ") has " + std::to_string(tokenizer->vocab_size()) +
+                      " tokens, more than model.vocab_size = " + std::to_string(model.vocab_size) +
+                      "; set model.tokenizer to the model's tokenizer");
+  std::vector<int32_t> context;
+  if (prompt) {
+    if (bos) {
+      const auto b = tokenizer->bos_id();
+      if (!b) throw ConfigError("generate: --bos, but the tokenizer (" + tok_folder + ") has no BOS token");
+      context.push_back(*b);
+    }
+    const std::vector<int32_t> ids = tokenizer->encode(*prompt);
+    context.insert(context.end(), ids.begin(), ids.end());
+    if (context.empty()) throw ConfigError("generate: the prompt is empty; give some text or --bos");
+  } else {
+    context = *prompt_ids;
+  }
+  for (int32_t id : context)
+    if (id >= model.vocab_size)
+      throw ConfigError("generate: prompt token " + std::to_string(id) + " is outside the vocabulary (model.vocab_size = " +
+                        std::to_string(model.vocab_size) + ")");
+  if (int(context.size()) >= model.max_seq_len)
+    throw ConfigError("generate: the prompt has " + std::to_string(context.size()) +
+                      " tokens; the model's context (model.max_seq_len) is " + std::to_string(model.max_seq_len));
+
+  // The weights, whole, on this process.
+  LogicalTensorSource weights;
+  std::optional<CheckpointWeights> saved;
+  std::optional<SafetensorsModel> hf;
+  const std::optional<std::string> checkpoint = checkpoint_to_use(config);
+  if (checkpoint) {
+    try {
+      // The checkpoint must be of the configured model (eval and resume check the same).
+      const std::vector<std::string> differences =
+          model_differences(config, read_checkpoint_meta(*checkpoint), *checkpoint);
+      if (!differences.empty()) {
+        std::string list;
+        for (const std::string& d : differences) list += "\n  " + d;
+        throw ConfigError("generate: " + *checkpoint + " holds another model than the config describes:" + list);
+      }
+      saved.emplace(*checkpoint, model);  // verified as a resume verifies it
+    } catch (const CheckpointError& e) {
+      throw ConfigError(std::string("generate: ") + e.what());
+    }
+    log::note("generate: weights of " + *checkpoint);
+    weights = [&](const ParamSpec& spec) { return saved->tensor(spec.name); };
+  } else if (!model.init_from.empty()) {
+    log::note("generate: weights from " + model.init_from);
+    weights = hf_logical_tensors(hf.emplace(model.init_from), model);
+  } else {
+    log::note("generate: warning: no checkpoint and no model.init_from: the model is its random initialisation");
+    weights = [&](const ParamSpec& spec) {
+      std::vector<float> v(spec.numel);
+      for (size_t i = 0; i < spec.numel; ++i) v[i] = initial_value(spec, config.training.seed, int64_t(i));
+      return v;
+    };
+  }
+  const ParamTable table = decoder_param_table(model);
+  const KvCacheDecoder::WeightSource source = [&](const std::string& name, std::span<const int64_t>, float* out) {
+    const std::vector<float> v = weights(table.at(name));
+    std::copy(v.begin(), v.end(), out);
+  };
+  // The cache holds the positions this generation can reach, not the model's whole context.
+  KvCacheDecoder decoder(model, source, int(std::min<int64_t>(model.max_seq_len, int64_t(context.size()) + max_new)));
+  saved.reset();  // the decoder holds its own copy of the weights now
+
+  const std::optional<int32_t> eos = tokenizer && !ignore_eos ? tokenizer->eos_id() : std::nullopt;
+  std::vector<int32_t> generated;
+  std::vector<float> logits = decoder.forward(context);
+  for (int k = 0; k < max_new; ++k) {
+    const int32_t next = sample_token(logits, sampling, uint64_t(k));
+    generated.push_back(next);
+    if (eos && next == *eos) break;
+    if (decoder.position() >= model.max_seq_len) {
+      log::note("generate: stopped after " + std::to_string(generated.size()) +
+                 " tokens: the context (model.max_seq_len) is full");
+      break;
+    }
+    if (k + 1 < max_new) logits = decoder.forward(std::span(&next, 1));
+  }
+  // The whole sequence, as Hugging Face's generate() returns it: the prompt, then what followed.
+  std::vector<int32_t> all = context;
+  all.insert(all.end(), generated.begin(), generated.end());
+  if (print_ids) {
+    std::string line;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (i) line += ' ';
+      line += std::to_string(all[i]);
+    }
+    std::printf("%s\n", line.c_str());
+  } else {
+    const std::string text = tokenizer->decode(all);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fputc('\n', stdout);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+int generate_help() {
+  log::info(kUsage);
+  return 0;
+}
+
+}  // namespace feast

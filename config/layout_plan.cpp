@@ -1,0 +1,77 @@
+#include "config/layout_plan.h"
+
+#include <numeric>
+#include <string>
+
+#include "core/error.h"
+#include "core/plural.h"
+
+namespace feast {
+namespace {
+
+std::string n(long long v) { return std::to_string(v); }
+
+}  // namespace
+
+LayoutPlan plan_layout(const Config& c, int world_size) {
+  const ParallelConfig& p = c.parallel;
+  const ModelConfig& m = c.model;
+  const int tp = p.tp, pp = p.pp;
+  if (m.n_head % tp != 0)
+    throw ConfigError("parallel.tp = " + n(tp) + " does not divide model.n_head = " + n(m.n_head) +
+                      ": tensor parallelism splits whole attention heads (" + c.where("parallel.tp") + ")");
+  if (m.kv_heads() % tp != 0)
+    throw ConfigError("parallel.tp = " + n(tp) + " does not divide model.n_kv_head = " + n(m.kv_heads()) +
+                      ": tensor parallelism splits whole key/value heads (" + c.where("parallel.tp") + ", " +
+                      "model.n_kv_head at " + c.where("model.n_kv_head") + ")");
+  if (m.mlp_width() % tp != 0)
+    throw ConfigError("parallel.tp = " + n(tp) + " does not divide the MLP width " + n(m.mlp_width()) +
+                      (m.intermediate_size > 0 ? " (model.intermediate_size)" : " (the family's default width)") +
+                      " (" + c.where("parallel.tp") + ")");
+  if (m.padded_vocab() % tp != 0)
+    throw ConfigError("parallel.tp = " + n(tp) + " does not divide the padded vocabulary " + n(m.padded_vocab()) +
+                      " (model.vocab_size = " + n(m.vocab_size) + " rounded up to a multiple of 128)");
+  if (pp > m.n_layer)
+    throw ConfigError("parallel.pp = " + n(pp) + " stages but model.n_layer = " + n(m.n_layer) +
+                      ": every stage needs at least one layer (" + c.where("parallel.pp") + ")");
+  std::vector<int> stage_layers = p.stage_layers;
+  if (stage_layers.empty()) {
+    for (int s = 0; s < pp; ++s) stage_layers.push_back(m.n_layer / pp + (s < m.n_layer % pp ? 1 : 0));
+  } else {
+    const int total = std::accumulate(stage_layers.begin(), stage_layers.end(), 0);
+    if (int(stage_layers.size()) != pp || total != m.n_layer)
+      throw ConfigError(c.where("parallel.stage_layers") + ": parallel.stage_layers has " + n(stage_layers.size()) +
+                        " entries summing to " + n(total) + "; it needs parallel.pp = " + n(pp) +
+                        " entries summing to model.n_layer = " + n(m.n_layer));
+  }
+  const std::string degrees_at = " (parallel.tp at " + c.where("parallel.tp") + ", parallel.pp at " +
+                                 c.where("parallel.pp") + ", parallel.dp at " + c.where("parallel.dp") + ")";
+  if (p.dp == 0 && world_size % (tp * pp) != 0)
+    throw ConfigError("the world has " + count_of(world_size, "rank") + " (mpirun -np) but parallel.tp * parallel.pp = " +
+                      n(tp) + " * " + n(pp) + " = " + n(tp * pp) + " does not divide it, so parallel.dp = 0 (inferred: " +
+                      "world / (tp * pp)) has no value; launch a multiple of " + n(tp * pp) +
+                      " ranks or change the degrees" + degrees_at);
+  if (p.dp != 0 && tp * pp * p.dp != world_size)
+    throw ConfigError("the world has " + count_of(world_size, "rank") +
+                      " (mpirun -np) but parallel.tp * parallel.pp * parallel.dp = " + n(tp) + " * " + n(pp) + " * " +
+                      n(p.dp) + " = " + n(tp * pp * p.dp) + "; launch " + n(tp * pp * p.dp) +
+                      " ranks or change the degrees" + degrees_at);
+  const int dp = p.dp ? p.dp : world_size / (tp * pp);
+  LayoutPlan plan{ParallelLayout(tp, pp, dp, p.order), c.micro_batches_per_rank(dp), std::move(stage_layers),
+                  parse_schedule_kind(p.schedule)};
+  return plan;
+}
+
+StageSpec LayoutPlan::stage_of(int rank) const {
+  const RankCoord c = layout.coord(rank);
+  StageSpec spec;
+  spec.first_layer = std::accumulate(stage_layers.begin(), stage_layers.begin() + c.pp, 0);
+  spec.num_layers = stage_layers[size_t(c.pp)];
+  spec.has_embedding = c.pp == 0;
+  spec.has_head = c.pp == layout.pp() - 1;
+  spec.tp_rank = c.tp;
+  spec.tp = layout.tp();
+  return spec;
+}
+
+}  // namespace feast

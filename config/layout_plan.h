@@ -1,0 +1,29 @@
+// Turns the [parallel] section and the world size into the run's layout, checking everything
+// that can be wrong with it before anything is allocated: the world size against tp * pp * dp,
+// tp against the query and key/value heads, the MLP width and the padded vocabulary, pp against
+// the layers, the explicit stage split, and the global batch against dp and the micro-batch
+// size. Each problem is a ConfigError naming the keys and where they were set.
+#pragma once
+
+#include <vector>
+
+#include "model/stage_spec.h"
+#include "comm/layout.h"
+#include "parallel/pipeline/schedule.h"
+#include "config/config.h"
+
+namespace feast {
+
+struct LayoutPlan {
+  ParallelLayout layout;
+  int micro_batches = 1;          // per step on each data-parallel rank
+  std::vector<int> stage_layers;  // layers of each pipeline stage
+  ScheduleKind schedule = ScheduleKind::kOneFOneB;
+
+  // The part of the model world rank `rank` holds: its stage's layers and tensor-parallel slice.
+  StageSpec stage_of(int rank) const;
+};
+
+LayoutPlan plan_layout(const Config& config, int world_size);
+
+}  // namespace feast

@@ -1,0 +1,78 @@
+// Runs one stage's pipeline schedule (parallel/pipeline/schedule.h) for a training step or an
+// evaluation: forwards and backwards on the stage, activations and their gradients to and from
+// the neighbouring stages with tagged point-to-point messages on the pipeline group. Sends are
+// non-blocking and completed before their buffer is reused; receives block (the time they wait
+// is the pipeline's idle time plus transfer). A send followed by a receive from the same
+// neighbour goes out as one exchange where the schedule says so (Action::with_next), which NCCL needs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/timer.h"
+#include "model/pipeline_stage.h"
+#include "parallel/data_parallel/grad_sync.h"
+#include "parallel/pipeline/schedule.h"
+
+namespace feast {
+
+// Seconds of one or more steps, split by what the stage was doing.
+struct StageTimes {
+  double compute = 0;     // forward and backward, tensor-parallel communication excluded
+  double tp_comm = 0;     // tensor-parallel all-reduces inside forward and backward
+  double pp_wait = 0;     // blocked receiving from a neighbour stage (bubble + transfer)
+  double send_wait = 0;   // completing sends
+  double data = 0;        // filling micro-batches' tokens and targets (the data loader)
+};
+
+// Fills micro-batch k's tokens and targets, each (B, T).
+using BatchFill = std::function<void(int k, int32_t* tokens, int32_t* targets)>;
+
+class PipelineExecutor {
+ public:
+  // pp: the pipeline group (null when pp = 1); micro_batches: per step on this data-parallel
+  // rank. The stage must have been built with at least max_in_flight(schedule) slots.
+  PipelineExecutor(PipelineStage& stage, Communicator* pp, ScheduleKind kind, int micro_batches, int B, int T);
+
+  // One training step's forwards and backwards. Gradients flow into `sync` (which is told
+  // which backward is the last). Returns the sum of the micro-batches' mean losses on the last
+  // stage, 0 elsewhere.
+  double train(const BatchFill& fill, GradientSync& sync, float loss_scale);
+
+  // Forward only over n micro-batches (evaluation). Returns the sum of their mean losses on
+  // the last stage, 0 elsewhere.
+  double evaluate(int n, const BatchFill& fill);
+
+  // Slots a stage needs for this schedule.
+  static int slots_needed(ScheduleKind kind, int stages, int stage, int micro_batches);
+
+  StageTimes take_times();
+
+ private:
+  void wait_send(WorkHandle& h);
+  // The seconds since `t` once the stage's queued device work has finished: on a GPU the
+  // time split synchronises at each forward and backward, as Megatron-LM's timers do, so that
+  // the work the host queued is counted where it ran.
+  double compute_seconds(const Timer& t);
+  void recv(const TensorView& into, int peer, int tag);
+  // Posts a send of the first act_elems_ elements of `data`. The communicator orders it after
+  // the compute that produced them (NCCL with an event; the staged path by waiting for the
+  // device before it copies), so the host does not wait here.
+  WorkHandle send(const TensorView& data, int peer, int tag);
+  // Sends `out` to stage `to` while receiving `into` from stage `from`, and waits for both.
+  void exchange(const TensorView& out, int to, int send_tag, const TensorView& into, int from, int recv_tag);
+
+  PipelineStage& stage_;
+  Communicator* pp_;
+  std::vector<Action> train_actions_;
+  int micro_batches_, B_, T_, stages_ = 1, stage_index_ = 0;
+  size_t act_elems_;                       // one micro-batch's (B, T, C) activation
+  std::vector<int32_t> tokens_, targets_;  // (B, T): the micro-batch being filled
+  std::vector<WorkHandle> act_sends_;      // per slot: the pending send of its output
+  WorkHandle grad_send_;                   // the pending send of the input gradient
+  StageTimes times_;
+};
+
+}  // namespace feast

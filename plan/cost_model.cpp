@@ -1,0 +1,415 @@
+#include "plan/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "model/architecture.h"
+#include "model/parameters.h"
+#include "model/pipeline_stage.h"
+#include "parallel/pipeline/pipeline_executor.h"
+#include "parallel/data_parallel/grad_sync.h"
+#include "parallel/data_parallel/zero_shard.h"
+
+namespace feast {
+namespace {
+
+double element_bytes(PlanDType d) { return d == PlanDType::kFp32 ? 4.0 : 2.0; }
+
+// The part of a layer a tensor belongs to: its name without ".weight" or ".bias", the prefix
+// the layers look their tensors up by (weight_and_bias in model/layers/layer_context.cpp).
+std::string part_of(const std::string& name) {
+  for (const char* suffix : {".weight", ".bias"}) {
+    const std::string s = suffix;
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0)
+      return name.substr(0, name.size() - s.size());
+  }
+  return name;
+}
+
+// The gradient ranges DecoderStage::gradient_ranges() gives for this table, from the table
+// alone: vocabulary-sized tensors in standalone chunks of whole rows (a tied head on the
+// embedding's stage is the embedding, acquired twice), every other part's weight and bias as
+// one range.
+std::vector<GradRange> stage_gradient_ranges(const LocalTable& table, const StageSpec& spec, size_t chunk_elems) {
+  std::vector<GradRange> out;
+  const LocalParam* wte = spec.has_embedding ? &table.at("wte.weight") : nullptr;
+  const LocalParam* head = spec.has_head ? &table.at("lm_head.weight") : nullptr;
+  const bool shared = wte && head && wte == head;
+  auto chunks = [&](const LocalParam& p, int uses) {
+    const size_t row = size_t(p.shape[1]), rows = std::max<size_t>(1, chunk_elems / row);
+    const size_t end = p.offset + p.numel;
+    for (size_t b = p.offset; b < end; b += rows * row)
+      out.push_back({b, std::min(end, b + rows * row), uses, true, p.tied_across_stages});
+  };
+  if (wte) chunks(*wte, shared ? 2 : 1);
+  if (head && !shared) chunks(*head, 1);
+  std::string current;
+  for (const LocalParam& p : table.params()) {
+    if (p.spec->split == TpSplit::kVocabRows) continue;
+    const std::string part = part_of(p.spec->name);
+    if (!out.empty() && !out.back().standalone && part == current && out.back().end == p.offset) {
+      out.back().end = p.offset + p.numel;
+    } else {
+      out.push_back({p.offset, p.offset + p.numel});
+      current = part;
+    }
+  }
+  return out;
+}
+
+// ZeRO as GradientSync applies it: with one data-parallel rank there is nothing to shard.
+int effective_zero_stage(const Config& config, const LayoutPlan& plan) {
+  return plan.layout.dp() == 1 ? 0 : config.parallel.zero_stage;
+}
+
+PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const ParamTable& logical,
+                        const StageSpec& spec, int stage, int dp_rank, const MemoryOptions& o) {
+  const ModelConfig& mc = config.model;
+  const DecoderArch arch = decoder_arch(mc);
+  const LocalTable table(logical, spec);
+  const double e = element_bytes(o.dtype), f32 = 4.0, i32 = 4.0;
+  PlannedMemory mem;
+  const size_t n = table.total_numel();
+  mem.parameters = double(n) * e;
+
+  // Gradients: float32 whatever the compute type (GradientSync allocates kFloat32).
+  const int dp = plan.layout.dp(), zero = effective_zero_stage(config, plan);
+  const size_t shard = shard_range(n, dp, dp_rank).size();
+  const bool server = config.parallel.dp_sync == "parameter-server";
+  if (server) {
+    // ParameterServer: the worker's whole gradient, and a buffer for one received push or pull
+    // (shard 0, the largest); the optimizer keeps the state of the shard it serves.
+    mem.gradients = double(n) * f32 + (dp > 1 ? double(shard_range(n, dp, 0).size()) * f32 : 0.0);
+  } else {
+    const size_t bucket_elems = static_cast<size_t>(config.parallel.bucket_mb * 1024 * 1024 / sizeof(float));
+    const GradBufferSizes z = gradient_buffer_sizes(
+        gradient_buckets(stage_gradient_ranges(table, spec, bucket_elems), bucket_elems), plan.layout.pp() > 1);
+    // ZeRO 0 and 1: the whole buffer (ZeRO 1 reduces in place into it); ZeRO 2: the slots, the
+    // buckets kept through the backward, and the shard.
+    mem.gradients = zero < 2 ? double(n) * f32
+                             : (double(kGradStagingSlots) * double(z.slot_elems) + double(z.dedicated_elems()) + double(shard)) * f32;
+    if (dp > 1 && config.parallel.grad_reduce_dtype == "bf16") mem.gradients += double(kGradWireSlots) * double(z.largest) * 2.0;
+  }
+  // AdamW: two float32 moments of its range, and a float32 master copy unless the parameters
+  // are float32 themselves.
+  const size_t range = zero == 0 && !server ? n : shard;
+  mem.optimizer = double(range) * (2 * f32 + (o.dtype == PlanDType::kFp32 ? 0.0 : f32));
+
+  // Activations: what DecoderStage and its layers allocate per slot, and the scratch they share.
+  const int B = config.parallel.micro_batch_size, T = config.training.seq_len, t = plan.layout.tp();
+  const int slots = PipelineExecutor::slots_needed(plan.schedule, plan.layout.pp(), stage, plan.micro_batches);
+  const double rows = double(B) * T, C = mc.n_embd, hs = mc.head_dim();
+  const double NHl = mc.n_head / t, NKVl = mc.kv_heads() / t, Il = mc.mlp_width() / t;
+  const double Fl = arch.mlp == MlpKind::kSwiGlu ? 2 * Il : Il, Vl = mc.padded_vocab() / t;
+  const double qkv_w = (NHl + 2 * NKVl) * hs, out_w = NHl * hs;
+  // The attention's saved state: the CPU keeps the softmax probabilities (B, NH, T, T); a fused
+  // GPU kernel keeps one log-sum-exp per row (B, NH, T). The CPU backward's scratch is T x T per
+  // thread; a fused kernel needs none.
+  const double att_state = o.gpu ? double(B) * NHl * T * f32 : double(B) * NHl * T * T * f32;
+  const double att_work = o.gpu ? 0.0 : double(o.threads) * T * T * e;
+  const double norm = rows * C * e + rows * f32 * (arch.norm == NormKind::kLayerNorm ? 2 : 1);  // out, rstd[, mean]
+  const double block = 2 * norm + rows * qkv_w * e + att_state + rows * out_w * e  // ln_1, ln_2, attention
+                       + rows * Fl * e + rows * Il * e                             // MLP
+                       + 2 * rows * C * e;                                         // two residual sums
+  double per_slot = rows * C * e + spec.num_layers * block;  // the slot's input and its blocks
+  if (spec.has_embedding) per_slot += rows * i32;                              // tokens
+  if (spec.has_head) per_slot += rows * i32 + norm + rows * Vl * e + rows * f32;  // targets, ln_f, logits, losses
+  const double scratch = 2 * rows * C * e + rows * qkv_w * e + rows * out_w * e + rows * Fl * e +
+                         (arch.mlp == MlpKind::kSwiGlu ? rows * Il * e : 0.0) + 3 * rows * f32 + att_work;
+  mem.activations = slots * per_slot + scratch;
+
+  // Rotary tables (max_seq_len, hs/2) twice, float32.
+  if (!arch.learned_positions && spec.num_layers > 0) mem.buffers = 2.0 * mc.max_seq_len * (hs / 2) * f32;
+  return mem;
+}
+
+// The parameters of a stage that its matrix products use, counted as model/flop_count.h counts
+// the model's N (so the stages add up to it): the embedding lookup is not a product, the head
+// counts its real vocabulary rows, everything else its logical size.
+double stage_flop_parameters(const ParamTable& logical, const StageSpec& spec, const ModelConfig& mc) {
+  StageSpec whole_slice = spec;
+  whole_slice.tp = 1;
+  whole_slice.tp_rank = 0;
+  double n = 0;
+  for (const ParamSpec& s : logical.specs()) {
+    if (!s.placement.on(whole_slice)) continue;
+    if (s.split == TpSplit::kVocabRows)
+      n += s.placement.kind == Placement::Kind::kLastStage ? double(mc.vocab_size) * double(s.shape[1]) : 0.0;
+    else
+      n += double(s.numel);
+  }
+  return n;
+}
+
+// Whether any group of one kind spans nodes of gpus_per_node consecutive ranks. Each group is
+// listed once, from its member with coordinate 0 along the axis (first_member), so the work is
+// linear in the world size.
+template <typename FirstMember, typename GroupOf>
+bool spans_nodes(const ParallelLayout& layout, int gpus_per_node, FirstMember first_member, GroupOf group) {
+  for (int r = 0; r < layout.world_size(); ++r) {
+    if (!first_member(layout.coord(r))) continue;
+    const std::vector<int> g = group(r);
+    const auto [lo, hi] = std::minmax_element(g.begin(), g.end());
+    if (*lo / gpus_per_node != *hi / gpus_per_node) return true;
+  }
+  return false;
+}
+
+std::vector<int> divisors(int64_t n) {
+  std::vector<int> d;
+  for (int64_t i = 1; i <= n; ++i)
+    if (n % i == 0) d.push_back(int(i));
+  return d;
+}
+
+}  // namespace
+
+std::string to_string(PlanDType dtype) { return dtype == PlanDType::kFp32 ? "fp32" : "bf16"; }
+
+PlannedMemory rank_memory(const Config& config, const LayoutPlan& plan, int rank, const MemoryOptions& options) {
+  const ParamTable logical = decoder_param_table(config.model);
+  const RankCoord c = plan.layout.coord(rank);
+  return memory_of(config, plan, logical, plan.stage_of(rank), c.pp, c.dp, options);
+}
+
+double ring_allreduce_seconds(double bytes, int n, const Link& link) {
+  if (n <= 1) return 0;
+  return 2.0 * (n - 1) / n * bytes / link.bandwidth + 2.0 * (n - 1) * link.latency;
+}
+
+double reduce_scatter_seconds(double bytes, int n, const Link& link) {
+  if (n <= 1) return 0;
+  return double(n - 1) / n * bytes / link.bandwidth + double(n - 1) * link.latency;
+}
+
+double allgather_seconds(double bytes, int n, const Link& link) { return reduce_scatter_seconds(bytes, n, link); }
+
+double send_recv_seconds(double bytes, const Link& link) { return bytes / link.bandwidth + link.latency; }
+
+double parameter_server_seconds(double bytes, int workers, int servers, bool colocated, const Link& link) {
+  const int remote = colocated ? workers - 1 : workers;
+  if (remote <= 0) return 0;
+  return double(remote) * bytes / (double(servers) * link.bandwidth) + double(remote) * link.latency;
+}
+
+double pipeline_idle_fraction(int stages, int micro_batches) {
+  return double(stages - 1) / double(micro_batches + stages - 1);
+}
+
+double cluster_mttf_hours(double gpu_mttf_hours, int gpus) { return gpu_mttf_hours / gpus; }
+
+double young_daly_interval_seconds(double checkpoint_seconds, double mttf_seconds) {
+  return std::sqrt(2.0 * checkpoint_seconds * mttf_seconds);
+}
+
+std::string LayoutChoice::name() const {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "tp%d pp%d dp%d zero%d mbs%d m%d", tp, pp, dp, zero_stage, micro_batch_size,
+                num_micro_batches);
+  return buf;
+}
+
+int64_t global_batch_sequences(const Config& config, int gpus) {
+  const TrainingConfig& tc = config.training;
+  const ParallelConfig& p = config.parallel;
+  if (tc.batch_size > 0) return tc.batch_size;
+  int dp = p.dp;
+  if (dp == 0) {
+    if (gpus % (p.tp * p.pp) != 0)
+      throw ConfigError("plan: training.batch_size = 0 makes the global batch dp x num_micro_batches x "
+                        "micro_batch_size, with parallel.dp = 0 read as gpus / (tp x pp), but " +
+                        std::to_string(gpus) + " GPUs do not divide by parallel.tp x parallel.pp = " +
+                        std::to_string(p.tp * p.pp) + "; set the global batch with --set training.batch_size=N");
+    dp = gpus / (p.tp * p.pp);
+  }
+  return int64_t{dp} * p.num_micro_batches * p.micro_batch_size;
+}
+
+Config config_for_layout(const Config& config, const LayoutChoice& choice, int64_t global_batch) {
+  Config c = config;
+  c.parallel.tp = choice.tp;
+  c.parallel.pp = choice.pp;
+  c.parallel.dp = choice.dp;
+  c.parallel.zero_stage = choice.zero_stage;
+  c.parallel.micro_batch_size = choice.micro_batch_size;
+  c.parallel.num_micro_batches = choice.num_micro_batches;
+  c.training.batch_size = global_batch;
+  if (int(c.parallel.stage_layers.size()) != choice.pp) c.parallel.stage_layers.clear();
+  // plan_layout's messages say where a key was set: here, by the search.
+  for (const char* key : {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.zero_stage",
+                          "parallel.micro_batch_size", "parallel.num_micro_batches", "training.batch_size"})
+    c.origin[key] = "tried by trainer plan";
+  return c;
+}
+
+LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, const PlanOptions& options) {
+  const ModelConfig& mc = config.model;
+  const ParallelLayout& layout = plan.layout;
+  const Cluster& cl = options.cluster;
+  const int t = layout.tp(), p = layout.pp(), d = layout.dp(), m = plan.micro_batches;
+  const int B = config.parallel.micro_batch_size, T = config.training.seq_len;
+  const double e = element_bytes(options.memory.dtype);
+  LayoutEstimate est;
+  est.layout = {t, p, d, config.parallel.zero_stage, B, m};
+  est.valid = true;
+  est.pp_idle_fraction = pipeline_idle_fraction(p, m);
+
+  const int gpn = std::max(1, cl.gpus_per_node);
+  est.tp_inter_node = spans_nodes(
+      layout, gpn, [](const RankCoord& c) { return c.tp == 0; }, [&](int r) { return layout.tp_group(r); });
+  est.pp_inter_node = spans_nodes(
+      layout, gpn, [](const RankCoord& c) { return c.pp == 0; }, [&](int r) { return layout.pp_group(r); });
+  est.dp_inter_node = spans_nodes(
+      layout, gpn, [](const RankCoord& c) { return c.dp == 0; }, [&](int r) { return layout.dp_group(r); });
+  const Link& tp_link = est.tp_inter_node ? cl.inter_node : cl.intra_node;
+  const Link& pp_link = est.pp_inter_node ? cl.inter_node : cl.intra_node;
+  const Link& dp_link = est.dp_inter_node ? cl.inter_node : cl.intra_node;
+
+  const ParamTable logical = decoder_param_table(mc);
+  const double rate = cl.tflops * 1e12;
+  const double rows = double(B) * T, act_bytes = rows * mc.n_embd * e;
+  std::vector<double> compute(static_cast<size_t>(p), 0.0), tp_comm = compute, dp_comm = compute;
+  for (int s = 0; s < p; ++s) {
+    const StageSpec spec = plan.stage_of(layout.rank_of({0, s, 0}));
+    const PlannedMemory mem = memory_of(config, plan, logical, spec, s, 0, options.memory);
+    est.stage_memory.push_back(mem);
+    if (s == 0 || mem.total() > est.memory.total()) est.memory = mem;
+
+    // Compute: 6 N + 6 L T C per token (model/flop_count.h) for the stage's part, split over tp.
+    const double flops = 6.0 * stage_flop_parameters(logical, spec, mc) + 6.0 * spec.num_layers * double(T) * mc.n_embd;
+    compute[size_t(s)] = rows * flops / (t * rate);
+    // Megatron's tensor parallelism: per layer two all-reduces of (B, T, C) forward (attention
+    // and MLP outputs) and two backward (their inputs' gradients); the vocab-parallel embedding
+    // sums its output, the head its input's gradient, the cross-entropy the row maxima and then
+    // two sums per row.
+    if (t > 1) {
+      const int full = 4 * spec.num_layers + (spec.has_embedding ? 1 : 0) + (spec.has_head ? 1 : 0);
+      tp_comm[size_t(s)] = full * ring_allreduce_seconds(act_bytes, t, tp_link);
+      if (spec.has_head)
+        tp_comm[size_t(s)] += ring_allreduce_seconds(rows * 4, t, tp_link) + ring_allreduce_seconds(rows * 8, t, tp_link);
+    }
+    // Data parallel: the stage's gradients (in parallel.grad_reduce_dtype) and, for ZeRO 1 and
+    // 2, the parameters gathered back. Reductions during a backward hide behind it
+    // (ZeRO 0/1: the last micro-batch's; ZeRO 2: every micro-batch's); the gather after the
+    // update and a parameter server's push and pull do not.
+    const double P = double(LocalTable(logical, spec).total_numel());
+    const double window = (2.0 / 3.0) * (compute[size_t(s)] + tp_comm[size_t(s)]);
+    double dps = 0;
+    if (d > 1) {
+      const int zero = effective_zero_stage(config, plan);
+      const double g = config.parallel.grad_reduce_dtype == "bf16" ? 2.0 : 4.0;  // bytes per gradient
+      if (config.parallel.dp_sync == "parameter-server") {
+        // Every data-parallel rank serves its shard: pushes of the gradient, then pulls of the
+        // updated weights, each (d - 1)/d P/B on a server's link.
+        dps = parameter_server_seconds(4 * P, d, d, true, dp_link) + parameter_server_seconds(e * P, d, d, true, dp_link);
+      } else if (zero == 0) {
+        dps = std::max(0.0, ring_allreduce_seconds(g * P, d, dp_link) - window);
+      } else {
+        const double rs = std::max(0.0, reduce_scatter_seconds(g * P, d, dp_link) - window);
+        dps = (zero == 2 ? m : 1) * rs + allgather_seconds(e * P, d, dp_link);
+      }
+    }
+    // A tied embedding's two copies are summed over the first and last stage at the step's end.
+    if (mc.tied() && p > 1 && (spec.has_embedding || spec.has_head)) {
+      const double vocab_bytes = double(mc.padded_vocab() / t) * mc.n_embd * 4;
+      dps += ring_allreduce_seconds(vocab_bytes, 2, pp_link);
+    }
+    dp_comm[size_t(s)] = dps;
+  }
+  // The pipeline runs at its slowest stage: with micro-batch times u_s its makespan is
+  // (m - 1) max u + sum u (= (m + p - 1) u for equal stages), and the first forward and last
+  // backward cross every stage boundary once.
+  double slowest = 0, sum = 0;
+  size_t worst = 0;
+  for (size_t s = 0; s < size_t(p); ++s) {
+    const double u = compute[s] + tp_comm[s];
+    sum += u;
+    if (u > slowest) {
+      slowest = u;
+      worst = s;
+    }
+  }
+  est.time.compute_s = m * compute[worst];
+  est.time.tp_comm_s = m * tp_comm[worst];
+  est.time.pp_idle_s = p > 1 ? sum - slowest + 2.0 * (p - 1) * send_recv_seconds(act_bytes, pp_link) : 0.0;
+  est.time.dp_comm_s = *std::max_element(dp_comm.begin(), dp_comm.end());
+  const double step = est.time.step_s();
+  est.tokens_per_s = step > 0 ? double(d) * m * B * T / step : 0;
+  est.efficiency = step > 0 ? est.time.compute_s / step : 0;
+
+  est.fits = est.memory.total() <= cl.gpu_memory;
+  if (!est.fits) {
+    // In the unit of the GPU's memory: "needs 91.3 GiB > 80.0 GiB per GPU".
+    const bool gib = cl.gpu_memory >= 1024.0 * 1024 * 1024;
+    const double unit = gib ? 1024.0 * 1024 * 1024 : 1024.0 * 1024;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "needs %.1f %s > %.1f %s per GPU", est.memory.total() / unit, gib ? "GiB" : "MiB",
+                  cl.gpu_memory / unit, gib ? "GiB" : "MiB");
+    est.why = buf;
+  }
+  return est;
+}
+
+std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions& options) {
+  const int N = options.cluster.gpus;
+  if (N < 1) throw ConfigError("plan: --gpus must be at least 1");
+  const int64_t G = global_batch_sequences(config, N);
+  const bool ps = config.parallel.dp_sync == "parameter-server";
+  std::vector<LayoutEstimate> out;
+  for (int tp : divisors(N))
+    for (int pp : divisors(N / tp)) {
+      const int dp = N / (tp * pp);
+      LayoutChoice base{tp, pp, dp, ps || dp == 1 ? 0 : config.parallel.zero_stage, 0, 0};
+      auto refused = [&](const std::string& why) {
+        LayoutEstimate r;
+        r.layout = base;
+        r.why = why;
+        out.push_back(r);
+      };
+      if (G % dp != 0) {
+        refused("the global batch of " + std::to_string(G) + " sequences does not split over dp = " +
+                std::to_string(dp) + " replicas");
+        continue;
+      }
+      const std::vector<int> sizes = divisors(G / dp);
+      try {
+        LayoutChoice first = base;
+        first.micro_batch_size = sizes[0];
+        first.num_micro_batches = int(G / dp / sizes[0]);
+        plan_layout(config_for_layout(config, first, G), N);
+      } catch (const ConfigError& e) {
+        refused(e.what());
+        continue;
+      }
+      const std::vector<int> zeros = ps || dp == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2};
+      for (int zero : zeros)
+        for (int b : sizes) {
+          LayoutChoice choice{tp, pp, dp, zero, b, int(G / dp / b)};
+          const Config c = config_for_layout(config, choice, G);
+          out.push_back(estimate_layout(c, plan_layout(c, N), options));
+        }
+    }
+  auto category = [](const LayoutEstimate& l) { return l.fits ? 0 : l.valid ? 1 : 2; };
+  // Speeds equal to 9 digits (ZeRO stages whose communication hides alike) are equal: the one
+  // that needs less memory comes first. Rounded, so the order stays a strict weak one.
+  auto speed = [](const LayoutEstimate& l) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", l.tokens_per_s);
+    return std::strtod(buf, nullptr);
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const LayoutEstimate& a, const LayoutEstimate& b) {
+    if (category(a) != category(b)) return category(a) < category(b);
+    if (category(a) == 0 && speed(a) != speed(b)) return speed(a) > speed(b);
+    if (category(a) == 0) return a.memory.total() < b.memory.total();
+    if (category(a) == 1) return a.memory.total() < b.memory.total();
+    return false;
+  });
+  return out;
+}
+
+double checkpoint_bytes(const ModelConfig& model) { return 16.0 * double(decoder_param_table(model).total_numel()); }
+
+}  // namespace feast

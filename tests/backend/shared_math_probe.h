@@ -1,0 +1,43 @@
+// The scalar formulas both backends share (FEAST_HD: core/bfloat16.h, core/rng.h,
+// backend/scalar_math.h) evaluated at fixed arguments. The test compiles this once with the C++
+// compiler and once with nvcc as CUDA C++20 (shared_math_cuda.cu) and compares the two lists, so
+// the headers a CUDA kernel includes compile under nvcc and compute what the CPU computes.
+// Everything here has internal linkage: each translation unit keeps its own compiled copy.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/bfloat16.h"
+#include "core/rng.h"
+#include "backend/scalar_math.h"
+
+namespace feast::testing {
+namespace {
+
+inline std::vector<double> shared_math_probe() {
+  std::vector<double> out;
+  for (float x : {-100.0f, -9.0f, -3.5f, -0.7f, 0.0f, 0.3f, 2.0f, 9.0f, 100.0f}) {
+    out.push_back(fast_exp(x));
+    out.push_back(fast_tanh(x));
+    out.push_back(gelu_tanh(x));
+    out.push_back(gelu_tanh_grad(x));
+    out.push_back(silu(x));
+    out.push_back(silu_grad(x));
+    out.push_back(bf16_to_float(float_to_bf16(x * 1.2345f)));
+  }
+  AdamWStep s{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.19f, 0.3f};
+  for (float g : {-0.5f, 0.0f, 1e-6f, 2.0f}) {
+    float p = 0.25f, m = 0.01f, v = 1e-4f;
+    adamw_update(p, m, v, g, s);
+    out.insert(out.end(), {p, m, v});
+  }
+  for (uint64_t i = 0; i < 8; ++i) {
+    out.push_back(normal_at(1337, 42, i));
+    out.push_back(double(uniform_index(1337, 42, i, 1000003)));
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace feast::testing

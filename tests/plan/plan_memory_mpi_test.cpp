@@ -1,0 +1,145 @@
+// The planner held to the truth: for layouts that run here (4 ranks), every rank's planned
+// memory (plan/cost_model.h) matches what the real TrainingRun allocates and reports
+// (TrainingRun::memory_bytes()), part by part, within 5%; and the plan's per-layout figure (the
+// largest stage) is the largest rank's. GPT-2 (tied head, learned positions) and Llama (GQA,
+// SwiGLU, untied head), ZeRO 0/1/2 and the parameter server (dense and sparse), both schedules,
+// several micro-batches in flight.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/log.h"
+#include "comm/mpi_world.h"
+#include "tests/support/mpi_test_support.h"
+#include "plan/cost_model.h"
+#include "train/training_run.h"
+
+namespace feast {
+namespace {
+
+struct Case {
+  std::string arch;
+  int tp, pp, dp, zero;
+  std::string schedule = "1f1b";
+  int micro_batch_size = 2;
+  std::string dp_sync = "allreduce";
+  bool sparse = false;  // parallel.ps_sparse_embedding
+  std::string grad_reduce_dtype = "fp32";
+};
+
+Config case_config(const Case& k, const std::string& corpus) {
+  Config c;
+  c.model.arch = k.arch;
+  c.model.n_layer = 4;
+  c.model.n_head = 4;
+  c.model.n_embd = 64;
+  c.model.vocab_size = 256;
+  c.model.max_seq_len = 64;
+  if (k.arch == "llama") c.model.n_kv_head = 2;
+  c.parallel.tp = k.tp;
+  c.parallel.pp = k.pp;
+  c.parallel.dp = k.dp;
+  c.parallel.zero_stage = k.zero;
+  c.parallel.schedule = k.schedule;
+  c.parallel.dp_sync = k.dp_sync;
+  c.parallel.ps_sparse_embedding = k.sparse;
+  c.parallel.grad_reduce_dtype = k.grad_reduce_dtype;
+  c.parallel.micro_batch_size = k.micro_batch_size;
+  c.parallel.bucket_mb = 0.05;  // several buckets per stage, so ZeRO 2's staging slots are bucket-sized
+  c.training.batch_size = 16;
+  c.training.seq_len = 32;
+  c.training.threads = 1;
+  c.data.train = corpus + "/train_*.bin";
+  return c;
+}
+
+std::string label(const Case& k, int micro_batches) {
+  return LayoutChoice{k.tp, k.pp, k.dp, k.zero, k.micro_batch_size, micro_batches}.name() +
+         (k.dp_sync == "parameter-server" ? (k.sparse ? " ps-sparse" : " ps") : "") +
+         (k.schedule == "gpipe" ? " gpipe" : "") + (k.grad_reduce_dtype == "bf16" ? " bf16-grads" : "");
+}
+
+double relative_error(double planned, double real) {
+  if (real == 0) return planned == 0 ? 0 : 1;
+  return std::abs(planned - real) / real;
+}
+
+TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
+  int world = 0, me = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  ASSERT_EQ(world, 4) << "the layouts below are for 4 ranks";
+  const std::string corpus = testing::make_shared_corpus("feast_plan_memory");
+  std::vector<Case> cases;
+  for (const char* arch : {"gpt2", "llama"}) {
+    cases.push_back({arch, 2, 2, 1, 0});
+    cases.push_back({arch, 1, 4, 1, 0, "gpipe", 1});  // 16 micro-batches, all in flight on every stage
+    cases.push_back({arch, 1, 4, 1, 0, "1f1b", 1});   // 4, 3, 2, 1 in flight
+    for (int zero = 0; zero <= 2; ++zero) {
+      cases.push_back({arch, 1, 2, 2, zero});
+      cases.push_back({arch, 1, 1, 4, zero});
+      cases.push_back({arch, 2, 1, 2, zero});
+    }
+    cases.push_back({arch, 1, 2, 2, 0, "1f1b", 2, "parameter-server"});
+    cases.push_back({arch, 1, 1, 4, 0, "1f1b", 2, "parameter-server"});
+  }
+  cases.push_back({"llama", 2, 1, 2, 0, "1f1b", 2, "parameter-server", true});
+  // Gradients travelling in bf16: the wire buffers count.
+  for (int zero = 0; zero <= 2; ++zero) cases.push_back({"gpt2", 1, 1, 4, zero, "1f1b", 2, "allreduce", false, "bf16"});
+  double worst = 0;
+  if (me == 0)
+    std::printf("%-6s %-36s %4s %5s | %-39s | %-39s | %s\n", "arch", "layout", "rank", "stage",
+                "trainer: params grads optim activ (KiB)", "plan: params grads optim activ (KiB)", "max err");
+  for (const Case& k : cases) {
+    const Config c = case_config(k, corpus);
+    std::unique_ptr<TrainingRun> run;
+    {
+      const log::Quiet quiet;
+      run = std::make_unique<TrainingRun>(c, make_mpi_world(std::chrono::milliseconds(60'000)));
+    }
+    const MemoryBytes real = run->memory_bytes();
+    const PlannedMemory plan = rank_memory(c, run->plan(), me, {PlanDType::kFp32, run->inferred().threads});
+    const double parts_real[4] = {real.parameters, real.gradients, real.optimizer, real.activations};
+    const double parts_plan[4] = {plan.parameters, plan.gradients, plan.optimizer, plan.activations};
+    const char* names[4] = {"parameters", "gradients", "optimizer", "activations"};
+    double err = relative_error(plan.reported(), real.total());
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_LE(relative_error(parts_plan[i], parts_real[i]), 0.05)
+          << k.arch << " " << label(k, run->plan().micro_batches) << " rank " << me
+          << ": " << names[i] << " planned " << parts_plan[i] << " bytes, the trainer holds " << parts_real[i];
+      err = std::max(err, relative_error(parts_plan[i], parts_real[i]));
+    }
+
+    // Rank 0 prints every rank's numbers and checks the layout's figure: its largest rank.
+    double mine[9] = {parts_real[0], parts_real[1], parts_real[2], parts_real[3], parts_plan[0], parts_plan[1],
+                      parts_plan[2], parts_plan[3], err};
+    std::vector<double> all(9 * size_t(world));
+    MPI_Gather(mine, 9, MPI_DOUBLE, all.data(), 9, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (me == 0) {
+      const LayoutEstimate est = estimate_layout(c, run->plan(), PlanOptions{Cluster{}, {PlanDType::kFp32, 1}});
+      double largest_real = 0;
+      for (int r = 0; r < world; ++r) {
+        const double* v = all.data() + 9 * r;
+        largest_real = std::max(largest_real, v[0] + v[1] + v[2] + v[3]);
+        worst = std::max(worst, v[8]);
+        std::printf("%-6s %-36s %4d %5d | %8.1f %8.1f %8.1f %9.1f   | %8.1f %8.1f %8.1f %9.1f   | %.2e\n",
+                    k.arch.c_str(), label(k, run->plan().micro_batches).c_str(),
+                    r, run->plan().layout.coord(r).pp, v[0] / 1024, v[1] / 1024, v[2] / 1024, v[3] / 1024,
+                    v[4] / 1024, v[5] / 1024, v[6] / 1024, v[7] / 1024, v[8]);
+      }
+      EXPECT_LE(relative_error(est.memory.reported(), largest_real), 0.05)
+          << k.arch << " " << label(k, run->plan().micro_batches) << ": the plan's memory per GPU is " << est.memory.reported()
+          << " bytes, the largest rank holds " << largest_real;
+    }
+  }
+  if (me == 0) std::printf("largest relative error of any part on any rank: %.2e\n", worst);
+}
+
+}  // namespace
+}  // namespace feast

@@ -1,0 +1,320 @@
+#include "train/checkpointing.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "checkpoint/checkpoint_store.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "comm/agreement.h"
+
+namespace fs = std::filesystem;
+
+namespace feast {
+namespace {
+
+CheckpointMeta meta_of(TrainingRun& run, const Config& config) {
+  const TrainingState& s = run.state();
+  const ParallelLayout& layout = run.plan().layout;
+  CheckpointMeta m;
+  m.step = s.step;
+  m.tokens_seen = s.tokens_seen;
+  m.seed = s.seed;
+  m.data_step = s.data_step();
+  m.lr_step = s.step;
+  m.rng_seed = s.seed;
+  m.skipped_steps = s.skipped_steps;
+  m.config = to_toml(config);
+  m.tp = layout.tp();
+  m.pp = layout.pp();
+  m.dp = layout.dp();
+  m.zero_stage = layout.dp() > 1 ? config.parallel.zero_stage : 0;
+  m.micro_batch_size = config.parallel.micro_batch_size;
+  m.num_micro_batches = run.plan().micro_batches;
+  m.global_batch = int64_t{m.dp} * m.num_micro_batches * m.micro_batch_size;
+  m.layout = "tp" + std::to_string(m.tp) + " pp" + std::to_string(m.pp) + " dp" + std::to_string(m.dp) + " zero" +
+             std::to_string(m.zero_stage) + ", " + std::to_string(m.num_micro_batches) + " micro-batch(es) of " +
+             std::to_string(m.micro_batch_size) + " per dp rank";
+  return m;
+}
+
+// The [model] keys whose values differ between the checkpoint's config and this one, one line
+// each; empty when the stored config cannot be read (the tensor shapes are compared anyway).
+}  // namespace
+
+std::vector<std::string> model_differences(const Config& config, const CheckpointMeta& meta, const std::string& path) {
+  std::vector<std::string> out;
+  if (meta.config.empty()) return out;  // written by another tool: the tensors' shapes decide
+  Config saved;
+  try {
+    saved = parse_saved_config(meta.config, path + " (stored config)");
+  } catch (const ConfigError&) {
+    return out;
+  }
+  for (const std::string& key : config_keys()) {
+    // The initialisation (random or imported) and the tokenizer's place do not matter once the
+    // weights come from the checkpoint.
+    if (!key.starts_with("model.") || key == "model.init_std" || key == "model.init_from" || key == "model.tokenizer")
+      continue;
+    const std::string theirs = config_value(saved, key), mine = config_value(config, key);
+    if (theirs != mine) out.push_back(key + ": " + theirs + " in the checkpoint, " + mine + " configured");
+  }
+  return out;
+}
+
+namespace {
+
+}  // namespace
+
+bool may_resume(const Config& config) {
+  return config.checkpoint.resume != "never" && (config.checkpoint.resume != "auto" || !config.checkpoint.dir.empty());
+}
+
+std::vector<std::string> checkpoint_candidates(const Config& config) {
+  bool explicit_file = false;
+  return checkpoint_candidates(config, explicit_file);
+}
+
+std::vector<std::string> checkpoint_candidates(const Config& config, bool& explicit_file) {
+  const std::string& resume = config.checkpoint.resume;
+  explicit_file = false;
+  if (resume == "never") {
+    const std::vector<std::string> old = CheckpointStore(checkpoint_dir(config)).complete();
+    if (!old.empty())
+      log::info("checkpoint: warning: checkpoint.resume = \"never\", but " + checkpoint_dir(config) + " holds " +
+                std::to_string(old.size()) + " checkpoint(s) of an earlier run (newest " + old.front() +
+                "); this run's saves replace those of the same steps and set later ones aside (*.superseded)");
+    return {};
+  }
+  if (resume == "auto") return CheckpointStore(checkpoint_dir(config)).complete();
+  if (fs::is_directory(resume)) {
+    // A directory named on purpose must hold something to resume: starting afresh there would
+    // go unnoticed, and its saves would push the real checkpoints out.
+    std::vector<std::string> found = CheckpointStore(resume).complete();
+    if (found.empty())
+      throw ConfigError(config.where("checkpoint.resume") + ": checkpoint.resume = \"" + resume +
+                        "\" holds no complete checkpoint (step_*.h5); name the checkpoint directory itself, a "
+                        "checkpoint file, \"auto\" or \"never\"");
+    return found;
+  }
+  if (!fs::exists(resume))
+    throw ConfigError(config.where("checkpoint.resume") + ": checkpoint.resume = \"" + resume +
+                      "\": no such file or directory; name a checkpoint file, a checkpoint directory, \"auto\" or "
+                      "\"never\"");
+  explicit_file = true;
+  return {resume};
+}
+
+namespace {
+
+std::string join_lines(const std::vector<std::string>& lines, const std::string& separator = "\n") {
+  std::string s;
+  for (size_t i = 0; i < lines.size(); ++i) s += (i ? separator : "") + lines[i];
+  return s;
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < s.size()) {
+    size_t end = s.find('\n', at);
+    if (end == std::string::npos) end = s.size();
+    out.push_back(s.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string checkpoint_dir(const Config& config) {
+  return config.checkpoint.dir.empty() ? config.logging.dir + "/checkpoints" : config.checkpoint.dir;
+}
+
+std::string save_checkpoint(TrainingRun& run, const Config& config) {
+  Timer timer;
+  const CheckpointMeta meta = meta_of(run, config);
+  const RankState st = run.rank_state();
+  std::string path;
+  try {
+    path = CheckpointStore(checkpoint_dir(config))
+               .save(run.world(), meta.step, config.checkpoint.keep,
+                     [&](const std::string& tmp) { write_checkpoint(tmp, run.world(), st, meta); });
+  } catch (const AgreedError&) {
+    throw;
+  } catch (const Error& e) {
+    // The store's failures come alike on every rank: report once, every rank exits.
+    throw AgreedError(std::string("saving the checkpoint of step ") + std::to_string(meta.step) + " failed: " + e.what(),
+                      run.world().rank() == 0);
+  }
+  if (run.world().rank() == 0) {
+    std::error_code ec;
+    const double mib = double(fs::file_size(path, ec)) / (1024.0 * 1024.0);
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " (%.1f MiB in %.2f s)", mib, timer.seconds());
+    log::info("checkpoint: step " + std::to_string(meta.step) + " saved to " + path + buf);
+  }
+  return path;
+}
+
+CheckpointSaver::CheckpointSaver(TrainingRun& run, const Config& config) : run_(run), config_(config) {
+  if (config.checkpoint.async)
+    writer_ = std::make_unique<AsyncCheckpointWriter>(run.world().split(0, run.world().rank(), "checkpoint-writer"),
+                                                      checkpoint_dir(config), config.checkpoint.keep);
+}
+
+CheckpointSaver::~CheckpointSaver() = default;
+
+void CheckpointSaver::save(bool finish) {
+  if (!writer_) {
+    last_ = save_checkpoint(run_, config_);
+    return;
+  }
+  Timer stall;
+  writer_->begin(run_.rank_state(), meta_of(run_, config_), run_.world());
+  if (finish) {
+    last_ = writer_->wait(run_.world());
+    return;
+  }
+  char took[64];
+  std::snprintf(took, sizeof took, "%.3f s", stall.seconds());
+  log::info("checkpoint: step " + std::to_string(run_.state().step) + " copied in " + took + "; writing it beside training");
+}
+
+std::optional<std::string> CheckpointSaver::finish() {
+  if (writer_) {
+    if (std::optional<std::string> p = writer_->wait(run_.world())) last_ = p;
+  }
+  return last_;
+}
+
+std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Config& config) {
+  Communicator& world = run.world();
+  // Rank 0 decides which files to try, so every rank tries the same ones in the same order.
+  std::string listing, error;
+  bool explicit_file = false;
+  if (world.rank() == 0) {
+    try {
+      listing = join_lines(checkpoint_candidates(config, explicit_file));
+    } catch (const ConfigError& e) {
+      error = e.what();
+    } catch (const std::exception& e) {
+      error = config.where("checkpoint.resume") + ": listing the checkpoints failed: " + e.what();
+    }
+  }
+  if (const auto e = first_error(world, error)) throw ConfigError(*e);
+  int32_t explicit_flag = explicit_file ? 1 : 0;
+  world.broadcast(&explicit_flag, 1, DType::kInt32, 0)->wait();
+  explicit_file = explicit_flag != 0;
+  const std::vector<std::string> files = split_lines(broadcast_string(world, listing, 0));
+  if (files.empty()) {
+    if (config.checkpoint.resume == "auto")
+      log::info("checkpoint: none in " + checkpoint_dir(config) + "; starting fresh");
+    return std::nullopt;
+  }
+  // Every rank must see the files rank 0 listed: otherwise each would fail to open them, and
+  // they would look corrupt.
+  std::string unseen;
+  for (const std::string& path : files) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {
+      unseen = path + " is listed by rank 0 but not visible on rank " + std::to_string(world.rank()) +
+               "; put checkpoint.dir on a file system every node mounts (and use an absolute path)";
+      break;
+    }
+  }
+  agree_on_error(world, unseen);
+
+  std::vector<std::string> failures, failed_paths;
+  for (const std::string& path : files) {
+    // The metadata, read by rank 0 and agreed on: a file whose attributes cannot be read is
+    // corrupt like one whose data fails its checksum.
+    std::string meta_error;
+    CheckpointMeta meta;
+    std::vector<std::string> differences;
+    if (world.rank() == 0) {
+      try {
+        meta = read_checkpoint_meta(path);
+        differences = model_differences(config, meta, path);
+        // The seed fixes the data order a resumed run continues; an evaluation reads no training data.
+        if (run.purpose() == RunPurpose::kTrain && meta.seed != config.training.seed)
+          differences.push_back("training.seed: " + std::to_string(meta.seed) + " in the checkpoint, " +
+                                std::to_string(config.training.seed) + " configured (" +
+                                config.where("training.seed") + "); a resumed run keeps the data order it began with");
+      } catch (const CheckpointMismatch& e) {
+        differences.push_back(e.what());
+      } catch (const std::exception& e) {  // also a std::bad_alloc from a corrupt string's size
+        meta_error = e.what();
+      }
+    }
+    std::string mismatch;
+    for (const std::string& d : differences) mismatch += "\n  " + d;
+    if (!mismatch.empty()) mismatch = path + " was saved for another run:" + mismatch;
+    if (const auto e = first_error(world, mismatch))
+      throw ConfigError(*e + "\nset checkpoint.resume = \"never\" or another checkpoint.dir to start a new run");
+    std::optional<std::string> problem = first_error(world, meta_error);
+    if (!problem) {
+      try {
+        read_checkpoint(path, world, run.rank_state());
+        run.rank_state_loaded();
+      } catch (const CheckpointMismatch& e) {
+        throw ConfigError(std::string(e.what()) + "\nset checkpoint.resume = \"never\" or another checkpoint.dir "
+                          "to start a new run");
+      } catch (const CheckpointError& e) {
+        problem = e.what();
+      }
+    }
+    if (problem) {
+      // Every rank has the same message: report it once and let every rank exit.
+      if (explicit_file) {
+        // A file named on purpose has no fallback; naming its directory gives one.
+        const std::string dir = fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string();
+        throw AgreedError(*problem + "\n" + config.where("checkpoint.resume") + ": checkpoint.resume = \"" + path +
+                              "\" must load; point it at another checkpoint (step_*.h5), or at its directory \"" + dir +
+                              "\" to fall back automatically to the newest checkpoint there that loads",
+                          world.rank() == 0);
+      }
+      log::info("checkpoint: " + *problem + "; trying an older one");
+      failures.push_back(*problem);
+      failed_paths.push_back(path);
+      continue;
+    }
+    // Only now that an older checkpoint has loaded are the newer ones that failed set aside (so
+    // a run that can load none, say a file system that fails every read, hides nothing).
+    if (world.rank() == 0)
+      for (const std::string& bad : failed_paths) {
+        CheckpointStore::set_aside(bad, "corrupt");
+        log::info("checkpoint: set " + bad + " aside as " + bad + ".corrupt");
+      }
+    // Every rank needs the position; rank 0 read it.
+    int64_t position[4] = {meta.step, meta.tokens_seen, meta.skipped_steps, meta.global_batch};
+    world.broadcast(position, 4, DType::kInt64, 0)->wait();
+    TrainingState& s = run.state();
+    s.step = position[0];
+    s.tokens_seen = position[1];
+    s.skipped_steps = position[2];
+    const int64_t global = int64_t{run.plan().layout.dp()} * run.plan().micro_batches * config.parallel.micro_batch_size;
+    const std::string layout = broadcast_string(world, meta.layout, 0);  // optional for other tools' files
+    log::info("checkpoint: resumed from " + path + " at step " + std::to_string(s.step) + " (saved at " +
+              (layout.empty() ? "a layout the file does not record" : layout) + ")");
+    if (position[3] != 0 && position[3] != global)
+      log::info("checkpoint: warning: the global batch changes from " + std::to_string(position[3]) + " to " +
+                std::to_string(global) + " sequences; later steps see other data than the interrupted run would have");
+    meta.step = position[0];
+    meta.tokens_seen = position[1];
+    return meta;
+  }
+  const std::string searched = config.checkpoint.resume == "auto" ? checkpoint_dir(config) : config.checkpoint.resume;
+  throw AgreedError("no checkpoint in " + searched + " could be loaded:\n  " +
+                        join_lines(failures, "\n  ") + "\nmove the broken files away or set checkpoint.resume = \"never\"",
+                    world.rank() == 0);
+}
+
+std::optional<CheckpointMeta> start_from_checkpoint_or_import(TrainingRun& run, const Config& config) {
+  std::optional<CheckpointMeta> resumed = resume_from_checkpoint(run, config);
+  if (!resumed && !config.model.init_from.empty()) run.import_initial_weights();
+  return resumed;
+}
+
+}  // namespace feast

@@ -1,0 +1,38 @@
+// The peak a rank's device can reach, which MFU divides by: a configured figure
+// (logging.peak_tflops), a known GPU's datasheet figure, or on the CPU the best sgemm rate the
+// rank measures at start. The ranks measure at the same time, so they see the cores they share,
+// as training does.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "comm/communicator.h"
+#include "backend/backend.h"
+
+namespace feast {
+
+struct DevicePeak {
+  double tflops_per_rank = 0;  // the job's peak is this times the world size
+  std::string source;          // "logging.peak_tflops", "datasheet: NVIDIA H100 SXM", "measured sgemm"
+};
+
+// GFLOP/s of the best of a few n^3 float32 GEMMs on this rank's threads (the first is warm-up).
+// Throws feast::Error if the product is wrong.
+double measure_sgemm_gflops(int n = 1536, int repeats = 4);
+
+// GFLOP/s of the best of a few n^3 products through `backend`'s matmul in its compute dtype on
+// random operands (zeros would run faster than real data), timed from the host after waiting for
+// the device. For a GPU backend: the ceiling its matrix products can reach.
+double measure_backend_gemm_gflops(Backend& backend, int n, int repeats = 5);
+
+// The dense bf16 tensor-core peak (TFLOP/s) of a GPU whose name (as CUDA reports it) contains a
+// known model ("H100 SXM", "A100", ...), and the name it matched; nullopt for an unknown one.
+std::optional<std::pair<double, std::string>> known_gpu_peak_tflops(const std::string& device_name);
+
+// Collective over world: configured_tflops when > 0, else measured on every rank at once
+// (device "cpu"): the best of a few rounds, each the sgemm work of all ranks over the time the
+// last one took, per rank, so ranks sharing cores count those cores once.
+DevicePeak device_peak(Communicator& world, const std::string& device, double configured_tflops);
+
+}  // namespace feast

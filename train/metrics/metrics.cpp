@@ -1,0 +1,84 @@
+#include "train/metrics/metrics.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace feast {
+
+namespace {
+
+// The lines of `path` that record steps up to `last_step`; lines that do not parse (a line cut
+// short by a crash) are dropped.
+std::string lines_up_to(const std::string& path, int64_t last_step) {
+  std::ifstream in(path);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= last_step)
+      kept += line + "\n";
+  }
+  return kept;
+}
+
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path, std::optional<int64_t> resume_step) : path_(path) {
+  if (resume_step) {
+    // The kept history is written aside and renamed over the file, so a crash now loses nothing.
+    const std::string kept = lines_up_to(path, *resume_step), tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << kept;
+      out.flush();
+      if (!out) throw Error(tmp + ": cannot write the metrics file; check that logging.dir is writable");
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) throw Error("cannot replace " + path + " with " + tmp + ": " + ec.message());
+    out_.open(path, std::ios::app);
+  } else {
+    out_.open(path, std::ios::trunc);
+  }
+  if (!out_) throw Error(path + ": cannot write the metrics file; check that logging.dir is writable");
+}
+
+void MetricsWriter::write(const StepMetrics& m) {
+  nlohmann::json j = {{"step", m.step},       {"loss", m.loss},
+                      {"lr", m.lr},           {"grad_norm", m.grad_norm},
+                      {"tokens_per_s", m.tokens_per_s}, {"ms_per_step", m.ms_per_step}};
+  if (m.val_loss) j["val_loss"] = *m.val_loss;
+  j.update(split_json(m.split));
+  j.update(reduction_json(m.split));
+  j["mfu"] = m.mfu;
+  out_ << j.dump() << '\n';
+  out_.flush();
+  if (!out_) throw Error(path_ + ": writing metrics failed (disk full?)");
+}
+
+std::string format_duration(double seconds) {
+  const long long t = static_cast<long long>(seconds + 0.5);
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%lld:%02lld", t / 60, t % 60);
+  return buf;
+}
+
+std::string format_progress(const StepMetrics& m, int64_t total_steps) {
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | %.1f ms | %s elapsed",
+                static_cast<long long>(m.step), static_cast<long long>(total_steps), m.loss, m.lr, m.grad_norm,
+                m.tokens_per_s, 100.0 * m.mfu, m.ms_per_step, format_duration(m.elapsed_s).c_str());
+  std::string s = buf;
+  if (m.eta_s >= 0 && m.step < total_steps) s += ", ETA " + format_duration(m.eta_s);
+  if (m.val_loss) {
+    std::snprintf(buf, sizeof buf, " | val loss %.4f", *m.val_loss);
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace feast

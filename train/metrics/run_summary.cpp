@@ -1,0 +1,248 @@
+#include "train/metrics/run_summary.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/plural.h"
+#include "comm/layout.h"
+
+namespace feast {
+
+double TimeSplit::efficiency() const {
+  const double busy = compute + tp_comm + pp_idle + dp_comm;
+  return busy > 0 ? compute / busy : 0.0;
+}
+
+double TimeSplit::pipeline_idle_fraction() const {
+  const double span = compute + tp_comm + pp_idle + data;
+  return span > 0 ? pp_idle / span : 0.0;
+}
+
+TimeSplit& TimeSplit::operator+=(const TimeSplit& o) {
+  compute += o.compute;
+  tp_comm += o.tp_comm;
+  pp_idle += o.pp_idle;
+  dp_comm += o.dp_comm;
+  optimizer += o.optimizer;
+  data += o.data;
+  other += o.other;
+  total += o.total;
+  dp_reduce += o.dp_reduce;
+  dp_reduce_exposed += o.dp_reduce_exposed;
+  return *this;
+}
+
+TimeSplit TimeSplit::scaled(double f) const {
+  return {compute * f, tp_comm * f,   pp_idle * f,   dp_comm * f,  optimizer * f,
+          data * f,    other * f,     total * f,     dp_reduce * f, dp_reduce_exposed * f};
+}
+
+TimeSplit split_of(const StepTiming& t) {
+  TimeSplit s;
+  s.compute = t.stage.compute;
+  s.tp_comm = t.stage.tp_comm;
+  s.pp_idle = t.stage.pp_wait + t.stage.send_wait;
+  s.dp_comm = t.dp_comm;
+  s.optimizer = t.optimizer;
+  s.data = t.stage.data;
+  s.total = t.total;
+  // Every timed part is a disjoint piece of the step, so the rest is what no timer saw; a
+  // rounding below zero is no time at all.
+  s.other = std::max(0.0, s.total - (s.compute + s.tp_comm + s.pp_idle + s.dp_comm + s.optimizer + s.data));
+  s.total = s.compute + s.tp_comm + s.pp_idle + s.dp_comm + s.optimizer + s.data + s.other;
+  s.dp_reduce = t.dp_reduce.in_flight;
+  s.dp_reduce_exposed = t.dp_reduce.exposed;
+  return s;
+}
+
+TimeSplit mean_over_ranks(Communicator& world, const TimeSplit& mine) {
+  double v[10] = {mine.compute, mine.tp_comm, mine.pp_idle, mine.dp_comm,   mine.optimizer,
+                  mine.data,    mine.other,   mine.total,   mine.dp_reduce, mine.dp_reduce_exposed};
+  world.allreduce(v, 10, DType::kFloat64)->wait();
+  const double n = world.size();
+  return TimeSplit{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]}.scaled(1.0 / n);
+}
+
+double mfu(double flops_per_token, int64_t tokens, double seconds, const DevicePeak& peak, int world_size) {
+  const double peak_flops = peak.tflops_per_rank * 1e12 * world_size;
+  return seconds > 0 && peak_flops > 0 ? flops_per_token * double(tokens) / seconds / peak_flops : 0.0;
+}
+
+void RunStatistics::add(const TimeSplit& s) {
+  if (steps_ == 0) first_ = s;
+  else sum_ += s;
+  ++steps_;
+}
+
+TimeSplit RunStatistics::mean() const {
+  if (steps_ == 0) return {};
+  if (steps_ == 1) return first_;
+  return sum_.scaled(1.0 / double(steps_ - 1));
+}
+
+double pipeline_idle_formula(int stages, int micro_batches) {
+  return double(stages - 1) / double(micro_batches + stages - 1);
+}
+
+nlohmann::json split_json(const TimeSplit& s) {
+  return {{"compute_s", s.compute},     {"tp_comm_s", s.tp_comm}, {"pp_idle_s", s.pp_idle}, {"dp_comm_s", s.dp_comm},
+          {"optimizer_s", s.optimizer}, {"data_s", s.data},       {"other_s", s.other}};
+}
+
+nlohmann::json reduction_json(const TimeSplit& s) {
+  return {{"dp_reduce_s", s.dp_reduce}, {"dp_reduce_exposed_s", s.dp_reduce_exposed}};
+}
+
+std::string summary_json(const RunFacts& f, const RunOutcome& o) {
+  const Config& c = *f.config;
+  const TimeSplit& s = o.mean_split;
+  nlohmann::json j = {
+      {"config", f.config_path},
+      {"ended", o.ended},
+      {"world_size", f.world_size},
+      {"tp", f.tp},
+      {"pp", f.pp},
+      {"dp", f.dp},
+      // In use: one replica has nothing to shard, so dp 1 runs ZeRO 0 whatever was configured.
+      {"zero_stage", f.dp == 1 ? 0 : c.parallel.zero_stage},
+      {"dp_sync", c.parallel.dp_sync},
+      {"schedule", c.parallel.schedule},
+      {"micro_batch_size", c.parallel.micro_batch_size},
+      {"micro_batches", f.micro_batches},
+      {"seq_len", c.training.seq_len},
+      {"tokens_per_step", f.tokens_per_step},
+      {"arch", c.model.arch},
+      {"n_layer", c.model.n_layer},
+      {"n_head", c.model.n_head},
+      {"n_embd", c.model.n_embd},
+      {"vocab_size", c.model.vocab_size},
+      {"parameters", f.parameters},
+      {"flops_per_token", f.flops_per_token},
+      {"first_step", o.first_step},
+      {"steps", o.steps},
+      {"measured_steps", o.measured_steps},
+      {"tokens_seen", o.tokens_seen},
+      {"train_seconds", o.train_seconds},
+      {"final_loss", o.final_loss ? nlohmann::json(*o.final_loss) : nlohmann::json(nullptr)},
+      {"final_val_loss", o.final_val_loss ? nlohmann::json(*o.final_val_loss) : nlohmann::json(nullptr)},
+      {"tokens_per_s", s.total > 0 ? double(f.tokens_per_step) / s.total : 0.0},
+      {"ms_per_step", s.total * 1e3},
+      {"time_split", split_json(s)},
+      {"dp_reductions", reduction_json(s)},
+      {"pp_idle_fraction", s.pipeline_idle_fraction()},
+      {"pp_idle_formula", pipeline_idle_formula(f.pp, f.micro_batches)},
+      {"efficiency", s.efficiency()},
+      {"mfu", mfu(f.flops_per_token, f.tokens_per_step, s.total, f.peak, f.world_size)},
+      {"peak_tflops_per_rank", f.peak.tflops_per_rank},
+      {"peak_source", f.peak.source},
+  };
+  if (o.server_traffic) {
+    const ServerTraffic& t = *o.server_traffic;
+    j["parameter_server_bytes_per_step"] = {{"push", t.push},
+                                            {"pull", t.pull},
+                                            {"dense_push", t.dense_push},
+                                            {"dense_pull", t.dense_pull},
+                                            {"refresh_total", t.refresh}};
+  }
+  nlohmann::json memory = nlohmann::json::array();
+  for (const MemoryBytes& m : f.memory) memory.push_back({m.parameters, m.gradients, m.optimizer, m.activations});
+  j["memory_bytes_per_rank"] = memory;
+  return j.dump(1) + "\n";
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw Error(tmp + ": cannot write; check that the directory is writable and the disk not full");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error("cannot replace " + path + " with " + tmp + ": " + ec.message());
+}
+
+std::vector<std::string> format_summary(const RunFacts& f, const RunOutcome& o) {
+  std::vector<std::string> lines;
+  const TimeSplit& s = o.mean_split;
+  if (o.measured_steps == 0 || s.total <= 0) return lines;
+  char buf[256];
+  auto pct = [&](double part) { return 100.0 * part / s.total; };
+  std::snprintf(buf, sizeof buf, "time per step (mean of %s, ranks averaged): %.1f ms = compute %.1f%% | tp-comm %.1f%% | "
+                "pp-idle %.1f%% | dp-comm %.1f%% | optimizer %.1f%% | data %.1f%% | other %.1f%%",
+                count_of(o.measured_steps, "step").c_str(), s.total * 1e3, pct(s.compute), pct(s.tp_comm),
+                pct(s.pp_idle), pct(s.dp_comm), pct(s.optimizer), pct(s.data), pct(s.other));
+  lines.push_back(buf);
+  if (f.pp > 1) {
+    std::snprintf(buf, sizeof buf,
+                  "pipeline idle: measured %.1f%% of the schedule's span (compute, tp-comm, data and idle), "
+                  "formula (p-1)/(m+p-1) = (%d-1)/(%d+%d-1) = %.1f%%",
+                  100.0 * s.pipeline_idle_fraction(), f.pp, f.micro_batches, f.pp,
+                  100.0 * pipeline_idle_formula(f.pp, f.micro_batches));
+    lines.push_back(buf);
+  }
+  if (s.dp_reduce > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "data-parallel gradient reductions: %.1f ms in flight per step, %.1f ms of it exposed (waited "
+                  "for), %.0f%% hidden behind the backward",
+                  s.dp_reduce * 1e3, s.dp_reduce_exposed * 1e3,
+                  100.0 * std::clamp(1.0 - s.dp_reduce_exposed / s.dp_reduce, 0.0, 1.0));
+    lines.push_back(buf);
+  }
+  if (o.server_traffic) {
+    const ServerTraffic& t = *o.server_traffic;
+    lines.push_back("parameter server: each rank pushed " + mib(t.push) + " MiB and pulled " + mib(t.pull) +
+                    " MiB per step (mean over ranks); the dense exchange moves " + mib(t.dense_push) + " and " +
+                    mib(t.dense_pull) + " MiB");
+  }
+  const double m = mfu(f.flops_per_token, f.tokens_per_step, s.total, f.peak, f.world_size);
+  std::snprintf(buf, sizeof buf,
+                "scaling efficiency E = compute / (compute + exposed communication) = %.3f; %.0f tokens/s; MFU %.1f%% "
+                "of %.3g TFLOP/s per rank (%s; %.3g model GFLOP per token)",
+                s.efficiency(), double(f.tokens_per_step) / s.total, 100.0 * m, f.peak.tflops_per_rank,
+                f.peak.source.c_str(), f.flops_per_token / 1e9);
+  lines.push_back(buf);
+  return lines;
+}
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
+std::vector<std::string> format_memory_table(const std::vector<MemoryBytes>& memory, bool every_rank) {
+  std::vector<std::pair<std::vector<std::string>, std::vector<int>>> rows;  // figures, ranks
+  for (int r = 0; r < int(memory.size()); ++r) {
+    const MemoryBytes& m = memory[size_t(r)];
+    std::vector<std::string> figures = {mib(m.parameters), mib(m.gradients), mib(m.optimizer), mib(m.activations),
+                                        mib(m.total())};
+    auto same = std::find_if(rows.begin(), rows.end(), [&](const auto& row) { return row.first == figures; });
+    if (every_rank || memory.size() <= 16 || same == rows.end()) rows.push_back({figures, {r}});
+    else same->second.push_back(r);
+  }
+  std::vector<std::string> lines = {"memory per rank (MiB): rank(s) | parameters | gradients | optimizer | activations | total"};
+  for (const auto& [f, ranks] : rows) {
+    char line[200];
+    std::snprintf(line, sizeof line, "  %6s | %10s | %9s | %9s | %11s | %9s", format_ranges(ranks).c_str(), f[0].c_str(),
+                  f[1].c_str(), f[2].c_str(), f[3].c_str(), f[4].c_str());
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+std::vector<MemoryBytes> gather_memory(Communicator& world, const MemoryBytes& mine) {
+  const double v[4] = {mine.parameters, mine.gradients, mine.optimizer, mine.activations};
+  std::vector<double> all(4 * size_t(world.size()));
+  const std::vector<size_t> counts(size_t(world.size()), 4);
+  world.allgather(v, all.data(), counts, DType::kFloat64)->wait();
+  std::vector<MemoryBytes> out(size_t(world.size()));
+  for (size_t r = 0; r < out.size(); ++r) out[r] = {all[4 * r], all[4 * r + 1], all[4 * r + 2], all[4 * r + 3]};
+  return out;
+}
+
+}  // namespace feast

@@ -1,0 +1,219 @@
+#include "train/run_directory.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <vector>
+
+#include "checkpoint/checkpoint_store.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "comm/agreement.h"
+#include "train/checkpointing.h"
+
+namespace fs = std::filesystem;
+
+namespace feast {
+namespace {
+
+std::string utc_stamp(const char* format) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, format, &tm);
+  return buf;
+}
+
+std::string stem_of(const Config& config) {
+  return config.source.empty() ? "run" : fs::path(config.source).stem().string();
+}
+
+// runs/<config name>-<UTC date-time>, with -2, -3, ... when taken: created here, atomically, so
+// that two runs started in the same second never share one.
+std::string fresh_run_dir(const Config& config) {
+  const std::string base = "runs/" + stem_of(config) + "-" + utc_stamp("%Y%m%d-%H%M%S");
+  std::error_code ec;
+  fs::create_directories("runs", ec);
+  std::string dir = base;
+  for (int n = 2; !fs::create_directory(dir, ec); ++n) {
+    if (ec) throw Error("cannot create " + dir + ": " + ec.message());
+    dir = base + "-" + std::to_string(n);
+  }
+  return dir;
+}
+
+// The newest earlier run of this config (logging.dir unset) that did not finish and left a
+// complete checkpoint: a rerun of the same command continues it, as after a preemption or a
+// crash. "" when there is none.
+std::string unfinished_run(const Config& config) {
+  if (config.checkpoint.resume != "auto" || !config.checkpoint.dir.empty()) return "";
+  const std::regex name(std::regex_replace(stem_of(config), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
+                        R"(-\d{8}-\d{6}(-\d+)?)");
+  std::vector<std::string> runs;
+  std::error_code ec;
+  for (fs::directory_iterator it("runs", ec), end; !ec && it != end; it.increment(ec))
+    if (std::regex_match(it->path().filename().string(), name)) runs.push_back(it->path().string());
+  std::sort(runs.rbegin(), runs.rend());  // the names sort by time
+  for (const std::string& dir : runs) {
+    std::ifstream in(fs::path(dir) / "status");
+    std::string status;
+    std::getline(in, status);
+    if (status.starts_with("finished")) continue;
+    if (!CheckpointStore(dir + "/checkpoints").complete().empty()) return dir;
+  }
+  return "";
+}
+
+// Locks `dir` for this run; false when another run holds it. A file system without flock
+// (Lustre without -o flock, some NFS mounts) cannot guard the directory: said, and allowed.
+bool lock_dir(const std::string& dir, int& fd, const std::string& what = "run directory") {
+  fd = ::open((fs::path(dir) / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("cannot open " + dir + "/.lock: " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+  if (errno == EWOULDBLOCK) {
+    ::close(fd);
+    fd = -1;
+    return false;
+  }
+  log::info(what + ": warning: cannot lock " + dir + "/.lock (" + std::strerror(errno) +
+            "): this file system does not support flock, so nothing stops two runs from sharing " + dir);
+  return true;
+}
+
+// Makes checkpoint.dir, so that an unusable one stops the run before its first step rather than
+// at its first save (a stop's save would lose every step since the start); then locks it as the
+// run directory is locked, since a second run saving there would set this run's checkpoints
+// aside as superseded and rewrite `latest`. The run directory itself is locked already. Throws
+// naming checkpoint.dir when it cannot. (Whether every rank can use it is proved after.)
+void claim_checkpoint_dir(const Config& config, const std::string& run_dir, int& fd) {
+  const std::string dir = checkpoint_dir(config);
+  const bool default_place = dir == config.logging.dir + "/checkpoints";
+  const std::string named = default_place ? "checkpoint.dir (<logging.dir>/checkpoints: " + dir + ")"
+                                          : config.where("checkpoint.dir") + ": checkpoint.dir = \"" + dir + "\"";
+  const std::string fix = default_place ? "; set checkpoint.dir (or logging.dir) to a directory this run can write"
+                                        : "; set checkpoint.dir to a directory this run can write, or leave it "
+                                          "unset for <logging.dir>/checkpoints";
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw Error(named + " exists and is not a directory" + fix);
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw Error(named + " cannot be created: " + (ec ? ec.message() : "not a directory") + fix);
+  if (fs::equivalent(dir, run_dir, ec)) return;
+  if (!lock_dir(dir, fd, "checkpoint.dir"))
+    throw Error(named + " is in use by another run that is still going (it holds " + dir +
+                "/.lock); its checkpoints would be overwritten or set aside; give this run another checkpoint.dir, "
+                "or leave it unset for <logging.dir>/checkpoints");
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text << "\n";
+  out.close();
+  if (!out) throw Error(path.string() + ": cannot write (" + std::strerror(errno) + ")");
+}
+
+}  // namespace
+
+RunDirectory::RunDirectory(Config& config, Communicator& world) : rank0_(world.rank() == 0) {
+  std::string error, dir, how;
+  if (rank0_) {
+    try {
+      if (!config.logging.dir.empty()) {
+        dir = config.logging.dir;
+        std::error_code ec;
+        fs::create_directories(dir, ec);
+        if (ec || !fs::is_directory(dir))
+          throw Error("logging.dir = \"" + dir + "\" cannot be created: " + (ec ? ec.message() : "not a directory") +
+                      "; choose a writable directory");
+        if (!lock_dir(dir, lock_fd_))
+          throw Error("logging.dir " + dir + " is in use by another run that is still going (it holds " + dir +
+                      "/.lock; a run on a node that crashed may hold it until its lease expires); give this run "
+                      "another logging.dir, or leave it unset for a directory of its own");
+      } else {
+        dir = unfinished_run(config);
+        if (!dir.empty() && lock_dir(dir, lock_fd_)) {
+          how = "logging.dir unset: continuing the unfinished run of this config there";
+        } else {
+          dir = fresh_run_dir(config);
+          how = "logging.dir unset: a new directory for this run";
+          if (!lock_dir(dir, lock_fd_)) throw Error("cannot lock the new run directory " + dir);
+        }
+      }
+      write_file(fs::path(dir) / "command.txt", config.command_line);
+      write_file(fs::path(dir) / "status", "running since " + utc_stamp("%Y-%m-%d %H:%M:%S UTC"));
+      log::set_file(dir + "/train.log");
+      log::info("=== run started " + utc_stamp("%Y-%m-%d %H:%M:%S UTC") + ": " + config.command_line);
+    } catch (const std::exception& e) {
+      if (lock_fd_ >= 0) ::close(lock_fd_);
+      lock_fd_ = -1;
+      error = (config.logging.dir.empty() ? std::string("logging.dir (unset): ") : config.where("logging.dir") + ": ") +
+              e.what();
+    }
+  }
+  agree_on_error(world, error);
+  if (config.logging.dir.empty()) {
+    config.logging.dir = broadcast_string(world, dir, 0);
+    config.origin["logging.dir"] = "inferred: the run's own directory";
+    log::info("run directory: " + config.logging.dir + " (" + broadcast_string(world, how, 0) + ")");
+  }
+  dir_ = config.logging.dir;
+
+  if (rank0_) {
+    try {
+      claim_checkpoint_dir(config, dir_, checkpoint_lock_fd_);
+    } catch (const std::exception& e) {
+      error = e.what();
+      // The run ends before it began: its status says why, and its directory is free again.
+      finish("failed: " + error);
+      release();
+    }
+  }
+  agree_on_error(world, error);
+  // Rank 0 can write in checkpoint.dir, and every rank sees it under its own config's name for it,
+  // as each save proves again: found now, not at the first save.
+  try {
+    // Unique to this start, so that a probe left by an earlier one proves nothing.
+    CheckpointStore(checkpoint_dir(config))
+        .prove_shared(world, "start " + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  } catch (const AgreedError& e) {
+    if (rank0_) {
+      finish(std::string("failed: ") + e.what());
+      release();
+    }
+    throw;
+  }
+}
+
+RunDirectory::~RunDirectory() { release(); }
+
+void RunDirectory::release() {
+  if (!rank0_) return;
+  log::set_file("");
+  // Closing releases the locks.
+  if (checkpoint_lock_fd_ >= 0) ::close(checkpoint_lock_fd_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  checkpoint_lock_fd_ = lock_fd_ = -1;
+}
+
+void RunDirectory::finish(const std::string& status) {
+  if (!rank0_) return;
+  log::file_only("=== run ended: " + status);
+  // Said, not thrown: the run's own outcome (often an error being handled) comes first.
+  try {
+    write_file(fs::path(dir_) / "status", status);
+  } catch (const std::exception& e) {
+    log::error(std::string("the run's status was not recorded: ") + e.what());
+  }
+}
+
+}  // namespace feast

@@ -1,0 +1,616 @@
+#include "train/training_run.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "interop/hf/hf_weights.h"
+#include "interop/hf/safetensors.h"
+#include "core/device_info.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/plural.h"
+#include "core/timer.h"
+#include "model/decoder_stage.h"
+#include "comm/agreement.h"
+#include "comm/transport_policy.h"
+#include "comm/topology/gpu_link_report.h"
+#include "comm/topology/nccl_network_report.h"
+#include "comm/topology/grid_report.h"
+#include "comm/mpi_world.h"
+#if defined(FEAST_WITH_NCCL)
+#include "comm/nccl_communicator.h"
+#endif
+#include "comm/staged_communicator.h"
+#include "train/fault_injection.h"
+#include "train/metrics/run_summary.h"
+#include "comm/topology/cpu_threads.h"
+
+namespace feast {
+namespace {
+
+// Elements a GPU's parameters are cast through at a time on their way to and from a checkpoint.
+constexpr size_t kHostCopyChunk = size_t{16} << 20;
+
+// Opens a split, naming the config key that chose it when anything is wrong.
+Dataset open_split(const Config& config, const std::string& key, const std::string& pattern, Split split) {
+  try {
+    Dataset d(pattern, split);
+    d.set_vocab_limit(config.model.vocab_size, "model.vocab_size");
+    return d;
+  } catch (const DataError& e) {
+    throw DataError(std::string(e.what()) + " [" + key + " set at " + config.where(key) + "]");
+  }
+}
+
+
+// training.threads, or the share of this host's CPUs that threads.h's policy gives this rank
+// (and, in words, how it was chosen).
+// parallel.dp_sync = "parameter-server" and its sparse embedding against the rest of the config.
+// (Parsing a config file checks the first two already; a Config built in code gets here too.)
+void check_parameter_server(const Config& config) {
+  const ParallelConfig& pc = config.parallel;
+  const bool server = pc.dp_sync == "parameter-server";
+  if (server && pc.zero_stage != 0)
+    throw ConfigError(config.where("parallel.zero_stage") + ": parallel.zero_stage = " + std::to_string(pc.zero_stage) +
+                      " cannot be combined with parallel.dp_sync = \"parameter-server\" (" +
+                      config.where("parallel.dp_sync") + "): the servers shard the optimizer state in ZeRO's " +
+                      "place; set parallel.zero_stage = 0, or use dp_sync = \"allreduce\"");
+  if (pc.ps_sparse_embedding && !server)
+    throw ConfigError(config.where("parallel.ps_sparse_embedding") +
+                      ": parallel.ps_sparse_embedding = true needs parallel.dp_sync = \"parameter-server\", but it is \"" +
+                      pc.dp_sync + "\" (" + config.where("parallel.dp_sync") + ")");
+  if (pc.ps_sparse_embedding && config.model.tied()) {
+    const std::string tie_from = config.where("model.tie_embeddings") == "default"
+                                     ? "the default for model.arch = \"" + config.model.arch + "\""
+                                     : config.where("model.tie_embeddings");
+    throw ConfigError(config.where("parallel.ps_sparse_embedding") +
+                      ": parallel.ps_sparse_embedding = true needs an untied token embedding, but "
+                      "model.tie_embeddings = true (" + tie_from + "): the tied head reads every row of the " +
+                      "embedding, so its gradient is dense; set model.tie_embeddings = false or remove " +
+                      "parallel.ps_sparse_embedding");
+  }
+}
+
+}  // namespace
+
+LayoutPlan check_training_config(const Config& config, int world_size, RunPurpose purpose) {
+  if (purpose == RunPurpose::kEvaluate && config.data.val.empty())
+    throw ConfigError("data.val is not set: name the validation shards in [data] val = \"...\" or with "
+                      "--set data.val=PATH (make them with `trainer prepare-data`)");
+  if (purpose == RunPurpose::kTrain && config.data.train.empty())
+    throw ConfigError("data.train is not set: name the training shards in [data] train = \"...\" or with "
+                      "--set data.train=PATH (make them with `trainer prepare-data`)");
+  try {
+    compute_dtype_for(config.training.device, config.training.dtype);
+  } catch (const ConfigError& e) {
+    throw ConfigError(config.where("training.dtype") + ": " + e.what());
+  }
+  if (config.training.device != "cpu" && config.parallel.ps_sparse_embedding)
+    throw ConfigError(config.where("parallel.ps_sparse_embedding") + ": the sparse parameter server packs embedding "
+                      "rows in host memory; with training.device = \"" + config.training.device +
+                      "\" remove parallel.ps_sparse_embedding (the dense parameter server works on GPUs)");
+  check_parameter_server(config);
+  check_fault_ranks(config, world_size);
+  if (config.training.device == "cpu") {  // a GPU run decides at start (connect_gpu_groups)
+    try {
+      choose_comm_backend(config.parallel.backend, "cpu", false, "", false);
+    } catch (const ConfigError& e) {
+      throw ConfigError(config.where("parallel.backend") + ": " + e.what());
+    }
+  }
+  if (config.training.device == "cuda" && (!cuda_backend_built() || cuda_device_count() == 0))
+    make_backend(config.training.device, config.training.dtype);  // throws the reason, naming the key
+  return plan_layout(config, world_size);
+}
+
+TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> world, RunPurpose purpose)
+    : config_(config), purpose_(purpose), plan_(check_training_config(config, world->size(), purpose)) {
+  const TrainingConfig& tc = config.training;
+  const ParallelLayout& layout = plan_.layout;
+  const int world_rank = world->rank();
+  me_ = layout.coord(world_rank);
+
+  // Everything that can be wrong with the data is found before the model is allocated, and
+  // the ranks agree on it: one message (from the lowest failing rank), every rank exits.
+  std::string data_error;
+  try {
+    open_data();
+  } catch (const DataError& e) {
+    data_error = e.what();
+  }
+  agree_on_error(*world, data_error);
+
+  groups_ = make_process_groups(std::move(world), layout, config.model.tied());
+  Communicator& w = *groups_.world;
+  std::vector<std::string> hosts(1);
+  if (w.size() > 1) {
+    hosts = gather_host_names(w);
+    log::info(describe_grid(layout, hosts, config.model.tied(), config.logging.verbose));
+  }
+  const int sharing = ranks_sharing_my_cpus(w, hosts);
+  const ThreadChoice choice = config.training.threads > 0 ? ThreadChoice{config.training.threads, ""}
+                                                          : thread_policy(sharing);
+  const int threads = choice.threads;
+  const std::string& threads_from = choice.from;
+  omp_set_num_threads(threads);
+  set_wait_policy(choose_wait_policy(sharing, threads));
+  inferred_ = {w.size(), layout.dp(), plan_.micro_batches, threads, threads_from};
+  // The whole config is a hundred lines: the run directory keeps it (config.toml), and the screen
+  // gets it only when asked for.
+  if (config.logging.verbose || config.logging.dir.empty() || purpose_ == RunPurpose::kEvaluate)
+    log::info("resolved config (inferred values marked):\n" + to_toml(with_inferred_values(config, inferred_)));
+  else
+    log::info("resolved config: " + config.logging.dir + "/config.toml (every key, inferred values marked; "
+              "logging.verbose prints it here)");
+
+  const int B = config.parallel.micro_batch_size, T = tc.seq_len, m = plan_.micro_batches;
+  const StageSpec spec = plan_.stage_of(world_rank);
+  owns_loss_ = spec.has_head && me_.tp == 0;
+  const int slots = PipelineExecutor::slots_needed(plan_.schedule, layout.pp(), me_.pp, m);
+  backend_ = make_backend(tc.device, tc.dtype, local_rank(hosts, world_rank));
+  if (tc.device != "cpu") connect_gpu_groups(hosts);
+  stage_ = std::make_unique<DecoderStage>(config.model, spec, StageShape{B, T, slots}, *backend_,
+                                          layout.tp() > 1 ? groups_.tp.get() : nullptr);
+  initialize_parameters(*stage_, tc.seed);
+
+  const size_t bucket_elems = static_cast<size_t>(config.parallel.bucket_mb * 1024 * 1024 / sizeof(float));
+  stage_->set_gradient_range_limit(bucket_elems);
+  Communicator* dp = layout.dp() > 1 ? groups_.dp.get() : nullptr;
+  Communicator* embedding = layout.pp() > 1 ? groups_.embedding.get() : nullptr;
+  const size_t n_params = stage_->parameters().numel;
+  if (config.parallel.dp_sync == "parameter-server") {
+    std::optional<EmbeddingRows> rows;
+    if (config.parallel.ps_sparse_embedding && stage_->table().contains("wte.weight")) {
+      const LocalParam& wte = stage_->table().at("wte.weight");
+      FEAST_CHECK(wte.spec->split == TpSplit::kVocabRows && wte.shape.size() == 2,
+                  "the sparse parameter server expects wte.weight as vocabulary-parallel rows");
+      rows = EmbeddingRows{wte.offset, wte.shape[0], wte.shape[1], int64_t{wte.tp_rank} * wte.shape[0]};
+    }
+    auto ps = std::make_unique<ParameterServer>(*backend_, n_params, stage_->gradient_ranges(), bucket_elems, dp,
+                                                embedding, rows);
+    ps_ = ps.get();
+    sync_ = std::move(ps);
+  } else {
+    sync_ = std::make_unique<GradientSync>(*backend_, n_params, stage_->gradient_ranges(), config.parallel.zero_stage,
+                                           bucket_elems, dp, embedding,
+                                           config.parallel.grad_reduce_dtype == "bf16" ? DType::kBFloat16
+                                                                                        : DType::kFloat32);
+  }
+  stage_->set_gradient_sink(&sync_->sink());
+  AdamWConfig oc;
+  oc.beta1 = tc.beta1;
+  oc.beta2 = tc.beta2;
+  oc.eps = tc.eps;
+  oc.weight_decay = tc.weight_decay;
+  oc.grad_clip = tc.grad_clip;
+  const ShardRange opt_range = sync_->optimizer_range();
+  optimizer_ = std::make_unique<AdamW>(*backend_, stage_->table(), stage_->parameters(), opt_range.begin, opt_range.end,
+                                       oc);
+  executor_ = std::make_unique<PipelineExecutor>(*stage_, layout.pp() > 1 ? groups_.pp.get() : nullptr,
+                                                 plan_.schedule, m, B, T);
+  state_.seed = tc.seed;
+  state_.model = stage_.get();
+  state_.optimizer = optimizer_.get();
+
+  memory_of_ranks_ = gather_memory(*groups_.world, memory_bytes());
+  report_start();
+  if (ps_) report_parameter_server();
+}
+
+TrainingRun::~TrainingRun() = default;
+
+void TrainingRun::connect_gpu_groups(const std::vector<std::string>& hosts) {
+  Communicator& world = *groups_.world;
+  const std::vector<GpuUuid> uuids = gather_gpu_uuids(world);
+  if (world.size() > 1) {  // how this job's GPUs are wired, next to the rank grid
+    std::string why;
+    const HostGpuLinks links = gather_gpu_links(world, hosts, uuids, &why);
+    const std::string report = describe_gpu_links(plan_.layout, hosts, links, why);
+    if (!report.empty()) log::info(report);
+  }
+  const bool gpu_shared = some_gpu_is_shared(uuids);
+  std::string nccl_why = "this build has no NCCL (nccl.h was not found)";
+  bool usable = false;
+#if defined(FEAST_WITH_NCCL)
+  usable = nccl_available(&nccl_why);
+#endif
+  // Every rank must choose alike: NCCL only if it loads everywhere and no GPU anywhere is shared.
+  int32_t unusable = usable ? 0 : 1;
+  world.allreduce(&unusable, 1, DType::kInt32, {ReduceOp::kMax})->wait();
+  if (unusable && usable) nccl_why = "NCCL cannot be loaded on some rank";
+  const CommBackendChoice choice = choose_comm_backend(config_.parallel.backend, config_.training.device,
+                                                       unusable == 0, nccl_why, gpu_shared);
+  // Every group stages device buffers through host memory; the NCCL groups below wrap theirs and
+  // send only host values (losses, norms, NCCL's id) through it.
+  stage_device_buffers(groups_);
+  if (!choice.nccl) {
+    log::info("communication: " + choice.why);
+    return;
+  }
+#if defined(FEAST_WITH_NCCL)
+  // Tensor-parallel, data-parallel, pipeline and tied-embedding groups through NCCL (the
+  // pipeline's exchanges are paired as NCCL needs them: Action::with_next); the world stays on
+  // MPI, staged, and so do groups of one rank (nothing to send) and a parameter server's
+  // data-parallel group (its workers post point-to-point transfers in both directions at once,
+  // which NCCL would serialise into a deadlock).
+  const auto timeout = std::chrono::milliseconds(int64_t(config_.parallel.timeout_s * 1000));
+  void* compute = backend_->stream().native_handle();
+  const bool server = config_.parallel.dp_sync == "parameter-server";
+  // Rank 0 keeps NCCL's own lines about its network, to say which one the nodes use.
+  const std::string nccl_log = world.rank() == 0 ? capture_nccl_network_report(config_.logging.dir) : "";
+  std::string on_nccl;
+  for (auto [group, name] : {std::pair{&groups_.tp, "tensor-parallel"}, std::pair{&groups_.dp, "data-parallel"},
+                             std::pair{&groups_.pp, "pipeline"}, std::pair{&groups_.embedding, "tied-embedding"}}) {
+    if (!*group || (*group)->size() == 1 || (group == &groups_.dp && server)) continue;
+    *group = make_nccl_communicator(std::move(*group), compute, timeout);
+    on_nccl += std::string(on_nccl.empty() ? "" : ", ") + name;
+  }
+  log::info("communication: " + choice.why + (on_nccl.empty() ? ", but no group has more than one rank" : " for the " + on_nccl + " groups") +
+            "; the rest through MPI, staged through host memory");
+  // NCCL's own switch back to blocking calls (faster per call with NCCL 2.23 and later, which
+  // launches each call of a non-blocking communicator from a new thread; docs/cluster.md).
+  if (nccl_calls_forced_blocking() && !on_nccl.empty())
+    log::info(std::string("warning: NCCL_COMM_BLOCKING=") + std::getenv("NCCL_COMM_BLOCKING") +
+              " makes NCCL's calls block: a peer that fails before NCCL connects to it leaves the others waiting "
+              "with no deadline");
+  if (!nccl_log.empty() && !on_nccl.empty()) {
+    std::ifstream in(nccl_log);
+    const std::string network = nccl_network_from_log(std::string(std::istreambuf_iterator<char>(in), {}));
+    log::info("network between nodes (NCCL): " + (network.empty() ? "not reported (see " + nccl_log + ")" : network));
+  }
+#endif
+}
+
+void TrainingRun::import_initial_weights() {
+  const std::string& folder = config_.model.init_from;
+  std::string error;
+  Timer timer;
+  Tensor staged;  // a GPU's weights in float32, before they are rounded to the compute dtype
+  try {
+    const SafetensorsModel model(folder);
+    const TensorView params = stage_->parameters();
+    if (params.device == kCpu && params.dtype == DType::kFloat32) {
+      import_hf_weights(model, config_.model, stage_->table(), static_cast<float*>(params.data));
+    } else {  // a GPU's parameters: read into host memory, then copy (and round) into place
+      std::vector<float> host(params.numel);
+      import_hf_weights(model, config_.model, stage_->table(), host.data());
+      staged = backend_->allocate(DType::kFloat32, params.numel);
+      backend_->copy(staged.view(), host_view(host.data(), host.size()));
+      backend_->cast(params, staged.view());
+    }
+  } catch (const DataError& e) {
+    error = std::string(e.what()) + " [model.init_from at " + config_.where("model.init_from") + "]";
+  } catch (const std::exception& e) {  // any failure on one rank ends every rank, not a hang
+    error = folder + ": importing the weights failed: " + e.what();
+  }
+  agree_on_error(*groups_.world, error);
+  // The master weights at the precision the files had, not from the rounded compute copy.
+  if (optimizer_) staged.numel() > 0 ? optimizer_->load_master(staged.view()) : optimizer_->reload_master_from_params();
+  char line[64];
+  std::snprintf(line, sizeof line, " in %.2f s", timer.seconds());
+  log::info("model: weights from " + folder + line);
+}
+
+void TrainingRun::open_data() {
+  const TrainingConfig& tc = config_.training;
+  if (purpose_ == RunPurpose::kTrain) {
+    train_data_.emplace(open_split(config_, "data.train", config_.data.train, Split::kTrain));
+    sampler_.emplace(*train_data_, tc.seed, tc.seq_len);
+  }
+  if (!config_.data.val.empty()) {
+    val_data_.emplace(open_split(config_, "data.val", config_.data.val, Split::kVal));
+    // A shard in both splits would be trained on and then flatter the validation loss.
+    for (size_t i = 0; train_data_ && i < train_data_->num_shards(); ++i)
+      for (size_t j = 0; j < val_data_->num_shards(); ++j) {
+        std::error_code ec;
+        if (std::filesystem::equivalent(train_data_->shard(i).path(), val_data_->shard(j).path(), ec))
+          throw DataError("data.train and data.val share the shard " + val_data_->shard(j).path() +
+                          ": the model would be validated on tokens it trained on; give data.train the "
+                          "training shards only (data.train at " + config_.where("data.train") +
+                          ", data.val at " + config_.where("data.val") + ")");
+      }
+    val_sampler_.emplace(*val_data_, tc.seq_len);
+  }
+}
+
+MemoryBytes TrainingRun::memory_bytes() const {
+  return {double(stage_->parameters().bytes()), double(sync_->gradient_bytes()), double(optimizer_->state_bytes()),
+          double(stage_->activation_bytes())};
+}
+
+DpTraffic TrainingRun::dp_bytes_last_step() const { return ps_ ? ps_->traffic_last_step() : DpTraffic{}; }
+
+DpTraffic TrainingRun::dp_bytes_dense_step() const {
+  return ps_ ? ps_->dense_traffic(stage_->parameters().dtype) : DpTraffic{};
+}
+
+void TrainingRun::report_parameter_server() {
+  // The busiest worker's dense traffic (ranks differ by stage), and the token embedding's share
+  // of it, which the sparse server moves only for the rows a batch reads.
+  const DpTraffic dense = dp_bytes_dense_step();
+  double embedding = 0;
+  if (stage_->table().contains("wte.weight") && plan_.layout.dp() > 1) {
+    const LocalParam& wte = stage_->table().at("wte.weight");
+    const ShardRange mine = sync_->shard();
+    const size_t lo = std::max(mine.begin, wte.offset), hi = std::min(mine.end, wte.offset + wte.numel);
+    embedding = double(wte.numel - (lo < hi ? hi - lo : 0)) * sizeof(float);  // the part other servers hold
+  }
+  double most[3] = {dense.push_bytes, dense.pull_bytes, embedding};
+  groups_.world->allreduce(most, 3, DType::kFloat64, {ReduceOp::kMax})->wait();
+  const int dp = plan_.layout.dp();
+  std::string line = "parameter server: each worker pushes " + mib(most[0]) + " MiB and pulls " + mib(most[1]) +
+                     " MiB per step (dense, the busiest rank; " +
+                     (dp > 1 ? "each server receives the pushes of " + count_of(dp - 1, "other worker") +
+                                   " for its shard of 1/" + std::to_string(dp) + " of the stage)"
+                             : "dp = 1: no traffic)");
+  if (config_.parallel.ps_sparse_embedding)
+    line += "; sparse embedding: of these, the token embedding's " + mib(most[2]) +
+            " MiB each way move only for the rows a batch reads";
+  log::info(line);
+}
+
+std::vector<int32_t> TrainingRun::step_tokens() const {
+  // All of this rank's micro-batches of the step: the rows the executor's fill gives them.
+  const int B = config_.parallel.micro_batch_size, T = config_.training.seq_len, m = plan_.micro_batches;
+  std::vector<int32_t> tokens(size_t(m) * size_t(B) * size_t(T)), targets(tokens.size());
+  sampler_->fill(state_.data_step(), int64_t{me_.dp} * m * B, m * B, tokens.data(), targets.data());
+  return tokens;
+}
+
+int64_t TrainingRun::tokens_per_step() const {
+  return int64_t{plan_.layout.dp()} * plan_.micro_batches * config_.parallel.micro_batch_size *
+         config_.training.seq_len;
+}
+
+void TrainingRun::report_start() {
+  const ParallelLayout& layout = plan_.layout;
+  const int B = config_.parallel.micro_batch_size, T = config_.training.seq_len, m = plan_.micro_batches;
+  log::info("data: " +
+            (train_data_ ? "train " + count_of(train_data_->total_tokens(), "token") + " in " +
+                               std::to_string(train_data_->num_shards()) + " shard(s)"
+                         : std::string("no training data (evaluation)")) +
+            (val_data_ ? ", val " + count_of(val_data_->total_tokens(), "token") : ", no validation"));
+  log::info("model: " + config_.model.arch + ", " + count_of(config_.model.n_layer, "layer") + " over " +
+            count_of(layout.pp(), "stage") + " " + format_list(plan_.stage_layers) + ", tp " +
+            std::to_string(layout.tp()) + ", dp " + std::to_string(layout.dp()) + ", " + sync_->describe() + ", " +
+            config_.parallel.schedule + "; global batch " +
+            count_of(tokens_per_step(), "token") + "/step = dp " + std::to_string(layout.dp()) + " x " +
+            count_of(m, "micro-batch", "micro-batches") + " x " + count_of(B, "sequence") + " x " +
+            count_of(T, "token") + "; " + count_of(omp_get_max_threads(), "thread") + " per rank; " +
+            (groups_.world->size() == 1 ? ""
+             : wait_policy() == WaitPolicy::kSpin ? "communication waits spin (a core per thread); "
+                                                  : "communication waits back off (ranks share cores); ") +
+            backend_->name() + " backend");
+  if (val_sampler_ && config_.training.eval_interval > 0 && config_.training.eval_batches > 0) {
+    const int64_t needed = int64_t{config_.training.eval_batches} * layout.dp() * m * B;
+    if (val_sampler_->num_windows() < needed)
+      log::info("data: warning: data.val holds " + count_of(val_sampler_->num_windows(), "window") + " of " +
+                std::to_string(T + 1) + " tokens, but an evaluation reads " + std::to_string(needed) +
+                " (training.eval_batches x the global batch): windows are reused, so val_loss averages repeats");
+  }
+  for (const std::string& line : format_memory_table(memory_of_ranks_, config_.logging.verbose)) log::info(line);
+}
+
+RankState TrainingRun::rank_state() {
+  RankState st;
+  st.table = &stage_->table();
+  st.params = stage_->parameters();
+  st.optimizer = optimizer_->tensor_states();
+  const ShardRange share = shard_range(st.params.numel, plan_.layout.dp(), me_.dp);
+  st.share_begin = share.begin;
+  st.share_end = share.end;
+  if (st.params.device == kCpu && st.params.dtype == DType::kFloat32) return st;
+
+  // On a GPU: host float32 copies (parameters cast on the device first, a chunk at a time, so a
+  // save near the memory limit does not need a float32 copy of the whole stage).
+  host_params_.resize(st.params.numel);
+  {
+    Tensor f32 = backend_->allocate(DType::kFloat32, std::min(st.params.numel, kHostCopyChunk));
+    for (size_t at = 0; at < st.params.numel; at += kHostCopyChunk) {
+      const size_t n = std::min(kHostCopyChunk, st.params.numel - at);
+      backend_->cast(f32.view().first(n), st.params.slice(at, n));
+      backend_->copy(host_view(host_params_.data() + at, n), f32.view().first(n));
+    }
+  }
+  st.params = host_view(host_params_.data(), host_params_.size());
+  host_optimizer_.assign(3 * st.optimizer.size(), {});
+  for (size_t i = 0; i < st.optimizer.size(); ++i) {
+    TensorView* views[] = {&st.optimizer[i].master, &st.optimizer[i].exp_avg, &st.optimizer[i].exp_avg_sq};
+    for (size_t k = 0; k < 3; ++k) {
+      std::vector<float>& host = host_optimizer_[3 * i + k];
+      host.resize(views[k]->numel);
+      backend_->copy(host_view(host.data(), host.size()), *views[k]);
+      *views[k] = host_view(host.data(), host.size());
+    }
+  }
+  return st;
+}
+
+void TrainingRun::rank_state_loaded() {
+  const TensorView params = stage_->parameters();
+  if (params.device == kCpu && params.dtype == DType::kFloat32) return;
+  FEAST_CHECK(host_params_.size() == params.numel, "rank_state_loaded() without rank_state()");
+  Tensor f32 = backend_->allocate(DType::kFloat32, std::min(params.numel, kHostCopyChunk));
+  for (size_t at = 0; at < params.numel; at += kHostCopyChunk) {
+    const size_t n = std::min(kHostCopyChunk, params.numel - at);
+    backend_->copy(f32.view().first(n), host_view(host_params_.data() + at, n));
+    backend_->cast(params.slice(at, n), f32.view().first(n));
+  }
+  const std::vector<AdamW::TensorState> states = optimizer_->tensor_states();
+  for (size_t i = 0; i < states.size(); ++i) {
+    const TensorView views[] = {states[i].master, states[i].exp_avg, states[i].exp_avg_sq};
+    for (size_t k = 0; k < 3; ++k) {
+      const std::vector<float>& host = host_optimizer_[3 * i + k];
+      backend_->copy(views[k], host_view(host.data(), host.size()));
+    }
+  }
+}
+
+StepResult TrainingRun::step(const StopVote& vote) {
+  const ParallelLayout& layout = plan_.layout;
+  const int B = config_.parallel.micro_batch_size, m = plan_.micro_batches;
+  const int64_t step = state_.step;
+  Communicator& world = *groups_.world;
+  Timer timer;
+  sync_->begin_step();
+  double dp_seconds = 0, data_seconds = 0;
+  if (ps_ && ps_->sparse()) {  // the embedding rows this step's batch reads, before its forward
+    Timer fill;
+    const std::vector<int32_t> tokens = step_tokens();
+    data_seconds += fill.seconds();
+    Timer pull;
+    ps_->pull_rows(tokens, stage_->parameters());
+    dp_seconds += pull.seconds();
+  }
+  const BatchFill fill = [&](int k, int32_t* x, int32_t* y) {
+    sampler_->fill(state_.data_step(), (int64_t{me_.dp} * m + k) * B, B, x, y);
+  };
+  // The loss is the mean over the step's counted targets (all of them, unless a loss mask leaves
+  // prompt tokens out), as Hugging Face's mean over labels != -100: every rank counts the whole
+  // global batch from the masks alone, so the scale is the same at every layout.
+  const int64_t global_rows = int64_t{layout.dp()} * m * B;
+  const int64_t counted = std::max<int64_t>(1, sampler_->counted_targets(state_.data_step(), 0, int(global_rows)));
+  const float loss_scale = float(1.0 / double(counted));
+  const double local_loss = executor_->train(fill, sync_->sink(), loss_scale);
+  sync_->progress();  // before the cool-down's barrier: reductions that finished meanwhile are seen now
+  const double backward_waits = sync_->take_wait_seconds();  // ZeRO 2 waiting inside the backward
+  // 1F1B's cool-down: the later stages finish their backwards before the first stage does. That
+  // wait is the pipeline's idle, measured here, not in whichever collective comes next.
+  double cooldown = 0;
+  if (layout.pp() > 1) {
+    Timer wait;
+    groups_.pp->barrier();
+    cooldown = wait.seconds();
+  }
+  Timer dp_timer;
+  sync_->finish_step();
+  sync_->take_wait_seconds();  // finish_step's waits are in dp_timer
+  dp_seconds += dp_timer.seconds() + backward_waits;
+  Timer norm_timer;
+  // One reduction for the loss (owned by one rank), the squared gradient norm (each logical
+  // element counted once over tp, pp and dp) and the ranks' votes to stop after this step. The
+  // reduction itself is the step's "other" time; the norm and the update are the optimizer's.
+  const ShardRange shard = sync_->shard();
+  const double my_loss = owns_loss_ ? local_loss : 0.0;
+  const double my_squares =
+      counted_sum_of_squares(*backend_, stage_->table(), sync_->shard_grads(), shard.begin, shard.end);
+  double opt_seconds = norm_timer.seconds();
+  double reduced[5] = {my_loss, my_squares, vote.interrupt ? 1.0 : 0.0, vote.terminate ? 1.0 : 0.0,
+                       vote.time_limit ? 1.0 : 0.0};
+  world.allreduce(reduced, 5, DType::kFloat64)->wait();
+  StepResult r;
+  // The stages return each micro-batch's loss summed over its B T targets and divided by B T.
+  const double tokens_per_micro_batch = double(B) * config_.training.seq_len;
+  r.loss = reduced[0] * tokens_per_micro_batch / double(counted);
+  r.grad_norm = std::sqrt(reduced[1]);
+  r.lr = state_.learning_rate(config_.training);
+  r.stop = {reduced[2] > 0, reduced[3] > 0, reduced[4] > 0};
+  r.skipped = !std::isfinite(r.loss) || !std::isfinite(r.grad_norm);
+  if (r.skipped) handle_nonfinite(r, std::isfinite(my_loss) && std::isfinite(my_squares));
+  Timer opt_timer;
+  if (!r.skipped) optimizer_->step(sync_->optimizer_grads(), step + 1, r.lr, r.grad_norm);
+  opt_seconds += opt_timer.seconds();
+  if (!r.skipped) {  // ZeRO's all-gather of the updated shards, or the workers' pull
+    Timer share;
+    sync_->share_update(stage_->parameters());
+    dp_seconds += share.seconds();
+  }
+  // A sparse server's workers hold stale embedding rows; the run's last step leaves every copy
+  // whole for what reads the weights after training (hooks, exports).
+  const bool last_step = step + 1 >= config_.training.steps || r.stop.any() ||
+                         (config_.training.exit_at_step > 0 && step + 1 >= config_.training.exit_at_step);
+  if (ps_ && last_step) {
+    Timer pull;
+    ps_->pull_all_rows(stage_->parameters());
+    dp_seconds += pull.seconds();
+  }
+  StageTimes st = executor_->take_times();
+  st.compute -= backward_waits;  // counted as data-parallel communication
+  st.data += data_seconds;
+  st.pp_wait += cooldown;
+  r.timing = {timer.seconds(), st, dp_seconds, opt_seconds, sync_->reduction_times()};
+  state_.step = step + 1;
+  state_.tokens_seen += tokens_per_step();
+  return r;
+}
+
+void TrainingRun::handle_nonfinite(const StepResult& r, bool mine_finite) {
+  // Which rank's own contribution went bad first: the lowest one (a rare path, so one more
+  // reduction costs nothing that matters).
+  const int first = lowest_rank_where(*groups_.world, !mine_finite);
+  char what[160];
+  std::snprintf(what, sizeof what, "step %lld: loss %g, gradient norm %g: not finite (first seen on rank %d)",
+                static_cast<long long>(state_.step + 1), r.loss, r.grad_norm, first);
+  if (state_.skipped_steps < config_.training.skip_nonfinite) {
+    ++state_.skipped_steps;
+    log::info(std::string(what) + "; update skipped (" + std::to_string(state_.skipped_steps) + " of " +
+              std::to_string(config_.training.skip_nonfinite) + " allowed by training.skip_nonfinite)");
+    return;
+  }
+  throw AgreedError(std::string(what) + "; no checkpoint is written from this state. Lower training.lr, raise " +
+                        "training.warmup_steps or allow skipped steps with training.skip_nonfinite",
+                    groups_.world->rank() == 0);
+}
+
+int64_t TrainingRun::validation_windows() const {
+  if (!val_sampler_) return 0;
+  const int64_t global = int64_t{plan_.layout.dp()} * plan_.micro_batches * config_.parallel.micro_batch_size;
+  const int eval_batches = config_.training.eval_batches;
+  return eval_batches > 0 ? eval_batches * global : val_sampler_->num_windows();
+}
+
+std::optional<double> TrainingRun::validate() {
+  if (!val_sampler_) return std::nullopt;
+  if (ps_) ps_->pull_all_rows(stage_->parameters());  // validation batches read any row
+  const ParallelLayout& layout = plan_.layout;
+  const int B = config_.parallel.micro_batch_size, m = plan_.micro_batches, T = config_.training.seq_len;
+  // Batches of the global batch size, their rows dealt to the replicas as a training step's are:
+  // the same tokens at every layout. eval_batches = 0 scores every window once; the rows of the
+  // last batch past the end get no targets.
+  const int64_t global = int64_t{layout.dp()} * m * B, windows = validation_windows();
+  const int64_t batches = (windows + global - 1) / global;
+  const BatchFill val_fill = [&](int k, int32_t* x, int32_t* y) {
+    const int64_t batch = k / m, micro = k % m;
+    const int64_t first = batch * global + (int64_t{me_.dp} * m + micro) * B;
+    val_sampler_->fill(first, B, x, y);
+    for (int64_t row = std::max<int64_t>(0, windows - first); row < B; ++row)
+      std::fill(y + row * T, y + (row + 1) * T, -1);
+  };
+  double val = executor_->evaluate(int(batches * m), val_fill);
+  val = owns_loss_ ? val : 0.0;
+  groups_.world->allreduce(&val, 1, DType::kFloat64)->wait();
+  // The windows are the same at every evaluation, so their targets are counted (from the masks)
+  // once.
+  if (!val_counted_) {
+    int64_t counted = 0;
+    for (int64_t first = 0; first < windows; first += int64_t{1} << 30)
+      counted += val_sampler_->counted_targets(first, int(std::min<int64_t>(windows - first, int64_t{1} << 30)));
+    val_counted_ = std::max<int64_t>(counted, 1);
+  }
+  return val * double(B) * T / double(*val_counted_);
+}
+
+std::vector<std::pair<std::string, double>> TrainingRun::gradient_norms_per_tensor() {
+  const LocalTable& table = stage_->table();
+  const std::vector<ParamSpec>& specs = table.logical().specs();
+  std::vector<double> squares(specs.size(), 0.0);
+  const ShardRange shard = sync_->shard();
+  const std::vector<double> mine = counted_squares_per_tensor(*backend_, table, sync_->shard_grads(), shard.begin,
+                                                              shard.end);
+  for (size_t i = 0; i < mine.size(); ++i) squares[size_t(table.params()[i].logical - specs.data())] += mine[i];
+  groups_.world->allreduce(squares.data(), squares.size(), DType::kFloat64)->wait();
+  std::vector<std::pair<std::string, double>> out;
+  for (size_t i = 0; i < squares.size(); ++i)
+    if (specs[i].tied_to < 0) out.emplace_back(specs[i].name, std::sqrt(squares[i]));
+  return out;
+}
+
+}  // namespace feast

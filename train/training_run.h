@@ -1,0 +1,170 @@
+// One rank's training job, built and checked: the layout plan, the data (opened and agreed on
+// before any model memory is allocated), the process groups, the backend, this rank's pipeline
+// stage, its gradient synchronisation, its shard of the optimizer and the pipeline executor; and
+// the TrainingState they make up. step() runs one optimizer step of the whole job; validate()
+// one evaluation. The training loop (train_loop.h) drives it, prints and writes metrics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_file.h"
+#include "comm/communicator.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "backend/backend.h"
+#include "model/pipeline_stage.h"
+#include "parallel/data_parallel/grad_sync.h"
+#include "optim/adamw.h"
+#include "parallel/data_parallel/parameter_server.h"
+#include "parallel/pipeline/pipeline_executor.h"
+#include "comm/process_groups.h"
+#include "config/config.h"
+#include "config/layout_plan.h"
+#include "train/training_state.h"
+
+namespace feast {
+
+// Where one rank's time went in one step (seconds).
+struct StepTiming {
+  double total = 0;
+  StageTimes stage;      // forward/backward compute, tensor-parallel and pipeline communication
+  double dp_comm = 0;    // gradient reductions, the embedding sum and the parameter all-gather
+                         // (the part not hidden behind the backward); with a parameter server
+                         // its pushes and pulls
+  double optimizer = 0;  // norm, clipping and the AdamW update of this rank's shard
+  ReductionTimes dp_reduce;  // the gradient reductions: how long they ran, and the part in dp_comm
+};
+
+// Why a rank wants the job to stop after the current step; the ranks agree on it in the step's
+// reduction, so all of them stop after the same step.
+struct StopVote {
+  bool interrupt = false;   // SIGINT (Ctrl-C)
+  bool terminate = false;   // SIGTERM or SIGUSR1 (preemption, a job's time limit)
+  bool time_limit = false;  // training.exit_after_minutes has passed
+  bool any() const { return interrupt || terminate || time_limit; }
+};
+
+struct StepResult {
+  double loss = 0;       // mean token loss of the global batch (the same on every rank)
+  double grad_norm = 0;  // global gradient norm before clipping
+  double lr = 0;
+  bool skipped = false;  // the loss or norm was not finite and the update was skipped
+  StopVote stop;         // what any rank voted (the same on every rank)
+  StepTiming timing;     // this rank's
+};
+
+// The bytes one rank holds for training, as the start-up report prints them.
+struct MemoryBytes {
+  double parameters = 0;   // this rank's stage and tensor-parallel slice
+  double gradients = 0;    // full buffer, shard or buckets, by ZeRO stage
+  double optimizer = 0;    // AdamW's master copy and moments of what this rank updates
+  double activations = 0;  // the stage's activation slots and work buffers
+  double total() const { return parameters + gradients + optimizer + activations; }
+};
+
+// What a run is built for: training (data.train, optionally data.val) or evaluation only
+// (`trainer eval`: data.val alone, no optimizer steps).
+enum class RunPurpose { kTrain, kEvaluate };
+
+// The checks of a config that need no data and no memory (data.train set, or data.val for an
+// evaluation; the device; the whole layout plan); the same on every rank. Throws ConfigError.
+LayoutPlan check_training_config(const Config& config, int world_size, RunPurpose purpose = RunPurpose::kTrain);
+
+class TrainingRun {
+ public:
+  // Collective over world (its size is checked against the layout), whose ranks have agreed on
+  // the config (agree_on_config: train() and eval do). Throws ConfigError, or AgreedError for
+  // data every rank agrees is bad, before allocating the model.
+  TrainingRun(const Config& config, std::unique_ptr<Communicator> world, RunPurpose purpose = RunPurpose::kTrain);
+  ~TrainingRun();
+
+  // Runs step state().step and advances the state. `vote` is this rank's wish to stop after it.
+  // A non-finite loss or gradient norm skips the update while training.skip_nonfinite allows,
+  // else throws AgreedError on every rank naming the step and the first rank that saw it.
+  StepResult step(const StopVote& vote = {});
+  // The mean validation loss per counted target over training.eval_batches batches of the
+  // global batch size, or over every window of data.val once when eval_batches is 0 (the same
+  // on every rank); nothing without validation data.
+  std::optional<double> validate();
+  // Validation windows that validate() scores.
+  int64_t validation_windows() const;
+
+  RunPurpose purpose() const { return purpose_; }
+  // Collective: model.init_from's Hugging Face weights (this rank's slices) replace the
+  // initialisation, and the optimizer's master copy takes them. A run that resumes a checkpoint
+  // does not call it (start_from_checkpoint_or_import in train/checkpointing.h decides).
+  void import_initial_weights();
+
+  TrainingState& state() { return state_; }
+  PipelineStage& stage() { return *stage_; }
+  Communicator& world() { return *groups_.world; }
+  const LayoutPlan& plan() const { return plan_; }
+  // The values in use where the config leaves them to inference (dp, micro-batches, threads).
+  const InferredValues& inferred() const { return inferred_; }
+  // This rank's parameters, optimizer state and data-parallel share, for checkpoints, in host
+  // float32. On a GPU these are views of a host copy taken by this call; after a checkpoint has
+  // been read into them, rank_state_loaded() puts them in place on the device.
+  RankState rank_state();
+  void rank_state_loaded();
+  int64_t tokens_per_step() const;
+  // This rank's memory, as reported at start.
+  MemoryBytes memory_bytes() const;
+  // Every rank's memory_bytes(), by world rank (gathered once, at construction).
+  const std::vector<MemoryBytes>& memory_of_ranks() const { return memory_of_ranks_; }
+  // With a parameter server (parallel.dp_sync): the bytes this rank pushed to and pulled from
+  // the other servers in the last step; zeros under all-reduce, whose traffic the collective
+  // library's algorithm decides.
+  DpTraffic dp_bytes_last_step() const;
+  // What the same step moves through a dense parameter server (the comparison for
+  // parallel.ps_sparse_embedding); zeros under all-reduce.
+  DpTraffic dp_bytes_dense_step() const;
+  // Each logical tensor's gradient norm after the last step (before clipping), in table order
+  // with the tensor names; collective over the world. Tied copies count once.
+  std::vector<std::pair<std::string, double>> gradient_norms_per_tensor();
+
+ private:
+  void open_data();
+  // A GPU run's groups: NCCL or MPI with device buffers staged (parallel.backend), alike on every
+  // rank (collective over the world); first the report of how the GPUs are linked. hosts[r]:
+  // rank r's host.
+  void connect_gpu_groups(const std::vector<std::string>& hosts);
+  // A step's loss or norm was not finite: skip its update or fail (see step()).
+  void handle_nonfinite(const StepResult& r, bool mine_finite);
+  void report_start();
+  // The parameter server's start-up line: bytes per step, dense and sparse.
+  void report_parameter_server();
+  // Every token this rank's micro-batches of the current step read (the sparse parameter
+  // server pulls the embedding rows they name).
+  std::vector<int32_t> step_tokens() const;
+
+  const Config& config_;
+  RunPurpose purpose_;
+
+  LayoutPlan plan_;
+  RankCoord me_;
+  bool owns_loss_ = false;  // reports the loss: the last stage's tensor-parallel rank 0
+  std::optional<Dataset> train_data_, val_data_;
+  std::optional<TrainSampler> sampler_;
+  std::optional<ValSampler> val_sampler_;
+  std::optional<int64_t> val_counted_;  // targets validate() scores, counted at its first call
+  ProcessGroups groups_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<PipelineStage> stage_;
+  std::unique_ptr<DataParallelSync> sync_;  // GradientSync, or the ParameterServer
+  ParameterServer* ps_ = nullptr;           // sync_ when parallel.dp_sync = "parameter-server"
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<PipelineExecutor> executor_;
+  InferredValues inferred_;
+  std::vector<MemoryBytes> memory_of_ranks_;
+  TrainingState state_;
+  // The host copy rank_state() hands out when the state lives on a GPU: the parameters in
+  // float32, then each optimizer tensor's master, exp_avg and exp_avg_sq.
+  std::vector<float> host_params_;
+  std::vector<std::vector<float>> host_optimizer_;
+};
+
+}  // namespace feast
