@@ -1,7 +1,5 @@
 #include "checkpoint/checkpoint_store.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -16,6 +14,7 @@
 
 #include "checkpoint/hdf5_handle.h"
 #include "core/error.h"
+#include "core/io/atomic_file.h"
 #include "comm/agreement.h"
 
 namespace fs = std::filesystem;
@@ -25,23 +24,6 @@ namespace {
 
 const std::regex kFinalName(R"(step_(\d+)\.h5)");
 const std::regex kTemporaryName(R"(\.step_\d+\.h5\.tmp)");
-
-// fsync of a file or a directory, so that a rename that follows is durable.
-void sync_path(const fs::path& p, bool directory) {
-  const int fd = ::open(p.c_str(), O_RDONLY | (directory ? O_DIRECTORY : 0));
-  if (fd < 0) throw Error(p.string() + ": cannot open to sync: " + std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) throw Error(p.string() + ": fsync failed: " + std::strerror(err));
-}
-
-void rename_durably(const fs::path& from, const fs::path& to) {
-  std::error_code ec;
-  fs::rename(from, to, ec);
-  if (ec) throw Error("cannot rename " + from.string() + " to " + to.string() + ": " + ec.message());
-  sync_path(to.parent_path().empty() ? fs::path(".") : to.parent_path(), /*directory=*/true);
-}
 
 }  // namespace
 
@@ -153,17 +135,9 @@ std::string CheckpointStore::save(Communicator& world, int64_t step, int keep,
   if (world.rank() == 0) {
     try {
       std::error_code ec;
-      sync_path(temporary, /*directory=*/false);
-      rename_durably(temporary, final_path);
-      const fs::path latest_tmp = dir / ".latest.tmp";
-      {
-        std::ofstream out(latest_tmp, std::ios::trunc);
-        out << file_name(step) << "\n";
-        out.flush();
-        if (!out) throw Error(latest_tmp.string() + ": cannot write");
-      }
-      sync_path(latest_tmp, /*directory=*/false);
-      rename_durably(latest_tmp, dir / "latest");
+      sync_path(temporary.string(), /*directory=*/false);
+      rename_durably(temporary.string(), final_path.string());
+      write_file_atomically((dir / "latest").string(), file_name(step) + "\n");
       // Checkpoints of later steps belong to a timeline this run abandoned (it resumed from an
       // earlier one, or started afresh): set them aside so that no resume jumps to them and
       // retention does not count them.

@@ -12,12 +12,11 @@
 #include <string>
 #include <tuple>
 
-#include <nlohmann/json.hpp>
-
 #include "core/error.h"
 #include "core/log.h"
 #include "core/plural.h"
 #include "data/dataset.h"
+#include "data/dataset_meta.h"
 #include "data/tokenizer/tokenizer.h"
 #include "comm/topology/cpu_threads.h"
 
@@ -52,12 +51,10 @@ int64_t parse_positive(const std::string& flag, const std::string& text) {
 std::pair<int64_t, std::string> meta_vocab(const std::string& pattern, const Dataset& data) {
   std::error_code ec;
   const fs::path dir = fs::is_directory(pattern, ec) ? fs::path(pattern) : fs::path(data.shard(0).path()).parent_path();
-  const fs::path meta = dir / "meta.json";
-  if (!fs::is_regular_file(meta, ec)) return {0, ""};
-  std::ifstream in(meta);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("vocab_size") || !j["vocab_size"].is_number_integer()) return {0, ""};
-  return {j["vocab_size"].get<int64_t>(), meta.string()};
+  const std::optional<DatasetMeta> meta = read_dataset_meta(dir.string());
+  const std::optional<int64_t> vocab = meta ? meta->vocab_size() : std::nullopt;
+  if (!vocab) return {0, ""};
+  return {*vocab, dataset_meta_path(dir.string())};
 }
 
 }  // namespace

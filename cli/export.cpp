@@ -14,8 +14,10 @@
 #include "checkpoint/checkpoint_store.h"
 #include "interop/hf/hf_config.h"
 #include "interop/hf/hf_weights.h"
-#include "interop/hf/safetensors.h"
+#include "interop/hf/safetensors_model.h"
+#include "interop/hf/safetensors_writer.h"
 #include "core/error.h"
+#include "core/io/atomic_file.h"
 #include "core/log.h"
 #include "data/shard.h"
 #include "data/tokenizer/tokenizer.h"
@@ -139,7 +141,7 @@ int export_command(const std::vector<std::string>& args) {
     const HfExport hf = export_hf_tensors(model, [&](const ParamSpec& spec) { return weights.tensor(spec.name); });
     const std::vector<std::string> files = write_safetensors_model(out, hf.tensors, max_shard, dtype);
     const std::string config_text = hf_config_json(model, special, torch_dtype);
-    write_file_atomically(out + "/config.json", [&](std::ostream& o) { o << config_text; });
+    write_file_atomically(out + "/config.json", config_text);
     // The tokenizer's files: copied (each atomically) unless `out` is their folder already;
     // tokenizer files of an earlier export that this one does not have are removed, so that
     // a stale tokenizer.model cannot shadow a new tokenizer.json.
@@ -159,7 +161,7 @@ int export_command(const std::vector<std::string>& args) {
       std::ifstream in(from, std::ios::binary);
       const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       if (!in && !in.eof()) throw Error("export: cannot read " + from.string());
-      write_file_atomically(to.string(), [&](std::ostream& o) { o << bytes; });
+      write_file_atomically(to.string(), bytes);
       ++copied;
     }
     std::ostringstream os;

@@ -12,7 +12,7 @@
 #include "checkpoint/checkpoint_file.h"
 #include "checkpoint/checkpoint_store.h"
 #include "interop/hf/hf_weights.h"
-#include "interop/hf/safetensors.h"
+#include "interop/hf/safetensors_model.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/tokenizer/tokenizer.h"

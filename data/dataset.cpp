@@ -20,6 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/parallel_for.h"
+#include "data/dataset_meta.h"
 
 namespace feast {
 
@@ -46,31 +48,6 @@ namespace {
 
 const char* split_word(Split split) { return split == Split::kVal ? "val" : "train"; }
 
-// The meta.json prepare-data wrote in `dir`, if there is one. One that does not parse is an
-// error, not "no metadata": it decides which shards a split takes, whether they have loss masks
-// and which vocabulary they were prepared for, and prepare-data writes it last, so a damaged one
-// leaves the directory in doubt.
-std::optional<nlohmann::json> read_meta(const fs::path& dir) {
-  const fs::path meta = dir / "meta.json";
-  std::error_code ec;
-  if (!fs::is_regular_file(meta, ec)) return std::nullopt;
-  const std::string fix = ": it is written by `trainer prepare-data` beside the shards; re-run that with --force "
-                          "to write it again, or remove it if the shards came from elsewhere";
-  std::ifstream in(meta);
-  if (!in) throw DataError(meta.string() + ": cannot read: " + std::strerror(errno) + fix);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    const std::string what = e.what();
-    const auto at = what.find("parse error");  // drop nlohmann's "[json.exception.parse_error.101] "
-    throw DataError(meta.string() + ": not valid JSON (" + (at == std::string::npos ? what : what.substr(at)) + ")" +
-                    fix);
-  }
-  if (!j.is_object()) throw DataError(meta.string() + ": a JSON " + j.type_name() + ", not an object" + fix);
-  return j;
-}
-
 // The shards of a directory for one split (see resolve_shard_paths).
 std::vector<std::string> directory_shards(const std::string& dir, Split split) {
   std::vector<std::string> all;
@@ -80,16 +57,13 @@ std::vector<std::string> directory_shards(const std::string& dir, Split split) {
   if (split == Split::kAny) return all;
   const std::string word = split_word(split), other = split == Split::kTrain ? "val" : "train";
   // prepare-data's meta.json names each split's shards.
-  const fs::path meta = fs::path(dir) / "meta.json";
-  if (const std::optional<nlohmann::json> found = read_meta(dir)) {
-    const nlohmann::json& j = *found;
-    if (j.contains(word) && j[word].is_object() && j[word].contains("shards") && j[word]["shards"].is_array()) {
+  if (const std::optional<DatasetMeta> meta = read_dataset_meta(dir)) {
+    if (const std::optional<std::vector<std::string>> names = meta->shards(word)) {
       std::vector<std::string> listed;
-      for (const auto& name : j[word]["shards"]) {
-        if (!name.is_string()) continue;
-        const fs::path p = fs::path(dir) / name.get<std::string>();
+      for (const std::string& name : *names) {
+        const fs::path p = fs::path(dir) / name;
         if (!fs::is_regular_file(p, ec))
-          throw DataError(meta.string() + " lists " + word + " shard '" + name.get<std::string>() +
+          throw DataError(dataset_meta_path(dir) + " lists " + word + " shard '" + name +
                           "', which is missing; rerun `trainer prepare-data`");
         listed.push_back(p.string());
       }
@@ -140,43 +114,8 @@ namespace {
 
 // Whether the meta.json beside `shard` (written by prepare-data) records loss masks for it.
 bool meta_records_mask(const std::string& shard) {
-  const std::optional<nlohmann::json> meta = read_meta(fs::path(shard).parent_path());
-  if (!meta) return false;
-  const nlohmann::json& j = *meta;
-  if (!j.contains("loss_mask") || j["loss_mask"] != true) return false;
-  const std::string name = fs::path(shard).filename().string();
-  for (const char* split : {"train", "val"}) {
-    if (!j.contains(split) || !j[split].is_object() || !j[split].contains("shards")) continue;
-    for (const auto& n : j[split]["shards"])
-      if (n.is_string() && n.get<std::string>() == name) return true;
-  }
-  return false;
-}
-
-// Runs work(i) for i in [0, n) on up to `threads` threads (0: every core). Items are claimed in
-// order from a shared counter; the first exception is rethrown once every thread has stopped.
-void parallel_for(size_t n, int threads, const std::function<void(size_t)>& work) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const size_t workers = std::min<size_t>(n, threads > 0 ? size_t(threads) : cores);
-  std::atomic<size_t> next{0};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto run = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) {
-      try {
-        work(i);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-        next = n;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < workers; ++t) pool.emplace_back(run);
-  run();
-  for (std::thread& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+  const std::optional<DatasetMeta> meta = read_dataset_meta(fs::path(shard).parent_path().string());
+  return meta && meta->records_mask_for(fs::path(shard).filename().string());
 }
 
 }  // namespace
@@ -187,15 +126,15 @@ Dataset::Dataset(const std::string& pattern, Split split) : pattern_(pattern) {
     total_tokens_ += shards_.back().size();
   }
   // The meta.json of every directory the shards are in, read now: a damaged one is an error
-  // (read_meta), and set_vocab_limit compares the vocabulary it records with the model's.
+  // (read_dataset_meta), and set_vocab_limit compares the vocabulary it records with the model's.
   std::vector<fs::path> dirs;
   for (const Shard& s : shards_) {
     const fs::path dir = fs::path(s.path()).parent_path();
     if (std::find(dirs.begin(), dirs.end(), dir) != dirs.end()) continue;
     dirs.push_back(dir);
-    const std::optional<nlohmann::json> meta = read_meta(dir);
-    if (meta && meta->contains("vocab_size") && (*meta)["vocab_size"].is_number_integer())
-      meta_vocab_.emplace_back((dir / "meta.json").string(), (*meta)["vocab_size"].get<int64_t>());
+    const std::optional<DatasetMeta> meta = read_dataset_meta(dir.string());
+    if (const std::optional<int64_t> vocab = meta ? meta->vocab_size() : std::nullopt)
+      meta_vocab_.emplace_back(dataset_meta_path(dir.string()), *vocab);
   }
   // Masks are all or none: a split where only some shards have one would count the prompts of
   // the others in the loss, silently.
@@ -218,7 +157,7 @@ Dataset::Dataset(const std::string& pattern, Split split) : pattern_(pattern) {
     for (const Shard& s : shards_) {
       if (meta_records_mask(s.path())) {
         throw DataError(s.path() + ": no loss mask " + loss_mask_path(s.path()) + ", though " +
-                        (fs::path(s.path()).parent_path() / "meta.json").string() +
+                        dataset_meta_path(fs::path(s.path()).parent_path().string()) +
                         " records loss masks for it; re-run `trainer prepare-data --force`");
       }
       break;  // one shard tells: prepare-data writes masks for all of a directory or none

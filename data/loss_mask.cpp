@@ -1,21 +1,14 @@
-// Loss-mask I/O, shaped like shard.cpp: header read with pread before mapping, every mismatch
+// Loss-mask I/O, shaped like shard.cpp: header read before mapping, every mismatch
 // with the token shard named with both paths. Unlike a shard's tokens, the entries are all read
 // on open: at a byte per token that is cheap, and it is the only check their values get.
 #include "data/loss_mask.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <cerrno>
-#include <cstring>
 #include <sstream>
-#include <utility>
 
 #include "core/error.h"
+#include "core/io/atomic_file.h"
 
 namespace feast {
 
@@ -44,35 +37,24 @@ void write_loss_mask(const std::string& path, std::span<const uint8_t> mask) {
     fail(path, "loss-mask entry " + std::to_string(bad - mask.begin()) + " is " + std::to_string(*bad) +
                    "; entries are 0 (not counted in the loss) or 1 (counted)");
   }
-  write_file_atomically(path, [&](std::ostream& f) {
-    std::array<int32_t, kShardHeaderInts> header{};
-    header[0] = kLossMaskMagic;
-    header[1] = kLossMaskVersion;
-    header[2] = static_cast<int32_t>(mask.size());
-    f.write(reinterpret_cast<const char*>(header.data()), kShardHeaderBytes);
-    f.write(reinterpret_cast<const char*>(mask.data()), static_cast<std::streamsize>(mask.size()));
-  });
+  AtomicFile f(path);
+  std::array<int32_t, kShardHeaderInts> header{};
+  header[0] = kLossMaskMagic;
+  header[1] = kLossMaskVersion;
+  header[2] = static_cast<int32_t>(mask.size());
+  f.write(header.data(), kShardHeaderBytes);
+  f.write(mask.data(), mask.size());
+  f.commit();
 }
 
-LossMask::LossMask(const std::string& path, const Shard& shard) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    fail(path, std::string("cannot open the loss mask of token shard ") + shard.path() + ": " +
-                   std::strerror(errno) + " (re-run `trainer prepare-data`)");
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, "not a regular file (the loss mask of " + shard.path() + ")");
-  }
-  const int64_t file_bytes = st.st_size;
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);  // one page for the header, no read-ahead
+LossMask::LossMask(const std::string& path, const Shard& shard)
+    : file_(path, "the loss mask of token shard " + shard.path(), " (re-run `trainer prepare-data`)") {
+  const int64_t file_bytes = file_.size();
   std::array<int32_t, kShardHeaderInts> header{};
-  if (file_bytes < kShardHeaderBytes || ::pread(fd, header.data(), kShardHeaderBytes, 0) != kShardHeaderBytes) {
-    ::close(fd);
+  if (file_bytes < kShardHeaderBytes)
     fail(path, "file is " + std::to_string(file_bytes) + " bytes, shorter than the " +
                    std::to_string(kShardHeaderBytes) + "-byte header: not a loss mask (of " + shard.path() + ")");
-  }
+  file_.read_at(header.data(), kShardHeaderBytes, 0);  // one page, no read-ahead
   std::ostringstream problem;
   if (header[0] != kLossMaskMagic || header[1] != kLossMaskVersion) {
     problem << "header has magic " << header[0] << " and version " << header[1] << ", not a loss mask's (magic "
@@ -87,23 +69,14 @@ LossMask::LossMask(const std::string& path, const Shard& shard) : path_(path) {
             << shard.size() << " tokens: the two were not written together; re-run `trainer prepare-data --force`";
   }
   if (!problem.str().empty()) {
-    ::close(fd);
     if (problem.str().find(shard.path()) == std::string::npos) problem << " (the loss mask of " << shard.path() << ")";
     fail(path, problem.str());
   }
   count_ = header[2];
-  map_bytes_ = static_cast<size_t>(file_bytes);
-  map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    fail(path, std::string("mmap failed: ") + std::strerror(map_errno));
-  }
   // Every entry is checked once, here, at a byte per token: one that is neither 0 nor 1 would
   // otherwise be taken as "counts" by the samplers without a word. One pass, read ahead.
-  ::madvise(map_, map_bytes_, MADV_SEQUENTIAL);
-  const auto* entries = static_cast<const uint8_t*>(map_) + kShardHeaderBytes;
+  file_.map(MappedFile::Access::kSequential);
+  const auto* entries = file_.data() + kShardHeaderBytes;
   int64_t zeros = 0;
   uint8_t any_bits = 0;
   for (int64_t i = 0; i < count_; ++i) {
@@ -116,40 +89,12 @@ LossMask::LossMask(const std::string& path, const Shard& shard) : path_(path) {
     os << "entry " << bad - entries << " is " << int{*bad} << "; loss-mask entries are 0 (not counted in the loss) "
        << "or 1 (counted): the file is damaged or was not written by `trainer prepare-data`; re-run "
        << "`trainer prepare-data --force` (the loss mask of " << shard.path() << ")";
-    unmap();
     fail(path, os.str());
   }
   counted_ = count_ - zeros;
   // Read window by window alongside the tokens from now on: random access, as for the shard
   // (shard.cpp).
-  ::madvise(map_, map_bytes_, MADV_RANDOM);
-}
-
-LossMask::~LossMask() { unmap(); }
-
-LossMask::LossMask(LossMask&& other) noexcept
-    : path_(std::move(other.path_)),
-      map_(std::exchange(other.map_, nullptr)),
-      map_bytes_(std::exchange(other.map_bytes_, 0)),
-      count_(std::exchange(other.count_, 0)),
-      counted_(std::exchange(other.counted_, 0)) {}
-
-LossMask& LossMask::operator=(LossMask&& other) noexcept {
-  if (this != &other) {
-    unmap();
-    path_ = std::move(other.path_);
-    map_ = std::exchange(other.map_, nullptr);
-    map_bytes_ = std::exchange(other.map_bytes_, 0);
-    count_ = std::exchange(other.count_, 0);
-    counted_ = std::exchange(other.counted_, 0);
-  }
-  return *this;
-}
-
-void LossMask::unmap() noexcept {
-  if (map_) ::munmap(map_, map_bytes_);
-  map_ = nullptr;
-  map_bytes_ = 0;
+  file_.advise(MappedFile::Access::kRandom);
 }
 
 std::span<const uint8_t> LossMask::window(int64_t offset, int64_t count) const {
@@ -157,9 +102,9 @@ std::span<const uint8_t> LossMask::window(int64_t offset, int64_t count) const {
     std::ostringstream os;
     os << "read of entries [" << offset << ", " << offset + count << ") is outside the mask's " << count_
        << " entries";
-    fail(path_, os.str());
+    fail(path(), os.str());
   }
-  const auto* base = static_cast<const uint8_t*>(map_) + kShardHeaderBytes;
+  const auto* base = file_.data() + kShardHeaderBytes;
   return {base + offset, static_cast<size_t>(count)};
 }
 

@@ -32,13 +32,8 @@ void write_loss_mask(const std::string& path, std::span<const uint8_t> mask);
 class LossMask {
  public:
   LossMask(const std::string& path, const Shard& shard);
-  ~LossMask();
-  LossMask(LossMask&& other) noexcept;
-  LossMask& operator=(LossMask&& other) noexcept;
-  LossMask(const LossMask&) = delete;
-  LossMask& operator=(const LossMask&) = delete;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
   int64_t size() const { return count_; }  // entries = tokens of the shard
 
   // Entries [offset, offset + count); throws DataError if that runs past the end.
@@ -49,11 +44,7 @@ class LossMask {
   int64_t counted_entries() const { return counted_; }
 
  private:
-  void unmap() noexcept;
-
-  std::string path_;
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
+  MappedFile file_;
   int64_t count_ = 0;
   int64_t counted_ = 0;
 };

@@ -35,8 +35,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/parallel_for.h"
 #include "data/tokenizer/byte_tokenizer.h"
 #include "data/dataset.h"
+#include "data/dataset_meta.h"
 #include "data/loss_mask.h"
 #include "data/markov_corpus.h"
 #include "data/shard.h"
@@ -48,8 +50,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-constexpr const char* kMetaFile = "meta.json";
 
 // ---------------------------------------------------------------------------------------------
 // Options, names, meta.json
@@ -118,10 +118,11 @@ PreparedData from_meta(const fs::path& dir, const json& meta) {
 // A meta.json that does not parse counts as absent: the directory is simply rebuilt.
 std::optional<PreparedData> find_reusable(const PrepareOptions& o, const json& params) {
   const fs::path dir(o.out_dir);
-  std::ifstream f(dir / kMetaFile);
-  if (o.force || !f) return std::nullopt;
+  if (o.force) return std::nullopt;
   try {
-    const json meta = json::parse(f);
+    const std::optional<DatasetMeta> found = read_dataset_meta(o.out_dir);
+    if (!found) return std::nullopt;
+    const json& meta = found->json();
     if (meta.at("params") != params) return std::nullopt;
     PreparedData d = from_meta(dir, meta);
     for (const auto* list : {&d.train_shards, &d.val_shards}) {
@@ -134,13 +135,15 @@ std::optional<PreparedData> find_reusable(const PrepareOptions& o, const json& p
     return d;
   } catch (const json::exception&) {
     return std::nullopt;
+  } catch (const DataError&) {
+    return std::nullopt;
   }
 }
 
 // Removes meta.json first (the directory is incomplete from here on) and any shards and masks
 // of an earlier run, which the trainer's train_*.bin glob would otherwise pick up.
 void clear_previous(const fs::path& dir) {
-  fs::remove(dir / kMetaFile);
+  fs::remove(dataset_meta_path(dir.string()));
   static const std::regex shard_re(R"((train|val)_\d+\.(bin|mask)(\.tmp)?)");
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (std::regex_match(entry.path().filename().string(), shard_re)) fs::remove(entry.path());
@@ -225,44 +228,6 @@ class Progress {
   int64_t total_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
-
-// Runs work(i) for i in [0, n) on up to `threads` worker threads, items claimed in order from
-// a shared counter, while the calling thread reports progress five times a second. The first
-// exception is rethrown once every worker has stopped.
-void parallel_for(size_t n, int threads, const Progress& progress, const std::function<void(size_t)>& work) {
-  const size_t workers = std::min<size_t>(n, size_t(std::max(1, threads)));
-  std::atomic<size_t> next{0};
-  std::exception_ptr error;
-  std::mutex m;
-  std::condition_variable cv;
-  size_t running = workers;
-  auto run = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) {
-      try {
-        work(i);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(m);
-        if (!error) error = std::current_exception();
-        next = n;
-      }
-    }
-    const std::lock_guard<std::mutex> lock(m);
-    --running;
-    cv.notify_one();
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < workers; ++t) pool.emplace_back(run);
-  {
-    std::unique_lock<std::mutex> lock(m);
-    while (!cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return running == 0; })) {
-      lock.unlock();
-      progress.report();
-      lock.lock();
-    }
-  }
-  for (std::thread& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Reading documents
@@ -682,7 +647,7 @@ class Tokenizing {
 
   void flush() {
     std::vector<Encoded> results(batch_.size());
-    parallel_for(batch_.size(), worker_count(o_), progress_, [&](size_t i) {
+    parallel_for(batch_.size(), worker_count(o_), [&](size_t i) {
       Document& d = batch_[i];
       Encoded& e = results[i];
       const std::string& path = files_[d.file];
@@ -699,7 +664,7 @@ class Tokenizing {
       std::string().swap(d.text);
       progress_.bytes += d.raw_bytes;
       progress_.tokens += static_cast<int64_t>(e.tokens.size());
-    });
+    }, [&] { progress_.report(); });
     for (size_t i = 0; i < results.size(); ++i) append(batch_[i], results[i]);
     batch_.clear();
     batch_bytes_ = 0;
@@ -772,13 +737,7 @@ PreparedData write_prepared(ShardStream& stream, int64_t n_train, const Tokenize
   meta["shard_version"] = format.version;
   std::tie(meta["train"], meta["val"]) = stream.finish(n_train);
 
-  const fs::path tmp = dir / (std::string(kMetaFile) + ".tmp");
-  {
-    std::ofstream f(tmp);
-    f << meta.dump(2) << "\n";
-    if (!f) throw DataError(tmp.string() + ": cannot write");
-  }
-  fs::rename(tmp, dir / kMetaFile);
+  write_dataset_meta(dir.string(), meta);
   return from_meta(dir, meta);
 }
 
@@ -825,7 +784,8 @@ PreparedData prepare_text(const std::vector<std::string>& files, const PrepareOp
   std::vector<uint32_t> crcs(files.size());
   {
     Progress p(options, "checksumming inputs", total_bytes);
-    parallel_for(files.size(), worker_count(options), p, [&](size_t i) { crcs[i] = crc32_of_file(files[i], &p.bytes); });
+    parallel_for(files.size(), worker_count(options), [&](size_t i) { crcs[i] = crc32_of_file(files[i], &p.bytes); },
+                 [&] { p.report(); });
     p.report(/*finished=*/true);
   }
   json inputs = json::array();

@@ -1,24 +1,18 @@
-// Shard I/O: the header check that turns a wrong file into one precise message, the mmap
-// lifetime, and the atomic write. Assumes a little-endian host, as llm.c's format does.
+// Shard I/O: the header check that turns a wrong file into one precise message, and the
+// writer. Assumes a little-endian host, as llm.c's format does.
 #include "data/shard.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <sstream>
-#include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "core/io/atomic_file.h"
 
 namespace feast {
 
@@ -34,7 +28,7 @@ int64_t bytes_per_token(TokenWidth w) { return w == TokenWidth::u16 ? 2 : 4; }
 }
 
 template <typename T>
-void write_tokens(std::ostream& f, const std::string& path, std::span<const int32_t> tokens,
+void write_tokens(AtomicFile& f, const std::string& path, std::span<const int32_t> tokens,
                   int64_t max_id, int64_t vocab_size) {
   // Converted in blocks so a 100M-token shard never needs a second full copy in memory.
   std::vector<T> block;
@@ -59,8 +53,7 @@ void write_tokens(std::ostream& f, const std::string& path, std::span<const int3
       }
       block.push_back(static_cast<T>(t));
     }
-    f.write(reinterpret_cast<const char*>(block.data()),
-            static_cast<std::streamsize>(block.size() * sizeof(T)));
+    f.write(block.data(), block.size() * sizeof(T));
   }
 }
 
@@ -106,81 +99,37 @@ TokenWidth width_for_vocab(int64_t vocab_size) {
   return vocab_size <= 65536 ? TokenWidth::u16 : TokenWidth::u32;
 }
 
-void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& body) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) fail(tmp, std::string("cannot open for writing: ") + std::strerror(errno));
-    try {
-      body(f);
-    } catch (...) {
-      f.close();
-      std::remove(tmp.c_str());
-      throw;
-    }
-    f.flush();
-    if (!f) {
-      f.close();
-      std::remove(tmp.c_str());
-      fail(tmp, "write failed (disk full?)");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    fail(path, "cannot rename " + tmp + " into place: " + why);
-  }
-}
-
 void write_shard(const std::string& path, std::span<const int32_t> tokens, TokenWidth width,
                  int64_t vocab_size) {
   if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
     fail(path, "too many tokens for one shard (" + std::to_string(tokens.size()) +
                    "); the header's count is an int32");
   }
-  write_file_atomically(path, [&](std::ostream& f) {
-    std::array<int32_t, kShardHeaderInts> header{};
-    const ShardFormat& format = format_for(width);
-    header[0] = format.magic;
-    header[1] = format.version;
-    header[2] = static_cast<int32_t>(tokens.size());
-    f.write(reinterpret_cast<const char*>(header.data()), kShardHeaderBytes);
-    if (width == TokenWidth::u16) {
-      write_tokens<uint16_t>(f, path, tokens, 65535, vocab_size);
-    } else {
-      write_tokens<uint32_t>(f, path, tokens, INT32_MAX, vocab_size);
-    }
-  });
+  AtomicFile f(path);
+  std::array<int32_t, kShardHeaderInts> header{};
+  const ShardFormat& format = format_for(width);
+  header[0] = format.magic;
+  header[1] = format.version;
+  header[2] = static_cast<int32_t>(tokens.size());
+  f.write(header.data(), kShardHeaderBytes);
+  if (width == TokenWidth::u16) {
+    write_tokens<uint16_t>(f, path, tokens, 65535, vocab_size);
+  } else {
+    write_tokens<uint32_t>(f, path, tokens, INT32_MAX, vocab_size);
+  }
+  f.commit();
 }
 
-Shard::Shard(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    fail(path, std::string("cannot open token shard: ") + std::strerror(errno) +
-                   " (run `trainer prepare-data` to create shards)");
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, "not a regular file");
-  }
-  const int64_t file_bytes = st.st_size;
-  if (file_bytes < kShardHeaderBytes) {
-    ::close(fd);
+Shard::Shard(const std::string& path)
+    : file_(path, "a token shard", " (run `trainer prepare-data` to create shards)") {
+  const int64_t file_bytes = file_.size();
+  if (file_bytes < kShardHeaderBytes)
     fail(path, "file is " + std::to_string(file_bytes) + " bytes, shorter than the " +
                    std::to_string(kShardHeaderBytes) + "-byte header: not a token shard");
-  }
-  // The header is read with pread, not through the map, and with read-ahead off for this
-  // descriptor: a first fault on a fresh map, or a plain first read, lets the kernel read ahead
-  // into the token pages, and a dataset of hundreds of shards would read that much per shard
-  // just to open. This way opening reads one page per shard.
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+  // The header is read before the map exists, without read-ahead (MappedFile): opening reads
+  // one page per shard, however many shards a dataset has.
   std::array<int32_t, kShardHeaderInts> header{};
-  if (::pread(fd, header.data(), kShardHeaderBytes, 0) != kShardHeaderBytes) {
-    const std::string why = std::strerror(errno);
-    ::close(fd);
-    fail(path, "cannot read the header: " + why);
-  }
+  file_.read_at(header.data(), kShardHeaderBytes, 0);
   std::ostringstream problem;
   format_ = nullptr;
   for (const ShardFormat& f : kShardFormats)
@@ -205,53 +154,15 @@ Shard::Shard(const std::string& path) : path_(path) {
     }
   }
   if (!problem.str().empty()) {
-    ::close(fd);
     count_ = 0;
     fail(path, problem.str());
-  }
-  map_bytes_ = static_cast<size_t>(file_bytes);
-  map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);  // the mapping keeps the file alive
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    fail(path, std::string("mmap failed: ") + std::strerror(map_errno));
   }
   // The training sampler reads windows of T + 1 tokens (a few KiB) at random offsets. The
   // default advice makes each page fault read ahead up to the device's read-ahead window
   // (128 KiB or more) around it, which on a dataset much larger than memory fills the page
-  // cache with tokens no window asks for and multiplies the I/O per window; MADV_RANDOM reads
+  // cache with tokens no window asks for and multiplies the I/O per window; random access reads
   // only the faulting pages. Full scans (scan(), check-data) ask for read-ahead explicitly.
-  ::madvise(map_, map_bytes_, MADV_RANDOM);
-}
-
-Shard::~Shard() { unmap(); }
-
-Shard::Shard(Shard&& other) noexcept
-    : path_(std::move(other.path_)),
-      map_(std::exchange(other.map_, nullptr)),
-      map_bytes_(std::exchange(other.map_bytes_, 0)),
-      format_(other.format_),
-      width_(other.width_),
-      count_(std::exchange(other.count_, 0)) {}
-
-Shard& Shard::operator=(Shard&& other) noexcept {
-  if (this != &other) {
-    unmap();
-    path_ = std::move(other.path_);
-    map_ = std::exchange(other.map_, nullptr);
-    map_bytes_ = std::exchange(other.map_bytes_, 0);
-    format_ = other.format_;
-    width_ = other.width_;
-    count_ = std::exchange(other.count_, 0);
-  }
-  return *this;
-}
-
-void Shard::unmap() noexcept {
-  if (map_) ::munmap(map_, map_bytes_);
-  map_ = nullptr;
-  map_bytes_ = 0;
+  file_.map(MappedFile::Access::kRandom);
 }
 
 void Shard::read(int64_t offset, int64_t count, int32_t* out) const {
@@ -259,9 +170,9 @@ void Shard::read(int64_t offset, int64_t count, int32_t* out) const {
     std::ostringstream os;
     os << "read of tokens [" << offset << ", " << offset + count << ") is outside the shard's "
        << count_ << " tokens";
-    fail(path_, os.str());
+    fail(path(), os.str());
   }
-  const auto* base = static_cast<const unsigned char*>(map_) + kShardHeaderBytes;
+  const auto* base = file_.data() + kShardHeaderBytes;
   if (width_ == TokenWidth::u16) {
     const auto* src = reinterpret_cast<const uint16_t*>(base) + offset;
     for (int64_t i = 0; i < count; ++i) out[i] = src[i];
@@ -277,9 +188,9 @@ TokenScan Shard::scan(int64_t begin, int64_t end, int64_t limit) const {
   if (begin < 0 || begin > end || end > count_) {
     std::ostringstream os;
     os << "scan of tokens [" << begin << ", " << end << ") is outside the shard's " << count_ << " tokens";
-    fail(path_, os.str());
+    fail(path(), os.str());
   }
-  const auto* base = static_cast<const unsigned char*>(map_) + kShardHeaderBytes;
+  const auto* base = file_.data() + kShardHeaderBytes;
   if (width_ == TokenWidth::u16) return scan_tokens(reinterpret_cast<const uint16_t*>(base), begin, end, limit);
   return scan_tokens(reinterpret_cast<const uint32_t*>(base), begin, end, limit);
 }

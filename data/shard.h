@@ -1,13 +1,13 @@
 // Token shards in llm.c's layout: a 256 x int32 header (magic, version, token count) followed
-// by the tokens. Owns the byte formats, the atomic writer and the memory-mapped reader; every
-// other piece of feast reads tokens only through Shard.
+// by the tokens. Owns the byte formats, the writer and the memory-mapped reader; every other
+// piece of feast reads tokens only through Shard.
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <ostream>
 #include <span>
 #include <string>
+
+#include "core/io/mapped_file.h"
 
 namespace feast {
 
@@ -37,15 +37,11 @@ inline const ShardFormat& format_for(TokenWidth w) { return w == TokenWidth::u16
 // The narrowest width that holds every id of a vocabulary of vocab_size tokens.
 TokenWidth width_for_vocab(int64_t vocab_size);
 
-// Writes path.tmp, then renames it over path, so a reader never sees a half-written shard.
+// Writes the shard atomically (core/io/atomic_file.h): a reader never sees half of one.
 // Throws DataError naming the path and the token if an id is negative, does not fit width, or
 // (when vocab_size > 0) is >= vocab_size: the range check of prepared data happens here.
 void write_shard(const std::string& path, std::span<const int32_t> tokens, TokenWidth width,
                  int64_t vocab_size = 0);
-
-// The atomic write under write_shard and write_loss_mask: `body` writes path.tmp, which is then
-// renamed over path; on any failure (a throw from body, a full disk) path.tmp is removed.
-void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& body);
 
 // What a full pass over tokens [begin, end) of a shard found.
 struct TokenScan {
@@ -61,13 +57,8 @@ struct TokenScan {
 class Shard {
  public:
   explicit Shard(const std::string& path);
-  ~Shard();
-  Shard(Shard&& other) noexcept;
-  Shard& operator=(Shard&& other) noexcept;
-  Shard(const Shard&) = delete;
-  Shard& operator=(const Shard&) = delete;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
   const ShardFormat& format() const { return *format_; }
   TokenWidth width() const { return width_; }
   int64_t size() const { return count_; }  // tokens
@@ -81,11 +72,7 @@ class Shard {
   TokenScan scan(int64_t begin, int64_t end, int64_t limit) const;
 
  private:
-  void unmap() noexcept;
-
-  std::string path_;
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
+  MappedFile file_;
   const ShardFormat* format_ = &kShardFormats[0];
   TokenWidth width_ = TokenWidth::u16;
   int64_t count_ = 0;

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/io/atomic_file.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "train/checkpointing.h"

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "interop/hf/hf_weights.h"
-#include "interop/hf/safetensors.h"
+#include "interop/hf/safetensors_model.h"
 #include "core/device_info.h"
 #include "core/error.h"
 #include "core/log.h"

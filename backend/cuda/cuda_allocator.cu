@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cublas_check.h"
 
 namespace feast::cuda {
 namespace {

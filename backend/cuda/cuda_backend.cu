@@ -15,7 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "backend/cuda/cuda_allocator.h"
-#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cublas_check.h"
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/host_uploads.h"

@@ -1,6 +1,6 @@
 #include "backend/cuda/cuda_stream.h"
 
-#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cublas_check.h"
 
 namespace feast::cuda {
 namespace {

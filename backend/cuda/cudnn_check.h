@@ -1,4 +1,4 @@
-// cuDNN's check macro, beside FEAST_CUDA_CHECK and FEAST_CUBLAS_CHECK (backend/cuda/cuda_check.h):
+// cuDNN's check macro, beside FEAST_CUDA_CHECK and FEAST_CUBLAS_CHECK (backend/cuda/cublas_check.h):
 // a failed call throws feast::Error naming the call, cuDNN's description of the failure, the file
 // and the line. The frontend's graph calls return error objects instead, which
 // attention_cudnn.cpp reports with the attention's shape.

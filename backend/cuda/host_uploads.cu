@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cublas_check.h"
 
 namespace feast::cuda {
 

@@ -13,7 +13,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cublas_check.h"
 
 namespace feast::cuda {
 

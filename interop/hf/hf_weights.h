@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "interop/hf/safetensors.h"
+#include "interop/hf/safetensors_model.h"
+#include "interop/hf/safetensors_writer.h"
 #include "model/model_config.h"
 #include "model/parameters.h"
 

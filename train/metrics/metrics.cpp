@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/io/atomic_file.h"
 
 namespace feast {
 
@@ -27,17 +28,8 @@ std::string lines_up_to(const std::string& path, int64_t last_step) {
 
 MetricsWriter::MetricsWriter(const std::string& path, std::optional<int64_t> resume_step) : path_(path) {
   if (resume_step) {
-    // The kept history is written aside and renamed over the file, so a crash now loses nothing.
-    const std::string kept = lines_up_to(path, *resume_step), tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << kept;
-      out.flush();
-      if (!out) throw Error(tmp + ": cannot write the metrics file; check that logging.dir is writable");
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) throw Error("cannot replace " + path + " with " + tmp + ": " + ec.message());
+    // The kept history replaces the file atomically, so a crash now loses nothing.
+    write_file_atomically(path, lines_up_to(path, *resume_step));
     out_.open(path, std::ios::app);
   } else {
     out_.open(path, std::ios::trunc);

@@ -153,19 +153,6 @@ std::string summary_json(const RunFacts& f, const RunOutcome& o) {
   return j.dump(1) + "\n";
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw Error(tmp + ": cannot write; check that the directory is writable and the disk not full");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error("cannot replace " + path + " with " + tmp + ": " + ec.message());
-}
-
 std::vector<std::string> format_summary(const RunFacts& f, const RunOutcome& o) {
   std::vector<std::string> lines;
   const TimeSplit& s = o.mean_split;

@@ -100,8 +100,6 @@ nlohmann::json reduction_json(const TimeSplit& split);
 
 // summary.json's object (docs/observability.md lists its keys).
 std::string summary_json(const RunFacts& facts, const RunOutcome& outcome);
-// Writes `text` to `path` through a temporary file and a rename (never a half-written file).
-void write_file_atomically(const std::string& path, const std::string& text);
 // The lines printed at the end of a run: the time split, idle against the formula, E and MFU.
 std::vector<std::string> format_summary(const RunFacts& facts, const RunOutcome& outcome);
 

@@ -2,7 +2,8 @@
 // files from the reference Python library (read exactly, and written byte for byte), each
 // kind of malformed header refused with a DataError that names it, a fuzz of truncations and
 // header edits that must never crash, and sharded model folders as transformers lays them out.
-#include "interop/hf/safetensors.h"
+#include "interop/hf/safetensors_model.h"
+#include "interop/hf/safetensors_writer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// One check macro per CUDA library the backend calls: FEAST_CUDA_CHECK (core/cuda/cuda_check.h)
-// for the runtime, FEAST_CUBLAS_CHECK for cuBLAS and cuBLASLt, FEAST_CUDNN_CHECK (cudnn_check.h,
-// where cuDNN is built in) for cuDNN; a failed call throws feast::Error
-// naming the call, the library's own description of the failure, the file and the line.
+// cuBLAS's check macro (cuBLAS and cuBLASLt), and the check after a kernel launch, beside the
+// runtime's FEAST_CUDA_CHECK (core/cuda/cuda_check.h) and cuDNN's (cudnn_check.h): a failed call
+// throws feast::Error naming the call, the library's own description of the failure, the file
+// and the line.
 #pragma once
 
 #include <cublasLt.h>
