@@ -18,7 +18,8 @@ namespace feast {
 
 int eval_command(const Config& config, std::unique_ptr<Communicator> world) {
   agree_on_config(*world, config);  // before any check that could fail on some ranks only
-  TrainingRun run(config, std::move(world), RunPurpose::kEvaluate);
+  const LayoutPlan plan = check_run(config, world->size(), RunPurpose::kEvaluate);
+  TrainingRun run(config, plan, std::move(world), RunPurpose::kEvaluate);
   // checkpoint.resume = "auto" looks in checkpoint.dir, which is known only when it or
   // logging.dir is set; eval creates no run directory of its own.
   std::optional<CheckpointMeta> meta;

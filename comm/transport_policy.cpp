@@ -32,12 +32,9 @@ bool some_gpu_is_shared(const std::vector<GpuUuid>& uuids) {
 CommBackendChoice choose_comm_backend(const std::string& requested, const std::string& device, bool nccl_usable,
                                       const std::string& nccl_why, bool gpu_shared) {
   const std::string shared = "several ranks share a GPU, which NCCL refuses";
-  if (device == "cpu") {
-    if (requested == "nccl")
-      throw ConfigError("parallel.backend = \"nccl\" needs training.device = \"cuda\": NCCL moves GPU memory; a CPU "
-                        "run communicates through MPI (parallel.backend = \"auto\" or \"mpi\")");
-    return {false, "MPI (a CPU run)"};
-  }
+  // The config refuses parallel.backend = "nccl" on the CPU (config/validate.h).
+  FEAST_CHECK(device != "cpu" || requested != "nccl", "NCCL asked for a CPU run");
+  if (device == "cpu") return {false, "MPI (a CPU run)"};
   if (requested == "mpi") return {false, "MPI, GPU buffers staged through host memory (parallel.backend = \"mpi\")"};
   if (requested == "nccl") {
     if (!nccl_usable)

@@ -25,7 +25,7 @@ bool some_gpu_is_shared(const std::vector<GpuUuid>& uuids);
 // requested: parallel.backend ("auto", "nccl", "mpi"); device: training.device. nccl_usable and
 // nccl_why: whether NCCL is built and loads, and if not why; gpu_shared: some GPU serves more
 // than one rank of the job. Throws ConfigError naming parallel.backend when "nccl" is asked
-// for and cannot be had.
+// for and cannot be had on the GPUs (the config already refuses it on the CPU).
 CommBackendChoice choose_comm_backend(const std::string& requested, const std::string& device, bool nccl_usable,
                                       const std::string& nccl_why, bool gpu_shared);
 

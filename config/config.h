@@ -147,6 +147,16 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
 // read. Throws ConfigError.
 Config parse_saved_config(const std::string& toml_text, const std::string& source_name);
 
+// checkpoint.dir's default, <logging.dir>/checkpoints: derived here only.
+std::string default_checkpoint_dir(const std::string& logging_dir);
+// Settles logging.dir once the run directory is known (a fresh one when the config left it
+// unset); checkpoint.dir follows it when the config left that unset too.
+void settle_logging_dir(Config& config, const std::string& dir, const std::string& origin);
+// checkpoint.dir, when the config leaves it unset, follows logging.dir once that is known.
+void infer_checkpoint_dir(Config& config);
+// Whether checkpoint.dir is the default one, inferred from logging.dir.
+bool checkpoint_dir_is_default(const Config& config);
+
 // The resolved config as TOML, printed at start and saved in the run directory.
 std::string to_toml(const Config& config);
 

@@ -80,14 +80,14 @@ std::vector<std::string> checkpoint_candidates(const Config& config, bool& expli
   const std::string& resume = config.checkpoint.resume;
   explicit_file = false;
   if (resume == "never") {
-    const std::vector<std::string> old = CheckpointStore(checkpoint_dir(config)).complete();
+    const std::vector<std::string> old = CheckpointStore(config.checkpoint.dir).complete();
     if (!old.empty())
-      log::info("checkpoint: warning: checkpoint.resume = \"never\", but " + checkpoint_dir(config) + " holds " +
+      log::info("checkpoint: warning: checkpoint.resume = \"never\", but " + config.checkpoint.dir + " holds " +
                 std::to_string(old.size()) + " checkpoint(s) of an earlier run (newest " + old.front() +
                 "); this run's saves replace those of the same steps and set later ones aside (*.superseded)");
     return {};
   }
-  if (resume == "auto") return CheckpointStore(checkpoint_dir(config)).complete();
+  if (resume == "auto") return CheckpointStore(config.checkpoint.dir).complete();
   if (fs::is_directory(resume)) {
     // A directory named on purpose must hold something to resume: starting afresh there would
     // go unnoticed, and its saves would push the real checkpoints out.
@@ -128,17 +128,13 @@ std::vector<std::string> split_lines(const std::string& s) {
 
 }  // namespace
 
-std::string checkpoint_dir(const Config& config) {
-  return config.checkpoint.dir.empty() ? config.logging.dir + "/checkpoints" : config.checkpoint.dir;
-}
-
 std::string save_checkpoint(TrainingRun& run, const Config& config) {
   Timer timer;
   const CheckpointMeta meta = meta_of(run, config);
   const RankState st = run.rank_state();
   std::string path;
   try {
-    path = CheckpointStore(checkpoint_dir(config))
+    path = CheckpointStore(config.checkpoint.dir)
                .save(run.world(), meta.step, config.checkpoint.keep,
                      [&](const std::string& tmp) { write_checkpoint(tmp, run.world(), st, meta); });
   } catch (const AgreedError&) {
@@ -161,7 +157,7 @@ std::string save_checkpoint(TrainingRun& run, const Config& config) {
 CheckpointSaver::CheckpointSaver(TrainingRun& run, const Config& config) : run_(run), config_(config) {
   if (config.checkpoint.async)
     writer_ = std::make_unique<AsyncCheckpointWriter>(run.world().split(0, run.world().rank(), "checkpoint-writer"),
-                                                      checkpoint_dir(config), config.checkpoint.keep);
+                                                      config.checkpoint.dir, config.checkpoint.keep);
 }
 
 CheckpointSaver::~CheckpointSaver() = default;
@@ -210,7 +206,7 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
   const std::vector<std::string> files = split_lines(broadcast_string(world, listing, 0));
   if (files.empty()) {
     if (config.checkpoint.resume == "auto")
-      log::info("checkpoint: none in " + checkpoint_dir(config) + "; starting fresh");
+      log::info("checkpoint: none in " + config.checkpoint.dir + "; starting fresh");
     return std::nullopt;
   }
   // Every rank must see the files rank 0 listed: otherwise each would fail to open them, and
@@ -305,7 +301,7 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
     meta.tokens_seen = position[1];
     return meta;
   }
-  const std::string searched = config.checkpoint.resume == "auto" ? checkpoint_dir(config) : config.checkpoint.resume;
+  const std::string searched = config.checkpoint.resume == "auto" ? config.checkpoint.dir : config.checkpoint.resume;
   throw AgreedError("no checkpoint in " + searched + " could be loaded:\n  " +
                         join_lines(failures, "\n  ") + "\nmove the broken files away or set checkpoint.resume = \"never\"",
                     world.rank() == 0);

@@ -15,10 +15,7 @@
 
 namespace feast {
 
-// The checkpoint directory in use: checkpoint.dir, or <logging.dir>/checkpoints.
-std::string checkpoint_dir(const Config& config);
-
-// Collective: saves the run's state after its current step into checkpoint_dir(config) and
+// Collective: saves the run's state after its current step into checkpoint.dir and
 // keeps the newest checkpoint.keep. Returns the path written.
 std::string save_checkpoint(TrainingRun& run, const Config& config);
 

@@ -7,9 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/error.h"
 #include "core/log.h"
-#include "core/plural.h"
 
 namespace feast {
 namespace {
@@ -20,15 +18,6 @@ bool first_attempt() {
 }
 
 }  // namespace
-
-void check_fault_ranks(const Config& config, int world_size) {
-  const FaultConfig& fault = config.fault;
-  for (const auto& [key, rank] : {std::pair{"fault.kill_rank", fault.kill_rank}, std::pair{"fault.stall_rank", fault.stall_rank}})
-    if (rank >= world_size)
-      throw ConfigError(config.where(key) + ": " + key + " = " + std::to_string(rank) + " is not a rank of this job of " +
-                        count_of(world_size, "rank") + "; give a rank from 0 to " + std::to_string(world_size - 1) +
-                        ", or -1 for none");
-}
 
 void maybe_inject_fault(const FaultConfig& fault, int world_rank, int64_t step) {
   if (step != fault.at_step || !first_attempt()) return;

@@ -11,10 +11,6 @@
 
 namespace feast {
 
-// At start, on every rank alike: throws ConfigError, naming the key, when a fault names a rank
-// outside a world of `world_size`.
-void check_fault_ranks(const Config& config, int world_size);
-
 // Called by every rank before it runs step `step` (1-based).
 void maybe_inject_fault(const FaultConfig& fault, int world_rank, int64_t step);
 

@@ -18,7 +18,6 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "comm/agreement.h"
-#include "train/checkpointing.h"
 
 namespace fs = std::filesystem;
 
@@ -69,7 +68,7 @@ std::string unfinished_run(const Config& config) {
     std::string status;
     std::getline(in, status);
     if (status.starts_with("finished")) continue;
-    if (!CheckpointStore(dir + "/checkpoints").complete().empty()) return dir;
+    if (!CheckpointStore(default_checkpoint_dir(dir)).complete().empty()) return dir;
   }
   return "";
 }
@@ -96,8 +95,8 @@ bool lock_dir(const std::string& dir, int& fd, const std::string& what = "run di
 // aside as superseded and rewrite `latest`. The run directory itself is locked already. Throws
 // naming checkpoint.dir when it cannot. (Whether every rank can use it is proved after.)
 void claim_checkpoint_dir(const Config& config, const std::string& run_dir, int& fd) {
-  const std::string dir = checkpoint_dir(config);
-  const bool default_place = dir == config.logging.dir + "/checkpoints";
+  const std::string& dir = config.checkpoint.dir;
+  const bool default_place = checkpoint_dir_is_default(config);
   const std::string named = default_place ? "checkpoint.dir (<logging.dir>/checkpoints: " + dir + ")"
                                           : config.where("checkpoint.dir") + ": checkpoint.dir = \"" + dir + "\"";
   const std::string fix = default_place ? "; set checkpoint.dir (or logging.dir) to a directory this run can write"
@@ -162,10 +161,10 @@ RunDirectory::RunDirectory(Config& config, Communicator& world) : rank0_(world.r
   }
   agree_on_error(world, error);
   if (config.logging.dir.empty()) {
-    config.logging.dir = broadcast_string(world, dir, 0);
-    config.origin["logging.dir"] = "inferred: the run's own directory";
+    settle_logging_dir(config, broadcast_string(world, dir, 0), "inferred: the run's own directory");
     log::info("run directory: " + config.logging.dir + " (" + broadcast_string(world, how, 0) + ")");
   }
+  infer_checkpoint_dir(config);  // a Config built in code has not had it inferred at parse time
   dir_ = config.logging.dir;
 
   if (rank0_) {
@@ -183,7 +182,7 @@ RunDirectory::RunDirectory(Config& config, Communicator& world) : rank0_(world.r
   // as each save proves again: found now, not at the first save.
   try {
     // Unique to this start, so that a probe left by an earlier one proves nothing.
-    CheckpointStore(checkpoint_dir(config))
+    CheckpointStore(config.checkpoint.dir)
         .prove_shared(world, "start " + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
   } catch (const AgreedError& e) {
     if (rank0_) {

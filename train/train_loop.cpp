@@ -70,12 +70,12 @@ std::string move_aside_old_metrics(const std::string& path) {
 
 
 // The run itself, in a settled run directory (train() below wraps it).
-TrainSummary train_in(const Config& config, std::unique_ptr<Communicator> world, const TrainHooks& hooks,
-                      RunDirectory& run_dir) {
+TrainSummary train_in(const Config& config, const LayoutPlan& plan, std::unique_ptr<Communicator> world,
+                      const TrainHooks& hooks, RunDirectory& run_dir) {
   const TrainingConfig& tc = config.training;
   const Timer wall;  // exit_after_minutes counts from the start, set-up included
   const StopSignals signals;
-  TrainingRun run(config, std::move(world));
+  TrainingRun run(config, plan, std::move(world));
   const std::optional<CheckpointMeta> resumed = start_from_checkpoint_or_import(run, config);
 
   std::optional<MetricsWriter> metrics;
@@ -252,10 +252,10 @@ TrainSummary train(const Config& configured, std::unique_ptr<Communicator> world
   // Every rank runs rank 0's config, or a check below would fail on some ranks only and leave
   // the others waiting in the run directory's agreement.
   agree_on_config(*world, config);
-  check_training_config(config, world->size());  // a config that cannot run touches no run directory
+  const LayoutPlan plan = check_run(config, world->size());  // a config that cannot run touches no run directory
   RunDirectory run_dir(config, *world);  // settles logging.dir; one run per directory
   try {
-    TrainSummary s = train_in(config, std::move(world), hooks, run_dir);
+    TrainSummary s = train_in(config, plan, std::move(world), hooks, run_dir);
     s.run_dir = config.logging.dir;
     return s;
   } catch (const std::exception& e) {

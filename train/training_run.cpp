@@ -29,7 +29,6 @@
 #include "comm/nccl_communicator.h"
 #endif
 #include "comm/staged_communicator.h"
-#include "train/fault_injection.h"
 #include "train/metrics/run_summary.h"
 #include "comm/topology/cpu_threads.h"
 
@@ -51,68 +50,13 @@ Dataset open_split(const Config& config, const std::string& key, const std::stri
 }
 
 
-// training.threads, or the share of this host's CPUs that threads.h's policy gives this rank
-// (and, in words, how it was chosen).
-// parallel.dp_sync = "parameter-server" and its sparse embedding against the rest of the config.
-// (Parsing a config file checks the first two already; a Config built in code gets here too.)
-void check_parameter_server(const Config& config) {
-  const ParallelConfig& pc = config.parallel;
-  const bool server = pc.dp_sync == "parameter-server";
-  if (server && pc.zero_stage != 0)
-    throw ConfigError(config.where("parallel.zero_stage") + ": parallel.zero_stage = " + std::to_string(pc.zero_stage) +
-                      " cannot be combined with parallel.dp_sync = \"parameter-server\" (" +
-                      config.where("parallel.dp_sync") + "): the servers shard the optimizer state in ZeRO's " +
-                      "place; set parallel.zero_stage = 0, or use dp_sync = \"allreduce\"");
-  if (pc.ps_sparse_embedding && !server)
-    throw ConfigError(config.where("parallel.ps_sparse_embedding") +
-                      ": parallel.ps_sparse_embedding = true needs parallel.dp_sync = \"parameter-server\", but it is \"" +
-                      pc.dp_sync + "\" (" + config.where("parallel.dp_sync") + ")");
-  if (pc.ps_sparse_embedding && config.model.tied()) {
-    const std::string tie_from = config.where("model.tie_embeddings") == "default"
-                                     ? "the default for model.arch = \"" + config.model.arch + "\""
-                                     : config.where("model.tie_embeddings");
-    throw ConfigError(config.where("parallel.ps_sparse_embedding") +
-                      ": parallel.ps_sparse_embedding = true needs an untied token embedding, but "
-                      "model.tie_embeddings = true (" + tie_from + "): the tied head reads every row of the " +
-                      "embedding, so its gradient is dense; set model.tie_embeddings = false or remove " +
-                      "parallel.ps_sparse_embedding");
-  }
-}
-
 }  // namespace
 
-LayoutPlan check_training_config(const Config& config, int world_size, RunPurpose purpose) {
-  if (purpose == RunPurpose::kEvaluate && config.data.val.empty())
-    throw ConfigError("data.val is not set: name the validation shards in [data] val = \"...\" or with "
-                      "--set data.val=PATH (make them with `trainer prepare-data`)");
-  if (purpose == RunPurpose::kTrain && config.data.train.empty())
-    throw ConfigError("data.train is not set: name the training shards in [data] train = \"...\" or with "
-                      "--set data.train=PATH (make them with `trainer prepare-data`)");
-  try {
-    compute_dtype_for(config.training.device, config.training.dtype);
-  } catch (const ConfigError& e) {
-    throw ConfigError(config.where("training.dtype") + ": " + e.what());
-  }
-  if (config.training.device != "cpu" && config.parallel.ps_sparse_embedding)
-    throw ConfigError(config.where("parallel.ps_sparse_embedding") + ": the sparse parameter server packs embedding "
-                      "rows in host memory; with training.device = \"" + config.training.device +
-                      "\" remove parallel.ps_sparse_embedding (the dense parameter server works on GPUs)");
-  check_parameter_server(config);
-  check_fault_ranks(config, world_size);
-  if (config.training.device == "cpu") {  // a GPU run decides at start (connect_gpu_groups)
-    try {
-      choose_comm_backend(config.parallel.backend, "cpu", false, "", false);
-    } catch (const ConfigError& e) {
-      throw ConfigError(config.where("parallel.backend") + ": " + e.what());
-    }
-  }
-  if (config.training.device == "cuda" && (!cuda_backend_built() || cuda_device_count() == 0))
-    make_backend(config.training.device, config.training.dtype);  // throws the reason, naming the key
-  return plan_layout(config, world_size);
-}
-
-TrainingRun::TrainingRun(const Config& config, std::unique_ptr<Communicator> world, RunPurpose purpose)
-    : config_(config), purpose_(purpose), plan_(check_training_config(config, world->size(), purpose)) {
+TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::unique_ptr<Communicator> world,
+                         RunPurpose purpose)
+    : config_(config), purpose_(purpose), plan_(plan) {
+  FEAST_CHECK(plan.layout.world_size() == world->size(),
+              "TrainingRun: the layout is for " << plan.layout.world_size() << " ranks, the world has " << world->size());
   const TrainingConfig& tc = config.training;
   const ParallelLayout& layout = plan_.layout;
   const int world_rank = world->rank();

@@ -23,7 +23,7 @@
 #include "parallel/pipeline/pipeline_executor.h"
 #include "comm/process_groups.h"
 #include "config/config.h"
-#include "config/layout_plan.h"
+#include "config/validate.h"
 #include "train/training_state.h"
 
 namespace feast {
@@ -66,20 +66,13 @@ struct MemoryBytes {
   double total() const { return parameters + gradients + optimizer + activations; }
 };
 
-// What a run is built for: training (data.train, optionally data.val) or evaluation only
-// (`trainer eval`: data.val alone, no optimizer steps).
-enum class RunPurpose { kTrain, kEvaluate };
-
-// The checks of a config that need no data and no memory (data.train set, or data.val for an
-// evaluation; the device; the whole layout plan); the same on every rank. Throws ConfigError.
-LayoutPlan check_training_config(const Config& config, int world_size, RunPurpose purpose = RunPurpose::kTrain);
-
 class TrainingRun {
  public:
-  // Collective over world (its size is checked against the layout), whose ranks have agreed on
-  // the config (agree_on_config: train() and eval do). Throws ConfigError, or AgreedError for
-  // data every rank agrees is bad, before allocating the model.
-  TrainingRun(const Config& config, std::unique_ptr<Communicator> world, RunPurpose purpose = RunPurpose::kTrain);
+  // Collective over world, whose ranks have agreed on the config (agree_on_config: train() and
+  // eval do); `plan` is what check_run (config/validate.h) made of it for this world. Throws
+  // AgreedError for data every rank agrees is bad, before allocating the model.
+  TrainingRun(const Config& config, const LayoutPlan& plan, std::unique_ptr<Communicator> world,
+              RunPurpose purpose = RunPurpose::kTrain);
   ~TrainingRun();
 
   // Runs step state().step and advances the state. `vote` is this rank's wish to stop after it.

@@ -101,7 +101,9 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
     std::unique_ptr<TrainingRun> run;
     {
       const log::Quiet quiet;
-      run = std::make_unique<TrainingRun>(c, make_mpi_world(std::chrono::milliseconds(60'000)));
+      auto comm = make_mpi_world(std::chrono::milliseconds(60'000));
+      const LayoutPlan layout = check_run(c, comm->size());
+      run = std::make_unique<TrainingRun>(c, layout, std::move(comm));
     }
     const MemoryBytes real = run->memory_bytes();
     const PlannedMemory plan = rank_memory(c, run->plan(), me, {PlanDType::kFp32, run->inferred().threads});

@@ -113,7 +113,9 @@ TEST_P(HfModels, ImportReproducesTheReferenceLossAndLogits) {
   const Config c = config_for(kFixtures + "/" + model,
                               {"data.val=\"" + reference_val_split(model) + "\"", "training.eval_batches=0"});
   const log::Quiet quiet;
-  TrainingRun run(c, make_mpi_world(std::chrono::milliseconds(60'000)), RunPurpose::kEvaluate);
+  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
+  const LayoutPlan plan = check_run(c, world->size(), RunPurpose::kEvaluate);
+  TrainingRun run(c, plan, std::move(world), RunPurpose::kEvaluate);
   run.import_initial_weights();
   const double loss = run.validate().value();
   const double expected = ref(model, "loss").data[0];
@@ -148,7 +150,9 @@ TEST_P(HfModels, FineTuningFollowsTransformersAndAdamW) {
        "training.weight_decay=0.1", "training.beta1=0.9", "training.beta2=0.95", "training.eps=1e-8",
        "training.grad_clip=1.0", "training.eval_interval=0"});
   const log::Quiet quiet;
-  TrainingRun run(c, make_mpi_world(std::chrono::milliseconds(60'000)));
+  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
+  const LayoutPlan plan = check_run(c, world->size());
+  TrainingRun run(c, plan, std::move(world));
   run.import_initial_weights();
   const testing::FixtureArray& losses = ref(model, "finetune_losses");
   const testing::FixtureArray& norms = ref(model, "finetune_grad_norms");
@@ -190,7 +194,9 @@ TEST_P(HfModels, GreedyGenerationMatchesTransformers) {
 std::vector<float> imported_parameters(const std::string& folder, const std::string& data) {
   const Config c = config_for(folder, {"data.train=\"" + data + "\""});
   const log::Quiet quiet;
-  TrainingRun run(c, make_mpi_world(std::chrono::milliseconds(60'000)));
+  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
+  const LayoutPlan plan = check_run(c, world->size());
+  TrainingRun run(c, plan, std::move(world));
   run.import_initial_weights();
   const float* p = run.rank_state().params.as<float>();
   return {p, p + run.rank_state().params.numel};
@@ -205,7 +211,9 @@ TEST_P(HfModels, ExportThenReimportIsBitForBit) {
   {
     const Config c = config_for(source, {"data.train=\"" + data + "\""});
     const log::Quiet quiet;
-    TrainingRun run(c, make_mpi_world(std::chrono::milliseconds(60'000)));
+    auto world = make_mpi_world(std::chrono::milliseconds(60'000));
+  const LayoutPlan plan = check_run(c, world->size());
+  TrainingRun run(c, plan, std::move(world));
     run.import_initial_weights();
     const RankState st = run.rank_state();
     first.assign(st.params.as<float>(), st.params.as<float>() + st.params.numel);

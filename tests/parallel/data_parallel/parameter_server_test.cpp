@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "config/validate.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "tests/support/mpi_test_support.h"
@@ -249,11 +250,11 @@ TEST(ParameterServer, ConfigErrorsNameTheKeys) {
     EXPECT_NE(std::string(e.what()).find("parallel.zero_stage"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("parallel.dp_sync"), std::string::npos) << e.what();
   }
-  // The same built in code reaches the run's checks.
+  // The same built in code, through the rules that code building a Config runs.
   Config c = config(llama(256), 1, 1, Sync::kServer);
   c.parallel.zero_stage = 1;
   try {
-    check_training_config(c, world_size());
+    validate_config(c);
     ADD_FAILURE() << "zero_stage = 1 with a parameter server was accepted";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("parallel.zero_stage = 1"), std::string::npos) << e.what();
@@ -268,7 +269,7 @@ TEST(ParameterServer, ConfigErrorsNameTheKeys) {
                                }()}) {
     Config s = config(m, 1, 1, Sync::kSparseServer);
     try {
-      check_training_config(s, world_size());
+      validate_config(s);
       ADD_FAILURE() << "ps_sparse_embedding with a tied embedding was accepted (" << m.arch << ")";
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("model.tie_embeddings"), std::string::npos) << e.what();
@@ -276,7 +277,7 @@ TEST(ParameterServer, ConfigErrorsNameTheKeys) {
     }
   }
   // The untied Llama passes.
-  EXPECT_NO_THROW(check_training_config(config(llama(256), 1, 1, Sync::kSparseServer), world_size()));
+  EXPECT_NO_THROW(validate_config(config(llama(256), 1, 1, Sync::kSparseServer)));
 }
 
 }  // namespace

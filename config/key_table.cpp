@@ -1,0 +1,436 @@
+// The config keys, one row each (see key_table.h), and the formatting of their values.
+#include "config/key_table.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <type_traits>
+
+namespace feast::config_table {
+namespace {
+
+// A key is reached from Config through a path of member pointers (two for [model], three for
+// [model.rope_scaling]).
+template <auto... Path>
+auto& member(Config& c) {
+  return (c.*....*Path);
+}
+Rule any() { return {}; }
+Rule at_least(double v) {
+  Rule r;
+  r.min = Limit{v, false};
+  return r;
+}
+Rule above(double v) {
+  Rule r;
+  r.min = Limit{v, true};
+  return r;
+}
+Rule closed(double lo, double hi) {
+  Rule r = at_least(lo);
+  r.max = Limit{hi, false};
+  return r;
+}
+Rule half_open(double lo, double hi) {
+  Rule r = at_least(lo);
+  r.max = Limit{hi, true};
+  return r;
+}
+Rule one_of(std::vector<std::string> choices) {
+  Rule r;
+  r.choices = std::move(choices);
+  return r;
+}
+// A rule for a key that only the Llama family uses.
+Rule llama(Rule r) {
+  r.llama_only = true;
+  return r;
+}
+Rule non_empty() {
+  Rule r;
+  r.non_empty = true;
+  return r;
+}
+
+}  // namespace
+
+// In the order to_toml prints them; a dotted section is a sub-table of the one before it.
+const std::vector<std::string> kSections = {"model",    "model.rope_scaling", "parallel", "training",
+                                            "data",     "checkpoint",         "logging",
+                                            "fault"};
+
+
+bool is_section(const std::string& name) {
+  return std::find(kSections.begin(), kSections.end(), name) != kSections.end();
+}
+
+// Stringifying the member keeps every key name identical to its struct field.
+#define FEAST_KEY(section, name) \
+  #section, #name, &member<&Config::section, &decltype(Config::section)::name>
+#define FEAST_ROPE_KEY(name) \
+  "model.rope_scaling", #name, &member<&Config::model, &ModelConfig::rope_scaling, &RopeScaling::name>
+
+std::string tie_in_use(const Config& c) { return c.model.tied() ? "true" : "false"; }
+
+const std::vector<KeyDesc>& keys() {
+  static const std::vector<KeyDesc> table = {
+      {FEAST_KEY(model, arch), one_of({"gpt2", "llama"}), "model family",
+       "model family. GPT-2: learned positions, LayerNorm with bias, GELU MLP with biases, q/k/v "
+       "biases, head tied to the token embedding. Llama: rotary embeddings, RMSNorm, SwiGLU MLP, "
+       "grouped-query attention, no biases (unless `qkv_bias`), untied head (unless `tie_embeddings`)"},
+      {FEAST_KEY(model, n_layer), at_least(1), "transformer blocks",
+       "transformer blocks"},
+      {FEAST_KEY(model, n_head), at_least(1), "attention heads; must divide n_embd",
+       "attention (query) heads", nullptr, ">= 1, divides `model.n_embd`"},
+      {FEAST_KEY(model, n_embd), at_least(1), "channels of the residual stream",
+       "channels of the residual stream; head_dim = n_embd / n_head (even for Llama: rotary pairs "
+       "channels)", nullptr, ">= 1, multiple of `model.n_head`"},
+      {FEAST_KEY(model, vocab_size), closed(2, 2147483647), "token ids are < vocab_size",
+       "real vocabulary size: token ids are < vocab_size. Padded internally to a multiple of 128; "
+       "padded logits are excluded from softmax and loss"},
+      {FEAST_KEY(model, max_seq_len), at_least(1), "longest sequence (GPT-2: position rows)",
+       "the longest sequence the model can see: GPT-2's rows of the learned position embedding, Llama's "
+       "rows of the rotary tables"},
+      {FEAST_KEY(model, init_std), above(0), "std of the normal init of weight matrices",
+       "std of the normal initialisation of weight matrices (residual projections use init_std / sqrt(2 "
+       "n_layer))"},
+      {FEAST_KEY(model, n_kv_head), llama(at_least(0)), "key/value heads (llama); 0 = n_head",
+       "*llama*: key/value heads of grouped-query attention (Hugging Face's `num_key_value_heads`); 0 = "
+       "`n_head` (multi-head attention), 1 = multi-query", nullptr, ">= 0, divides `model.n_head`"},
+      {FEAST_KEY(model, intermediate_size), at_least(0), "MLP width; 0 = the family default",
+       "width of the MLP; 0 = the family's default: 4 n_embd for GPT-2, Meta's 2/3 of 4 n_embd rounded "
+       "up to a multiple of 256 for Llama"},
+      {FEAST_KEY(model, norm_eps), above(0), "LayerNorm / RMSNorm epsilon",
+       "epsilon of the LayerNorms (GPT-2) or RMSNorms (Llama; Hugging Face's `rms_norm_eps`)"},
+      {FEAST_KEY(model, rope_theta), llama(above(0)), "rotary base frequency (llama)",
+       "*llama*: base of the rotary frequencies (Llama 3 uses 500000)"},
+      {FEAST_KEY(model, qkv_bias), llama(any()), "biases on q, k, v (llama family)",
+       "*llama*: biases on the q, k and v projections, as Qwen2 has"},
+      {FEAST_KEY(model, tie_embeddings), any(), "LM head shares the token embedding",
+       "the LM head shares the token embedding's weights (Hugging Face's `tie_word_embeddings`). The "
+       "resolved config prints the value in use, marked `[inferred from model.arch]` when it is the "
+       "family's default", &tie_in_use, nullptr, "GPT-2 `true`, Llama `false`"},
+      {FEAST_KEY(model, init_from), any(), "Hugging Face model folder to start from; empty = random init",
+       "a Hugging Face model folder (`config.json`, `model.safetensors` or a sharded set with "
+       "`model.safetensors.index.json`) for GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM or "
+       "Qwen2ForCausalLM. Its config.json sets the other [model] keys (a key set here too must agree, or "
+       "the run stops naming both values) and its weights (float32, bfloat16 or float16) initialise a "
+       "fresh run; each rank reads only its own slices. A run that resumes a checkpoint loads the "
+       "checkpoint instead. See [finetune.md](finetune.md)", nullptr, "any; empty = random initialisation"},
+      {FEAST_KEY(model, tokenizer), any(), "tokenizer folder; empty = init_from's, or bytes",
+       "the tokenizer (a folder with `tokenizer.json`, `vocab.json` + `merges.txt` or `tokenizer.model`, "
+       "or `\"byte\"`) that `trainer generate` encodes prompts with and `trainer export` copies; empty = "
+       "`model.init_from` when it holds a tokenizer, else the byte tokenizer", nullptr,
+       "any; empty = `model.init_from`'s"},
+      {FEAST_ROPE_KEY(rope_type), llama(one_of({"default", "linear", "llama3"})), "rotary frequency scaling",
+       "`\"default\"`: no scaling; `\"linear\"`: every frequency divided by `factor`; `\"llama3\"`: "
+       "Llama 3.1's scaling, long wavelengths slowed by `factor`, short ones kept, the band between "
+       "blended"},
+      {FEAST_ROPE_KEY(factor), llama(above(0)), "context extension factor",
+       "the context extension factor (`\"linear\"`, `\"llama3\"`)"},
+      {FEAST_ROPE_KEY(low_freq_factor), llama(above(0)), "llama3: low-frequency bound",
+       "`\"llama3\"`: wavelengths longer than original_max_position_embeddings / low_freq_factor are "
+       "scaled fully", nullptr, "> 0, < `high_freq_factor`"},
+      {FEAST_ROPE_KEY(high_freq_factor), llama(above(0)), "llama3: high-frequency bound",
+       "`\"llama3\"`: wavelengths shorter than original_max_position_embeddings / high_freq_factor are "
+       "kept"},
+      {FEAST_ROPE_KEY(original_max_position_embeddings), llama(at_least(1)), "llama3: original context",
+       "`\"llama3\"`: the context length the model was trained with"},
+
+      {FEAST_KEY(parallel, tp), at_least(1), "tensor-parallel degree",
+       "tensor-parallel degree"},
+      {FEAST_KEY(parallel, pp), at_least(1), "pipeline-parallel degree",
+       "pipeline-parallel degree"},
+      {FEAST_KEY(parallel, dp), at_least(0), "data-parallel degree; 0 = world / (tp * pp)",
+       "data-parallel degree; 0 = world size / (tp * pp). The world size must equal tp * pp * dp"},
+      {FEAST_KEY(parallel, order), one_of({"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"}),
+       "rank-numbering axes, innermost first",
+       "rank numbering, innermost axis first: the default puts a tensor-parallel group on consecutive "
+       "ranks (one node), then data-parallel replicas, then pipeline stages", nullptr, "a permutation of tp, dp, pp joined by `-`"},
+      {FEAST_KEY(parallel, zero_stage), closed(0, 2), "0 all-reduce; 1 shard optimizer; 2 also gradients",
+       "0: gradients all-reduced, optimizer state replicated; 1: gradients reduce-scattered, each "
+       "data-parallel rank updates its own shard of the AdamW state and parameters, then parameters are "
+       "all-gathered; 2: as 1, and gradients are reduce-scattered bucket by bucket during every "
+       "micro-batch's backward so a rank keeps only its shard plus a few buckets"},
+      {FEAST_KEY(parallel, micro_batch_size), at_least(1), "sequences per micro-batch per rank",
+       "sequences per micro-batch on one rank"},
+      {FEAST_KEY(parallel, num_micro_batches), at_least(1), "micro-batches per step per dp rank",
+       "micro-batches per optimizer step on each data-parallel rank (gradient accumulation; also the "
+       "pipeline's micro-batches). Ignored when `training.batch_size` is set"},
+      {FEAST_KEY(parallel, schedule), one_of({"1f1b", "gpipe"}), "pipeline schedule",
+       "pipeline schedule: 1F1B holds at most pp - stage micro-batches' activations; GPipe holds all of "
+       "them"},
+      {FEAST_KEY(parallel, bucket_mb), above(0), "gradient-reduction bucket size, MiB",
+       "size of the gradient-reduction buckets in MiB (whole layers are grouped until a bucket reaches "
+       "it)"},
+      {FEAST_KEY(parallel, stage_layers), at_least(1), "layers per stage; [] = even split",
+       "layers of each pipeline stage; empty = as even as possible (earlier stages take the remainder)", nullptr, "each >= 1, `pp` entries summing to `model.n_layer`"},
+      // Bounded: beyond ~9e9 s the deadline overflows the clock, and under a second the
+      // watchdog would fire at the first slow collective.
+      {FEAST_KEY(parallel, timeout_s), closed(1, 604800), "watchdog: longest wait for a collective, s",
+       "watchdog: a collective or pipeline receive that waits longer than this ends the job with a "
+       "message naming the call, the group and the ranks that are late (the ranks that did not answer "
+       "the watchdog's survey, which lasts a quarter of the timeout, 0.2 to 5 s) instead of hanging"},
+
+      {FEAST_KEY(parallel, dp_sync), one_of({"allreduce", "parameter-server"}),
+       "data-parallel gradient exchange",
+       "how data-parallel replicas combine gradients: `\"allreduce\"` uses collectives (sharded by "
+       "`zero_stage`); `\"parameter-server\"` makes data-parallel rank r the server of shard r of the "
+       "weights and optimizer state: every worker pushes its gradients to the servers, the servers "
+       "update, and the workers pull the weights back (the world is still tp * pp * dp). It takes the "
+       "place of ZeRO: `zero_stage` must be 0 (left unset, it becomes 0)"},
+      {FEAST_KEY(parallel, backend), one_of({"auto", "nccl", "mpi"}), "communication library for GPU tensors",
+       "how GPU tensors travel between ranks: `\"nccl\"` (tensor-parallel, data-parallel, pipeline "
+       "and tied-embedding groups through NCCL on a stream of their own; host values and a parameter "
+       "server's traffic through MPI), "
+       "`\"mpi\"` (through MPI, staged in pinned host memory: for machines without NCCL and for "
+       "several ranks sharing a GPU, which NCCL refuses), or `\"auto\"`: NCCL when the run is on "
+       "GPUs, NCCL can be loaded and no GPU is shared by two ranks, else MPI (the start-up report "
+       "says which and why). CPU runs always use MPI; the check for NCCL happens when the run "
+       "starts, so any value passes `print-config`"},
+      {FEAST_KEY(parallel, grad_reduce_dtype), one_of({"fp32", "bf16"}), "dtype of data-parallel gradient traffic",
+       "the dtype data-parallel gradients travel and are summed in (`dp_sync = \"allreduce\"`): "
+       "`\"bf16\"` sends half the bytes; each bucket is cast to bf16 in one of four bucket-sized "
+       "buffers, reduced there (NCCL natively; MPI through an operation that adds in fp32 and rounds "
+       "each partial sum) and cast back, while gradients still accumulate over micro-batches in fp32. "
+       "docs/cluster.md gives its effect on the loss. The tied embedding's sum over the first and "
+       "last stage stays fp32"},
+      {FEAST_KEY(parallel, ps_sparse_embedding), any(), "parameter server: move only touched embedding rows",
+       "with `dp_sync = \"parameter-server\"`: workers push and pull only the rows of the token "
+       "embedding their batch touches (the recommender-system case); the bytes moved per step are "
+       "reported next to the dense exchange"},
+
+      {FEAST_KEY(training, steps), at_least(1), "optimizer steps to run",
+       "optimizer steps to run"},
+      {FEAST_KEY(training, batch_size), at_least(0), "global batch in sequences; 0 = derived",
+       "global batch in sequences per step; 0 = `dp * num_micro_batches * micro_batch_size`. When set, "
+       "each data-parallel rank runs `batch_size / (dp * micro_batch_size)` micro-batches (it must "
+       "divide), so one config trains the same math at every layout"},
+      {FEAST_KEY(training, seed), at_least(0), "seeds the initialisation and the data order",
+       "seeds the initialisation and the data order"},
+      {FEAST_KEY(training, device), one_of({"cpu", "cuda"}), "compute backend",
+       "compute backend: `\"cpu\"` (OpenBLAS, float32) or `\"cuda\"` (one GPU per rank: the rank's "
+       "local rank on its node, modulo the GPUs it sees). Asking for `\"cuda\"` where no GPU is "
+       "visible, or in a build without the CUDA backend, stops every rank with that message"},
+      {FEAST_KEY(training, dtype), one_of({"auto", "fp32", "bf16"}), "compute dtype; auto = fp32 on cpu, bf16 on cuda",
+       "the dtype of parameters and activations in the products: `\"auto\"` is `\"fp32\"` on the CPU "
+       "and `\"bf16\"` on a GPU. With bf16, gradients accumulate in fp32 and the optimizer keeps fp32 "
+       "master weights and moments, refreshing the bf16 copy after each update. The CPU computes in "
+       "fp32 only"},
+      {FEAST_KEY(training, seq_len), at_least(1), "tokens per sequence; <= model.max_seq_len",
+       "tokens per sequence", nullptr, "1 ..= `model.max_seq_len`",
+       "`64`, or `model.max_seq_len` when that is smaller"},
+      {FEAST_KEY(training, lr), above(0), "peak learning rate",
+       "peak learning rate, reached at the end of warm-up"},
+      {FEAST_KEY(training, min_lr), at_least(0), "lr at the end of the decay; <= lr",
+       "learning rate at the end of the decay (the last step)", nullptr, "0 ..= `training.lr`"},
+      {FEAST_KEY(training, warmup_steps), at_least(0), "linear warm-up steps",
+       "linear warm-up from lr / warmup_steps to lr"},
+      {FEAST_KEY(training, lr_schedule), one_of({"cosine", "linear", "constant"}),
+       "decay after warm-up",
+       "decay from lr to min_lr after warm-up; `\"constant\"` stays at lr"},
+      {FEAST_KEY(training, weight_decay), at_least(0), "AdamW decoupled decay (matrices only)",
+       "AdamW decoupled weight decay, applied to matrices only (not biases, norms)"},
+      {FEAST_KEY(training, beta1), half_open(0, 1), "AdamW first-moment decay",
+       "AdamW first-moment decay"},
+      {FEAST_KEY(training, beta2), half_open(0, 1), "AdamW second-moment decay",
+       "AdamW second-moment decay"},
+      {FEAST_KEY(training, eps), above(0), "AdamW denominator epsilon",
+       "AdamW denominator epsilon"},
+      {FEAST_KEY(training, grad_clip), at_least(0), "max global grad norm; 0 = no clipping",
+       "maximum global gradient norm; 0 disables clipping"},
+      {FEAST_KEY(training, eval_interval), at_least(0), "evaluate every N steps; 0 = never",
+       "evaluate val_loss every N steps and at the last step; 0 = never (not at the last step either)"},
+      {FEAST_KEY(training, eval_batches), at_least(0), "validation batches per evaluation; 0 = every window",
+       "validation batches per evaluation, each of the global batch size (`training.batch_size` "
+       "sequences): the same validation tokens at every layout, so val_loss is comparable across "
+       "layouts and micro-batch splits. 0 = every window of `data.val` once (the last batch partly "
+       "empty). val_loss is the mean over the targets scored (loss masks leave prompt tokens out)"},
+      // Bounded: tens of thousands of OpenMP threads exhaust memory or stacks, not the CPUs.
+      {FEAST_KEY(training, threads), closed(0, 1024), "OpenMP threads per rank; 0 = OMP_NUM_THREADS or the CPUs",
+       "OpenMP threads per rank; 0 = `OMP_NUM_THREADS` when it is set, otherwise the CPUs this rank may "
+       "run on (its CPU affinity, as `mpirun --bind-to`, Slurm's binding or a cgroup cpuset set it, "
+       "capped by a cgroup CPU quota) divided among the ranks on the same host that may run on the same "
+       "CPUs"},
+      {FEAST_KEY(training, exit_at_step), at_least(0), "save and exit 0 after this step; 0 = never",
+       "save a checkpoint after this step and exit 0 (Megatron's exit interval); the LR schedule still "
+       "follows `training.steps`, so a run continued later goes on as if never stopped (a run that "
+       "resumes at or after this step runs on). 0 = never"},
+      {FEAST_KEY(training, exit_after_minutes), at_least(0), "save and exit 0 after this wall time; 0 = never",
+       "save and exit 0 at the end of the first step that starts once this much wall time has passed "
+       "since the start (set-up included), so leave a step and a save of room below a job's time limit. "
+       "0 = never"},
+      {FEAST_KEY(training, skip_nonfinite), at_least(0), "non-finite steps skipped before failing",
+       "steps whose loss or gradient norm is not finite that may skip their update (each logged and "
+       "counted in the checkpoint) before the run fails; 0 = the first one fails the run, naming the "
+       "step and the first rank that saw it, with no checkpoint written from that state"},
+
+      {FEAST_KEY(data, train), non_empty(), "training shards: file, directory or glob",
+       "training token shards: a file, a directory (its training shards: see docs/data.md), or a glob "
+       "such as `\"datasets/demo/train_*.bin\"`", nullptr, "non-empty when set"},
+      {FEAST_KEY(data, val), any(), "validation shards; empty = no validation",
+       "validation shards, same forms; empty = no validation"},
+
+      {FEAST_KEY(checkpoint, dir), any(), "checkpoint directory; empty = <logging.dir>/checkpoints",
+       "where checkpoints are written (one HDF5 file per save, `step_00000020.h5`, and `latest`; see "
+       "[checkpoint-format.md](checkpoint-format.md)). Relative paths: see Paths above", nullptr,
+       "any; empty = `<logging.dir>/checkpoints`", "`\"<logging.dir>/checkpoints\"`"},
+      {FEAST_KEY(checkpoint, interval), at_least(0), "save every N steps and at the end; 0 = only on stop",
+       "save every N steps and after the last step; 0 = only when a run stops early (`exit_at_step`, "
+       "`exit_after_minutes`, SIGTERM, SIGUSR1, SIGINT), which always saves"},
+      {FEAST_KEY(checkpoint, keep), at_least(1), "complete checkpoints to keep",
+       "complete checkpoints to keep; older ones are deleted, oldest first, only after a new one is "
+       "complete"},
+      {FEAST_KEY(checkpoint, resume), non_empty(), "\"auto\", \"never\" or a checkpoint file or directory",
+       "`\"auto\"`: continue from the newest complete checkpoint in `checkpoint.dir`, falling back to "
+       "older ones when it is corrupt, or start fresh when there is none; `\"never\"`: always start "
+       "fresh (a new run into the same directory then overwrites checkpoints of the same steps); a "
+       "file: resume from it (an error if it does not load); a directory: like `\"auto\"` in that "
+       "directory. Any layout may resume any checkpoint of the same model and seed", nullptr, "`\"auto\"`, `\"never\"`, or a path"},
+      {FEAST_KEY(checkpoint, async), any(), "write checkpoints beside training (copy, then a writer thread)",
+       "write checkpoints on a thread of their own: the step waits only while this rank's part of the "
+       "state is copied to host memory (kept between saves: as much host memory as the rank's share of "
+       "the file), then training goes on while the copy is written and committed; the next save first "
+       "waits for it. Needs an MPI that grants `MPI_THREAD_MULTIPLE` (Open MPI does)"},
+
+      {FEAST_KEY(logging, dir), any(), "run directory; empty = a new one per run",
+       "the run directory: `config.toml` (the resolved config, inferred values marked), `command.txt`, "
+       "`train.log` (everything printed, appended run after run), `metrics.jsonl`, `status` (`running`, "
+       "then `finished at step N`, `stopped at step N (...)` or `failed: <error>`) and, by default, "
+       "`checkpoints/`. Empty: a new directory for each run, `runs/<config name>-<UTC date-time>`, "
+       "printed at start, except that a run of the same config that did not finish and left a "
+       "checkpoint (preempted, crashed) is continued in its directory. One run at a time: a second run into "
+       "a directory in use is refused. A fresh run finding an earlier run's `metrics.jsonl` moves it "
+       "aside (`metrics.<its time>.jsonl`) and says so", nullptr, "any; empty = a new directory per run",
+       "`\"\"` (a new directory per run)"},
+      {FEAST_KEY(logging, interval), at_least(1), "progress line every N steps",
+       "print a progress line every N steps"},
+      {FEAST_KEY(logging, quiet), any(), "batch jobs: no per-step progress lines",
+       "no per-step progress: only the start-up report, evaluations, checkpoints and the end-of-run "
+       "summary are printed (`metrics.jsonl` and TensorBoard still record every step)"},
+      {FEAST_KEY(logging, verbose), any(), "start-up report lists every rank",
+       "the start-up report lists every rank's coordinates, host and memory; otherwise a job of more "
+       "than 16 ranks gets a summary that fits a screen"},
+      {FEAST_KEY(logging, tensorboard), any(), "TensorBoard event files beside metrics.jsonl",
+       "write TensorBoard event files into `<logging.dir>/tensorboard/` (loss, lr, gradient norm, "
+       "throughput, MFU and the step's time split), for `tensorboard --logdir runs/`"},
+      {FEAST_KEY(logging, peak_tflops), at_least(0), "MFU's peak per rank, TFLOP/s; 0 = known or measured",
+       "the peak a rank's device reaches, in TFLOP/s, that MFU divides by; 0 = the datasheet bf16 dense "
+       "peak of a known GPU, or on the CPU the sgemm rate the ranks measure together at start (the best "
+       "of four rounds; docs/observability.md). Set it to compare runs on a machine other jobs share"},
+
+      {FEAST_KEY(fault, kill_rank), at_least(-1), "test: this rank SIGKILLs itself at fault.at_step; -1 = none",
+       "this rank kills itself with SIGKILL when step `fault.at_step` is about to run (a crash: no "
+       "handler, no flush); -1 = none", nullptr, ">= -1, < world size"},
+      {FEAST_KEY(fault, stall_rank), at_least(-1), "test: this rank hangs at fault.at_step; -1 = none",
+       "this rank hangs at step `fault.at_step` (a hung device or deadlock); the other ranks' watchdog "
+       "must end the job; -1 = none", nullptr, ">= -1, < world size"},
+      {FEAST_KEY(fault, at_step), at_least(0), "test: the step a fault strikes (first attempt only)",
+       "the step (1-based) at which the fault strikes", nullptr, ">= 1 when a rank is set"},
+  };
+  return table;
+}
+
+#undef FEAST_KEY
+#undef FEAST_ROPE_KEY
+
+const KeyDesc* find_key(std::string_view section, std::string_view name) {
+  for (const KeyDesc& k : keys()) {
+    if (section == k.section && name == k.name) return &k;
+  }
+  return nullptr;
+}
+
+// Shortest text that reads back to the same double, always with a '.' or exponent so that TOML
+// reads it as a float; "1e-4" rather than to_chars' "1e-04".
+std::string format_double(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, end);
+  const size_t e = s.find('e');
+  if (e == std::string::npos) {
+    if (s.find('.') == std::string::npos) s += ".0";
+    return s;
+  }
+  const size_t digits = s[e + 1] == '-' || s[e + 1] == '+' ? e + 2 : e + 1;
+  while (digits + 1 < s.size() && s[digits] == '0') s.erase(digits, 1);
+  return s;
+}
+
+// A number in a range description: "1", "0.5", "2147483647".
+std::string format_bound(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, end);
+}
+
+// A TOML basic string: double quotes, escapes for quotes, backslashes and control characters;
+// UTF-8 passes through.
+std::string format_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (u < 0x20 || u == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", u);
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string describe_rule(const Rule& r) {
+  if (!r.choices.empty()) {
+    std::string s = "one of ";
+    for (size_t i = 0; i < r.choices.size(); ++i) {
+      s += (i ? ", " : "") + format_string(r.choices[i]);
+    }
+    return s;
+  }
+  if (r.non_empty) return "a non-empty string";
+  if (r.min && r.max) {
+    return std::string(r.min->strict ? "in (" : "in [") + format_bound(r.min->value) + ", " +
+           format_bound(r.max->value) + (r.max->strict ? ")" : "]");
+  }
+  if (r.min) return (r.min->strict ? "> " : ">= ") + format_bound(r.min->value);
+  return "any value";
+}
+// The value of a key in the config, as TOML text.
+std::string value_text(const KeyDesc& k, Config& c) {
+  return std::visit(
+      [&](auto get) -> std::string {
+        const auto& v = get(c);
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return format_string(v);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return v ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, std::optional<bool>>) {
+          if (!v) return k.inferred ? k.inferred(c) : "false";
+          return *v ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, double>) {
+          return format_double(v);
+        } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+          std::string out = "[";
+          for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+          return out + "]";
+        } else {
+          return std::to_string(v);
+        }
+      },
+      k.field);
+}
+}  // namespace feast::config_table

@@ -1,0 +1,147 @@
+// Every rule that relates config keys, and the checks a run makes of its config before
+// anything is allocated. This is the one place such rules live: the rest of the code receives
+// values that passed them.
+#include "config/validate.h"
+
+#include <string>
+
+#include "backend/backend.h"
+#include "config/key_table.h"
+#include "core/device_info.h"
+#include "core/error.h"
+#include "core/plural.h"
+
+namespace feast {
+
+using namespace config_table;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& where, const std::string& message) {
+  throw ConfigError(where + ": " + message);
+}
+
+// A fault that names a rank outside the world.
+void check_fault_ranks(const Config& config, int world_size) {
+  const FaultConfig& fault = config.fault;
+  for (const auto& [key, rank] : {std::pair{"fault.kill_rank", fault.kill_rank}, std::pair{"fault.stall_rank", fault.stall_rank}})
+    if (rank >= world_size)
+      fail(config.where(key), std::string(key) + " = " + std::to_string(rank) + " is not a rank of this job of " +
+                                  count_of(world_size, "rank") + "; give a rank from 0 to " +
+                                  std::to_string(world_size - 1) + ", or -1 for none");
+}
+
+}  // namespace
+
+void validate_config(const Config& c) {
+  auto fail2 = [&](const std::string& a, const std::string& va, const std::string& relation,
+                   const std::string& b, const std::string& vb) {
+    fail(c.where(a), a + " = " + va + " must be " + relation + " " + b + " = " + vb + " (" +
+                         c.where(b) + ")");
+  };
+  const ModelConfig& m = c.model;
+  if ((c.fault.kill_rank >= 0 || c.fault.stall_rank >= 0) && c.fault.at_step < 1) {
+    const std::string key = c.fault.kill_rank >= 0 ? "fault.kill_rank" : "fault.stall_rank";
+    fail(c.where(key), key + " is set but fault.at_step = " + std::to_string(c.fault.at_step) +
+                           "; give the step (>= 1) at which the fault strikes");
+  }
+  if (c.parallel.dp_sync == "parameter-server" && c.parallel.zero_stage != 0) {
+    fail(c.where("parallel.zero_stage"),
+         "parallel.zero_stage = " + std::to_string(c.parallel.zero_stage) + " cannot be combined with " +
+             "parallel.dp_sync = \"parameter-server\" (" + c.where("parallel.dp_sync") + "): the servers shard " +
+             "the optimizer state in ZeRO's place; remove parallel.zero_stage (or set it to 0), or use " +
+             "dp_sync = \"allreduce\"");
+  }
+  if (c.parallel.grad_reduce_dtype != "fp32" && c.parallel.dp_sync == "parameter-server") {
+    fail(c.where("parallel.grad_reduce_dtype"),
+         "parallel.grad_reduce_dtype = \"" + c.parallel.grad_reduce_dtype + "\" applies to parallel.dp_sync = " +
+             "\"allreduce\", but it is \"parameter-server\" (" + c.where("parallel.dp_sync") +
+             "): the parameter server pushes fp32 gradients; remove parallel.grad_reduce_dtype");
+  }
+  if (c.parallel.ps_sparse_embedding && c.parallel.dp_sync != "parameter-server") {
+    fail(c.where("parallel.ps_sparse_embedding"),
+         "parallel.ps_sparse_embedding = true needs parallel.dp_sync = \"parameter-server\", but it is \"" +
+             c.parallel.dp_sync + "\" (" + c.where("parallel.dp_sync") + ")");
+  }
+  if (c.parallel.ps_sparse_embedding && c.model.tied()) {
+    const std::string tie_from = c.where("model.tie_embeddings") == "default"
+                                     ? "the default for model.arch = \"" + m.arch + "\""
+                                     : c.where("model.tie_embeddings");
+    fail(c.where("parallel.ps_sparse_embedding"),
+         "parallel.ps_sparse_embedding = true needs an untied token embedding, but model.tie_embeddings = true (" +
+             tie_from + "): the tied head reads every row of the embedding, so its gradient is dense; set " +
+             "model.tie_embeddings = false or remove parallel.ps_sparse_embedding");
+  }
+  if (c.parallel.ps_sparse_embedding && c.training.device != "cpu") {
+    fail(c.where("parallel.ps_sparse_embedding"),
+         "the sparse parameter server packs embedding rows in host memory; with training.device = \"" +
+             c.training.device + "\" (" + c.where("training.device") +
+             ") remove parallel.ps_sparse_embedding (the dense parameter server works on GPUs)");
+  }
+  // What the CPU computes in, and how it communicates.
+  if (c.training.device == "cpu" && c.training.dtype == "bf16") {
+    fail(c.where("training.dtype"), "training.dtype = \"bf16\" needs training.device = \"cuda\" (" +
+                                        c.where("training.device") + "): the CPU backend computes in float32; use "
+                                        "training.dtype = \"auto\" or \"fp32\"");
+  }
+  if (c.training.device == "cpu" && c.parallel.backend == "nccl") {
+    fail(c.where("parallel.backend"), "parallel.backend = \"nccl\" needs training.device = \"cuda\" (" +
+                                          c.where("training.device") + "): NCCL moves GPU memory; a CPU run "
+                                          "communicates through MPI (parallel.backend = \"auto\" or \"mpi\")");
+  }
+  if (m.n_embd % m.n_head != 0) {
+    fail2("model.n_embd", std::to_string(m.n_embd), "divisible by", "model.n_head",
+          std::to_string(m.n_head));
+  }
+  if (c.training.seq_len > m.max_seq_len) {
+    fail2("training.seq_len", std::to_string(c.training.seq_len), "<=", "model.max_seq_len",
+          std::to_string(m.max_seq_len));
+  }
+  if (c.training.min_lr > c.training.lr) {
+    fail2("training.min_lr", format_double(c.training.min_lr), "<=", "training.lr",
+          format_double(c.training.lr));
+  }
+  if (!m.is_llama()) {
+    // GPT-2 has no rotary embeddings, grouped-query attention or optional q/k/v biases: a key
+    // given another value than its default is a config meant for another family. (A resolved
+    // config lists every key with its value, so the defaults themselves must pass.)
+    static const Config defaults;
+    Config current = c, reference = defaults;
+    for (const KeyDesc& k : keys()) {
+      if (!k.rule.llama_only || value_text(k, current) == value_text(k, reference)) continue;
+      fail(c.where(k.full()), k.full() + " = " + value_text(k, current) + " applies to model.arch = \"llama\", but " +
+                                  "model.arch = \"" + m.arch + "\" (" + c.where("model.arch") +
+                                  "); remove it or set model.arch = \"llama\"");
+    }
+    return;
+  }
+  if (m.kv_heads() > m.n_head || m.n_head % m.kv_heads() != 0) {
+    fail2("model.n_kv_head", std::to_string(m.n_kv_head), "a divisor of", "model.n_head", std::to_string(m.n_head));
+  }
+  if (m.head_dim() % 2 != 0) {
+    fail(c.where("model.n_embd"), "rotary embeddings need an even head size, but model.n_embd / model.n_head = " +
+                                      std::to_string(m.n_embd) + " / " + std::to_string(m.n_head) + " = " +
+                                      std::to_string(m.head_dim()));
+  }
+  const RopeScaling& r = m.rope_scaling;
+  if (r.rope_type == "llama3" && !(r.low_freq_factor < r.high_freq_factor)) {
+    fail2("model.rope_scaling.low_freq_factor", format_double(r.low_freq_factor), "<",
+          "model.rope_scaling.high_freq_factor", format_double(r.high_freq_factor));
+  }
+}
+
+LayoutPlan check_run(const Config& config, int world_size, RunPurpose purpose) {
+  if (purpose == RunPurpose::kEvaluate && config.data.val.empty())
+    throw ConfigError("data.val is not set: name the validation shards in [data] val = \"...\" or with "
+                      "--set data.val=PATH (make them with `trainer prepare-data`)");
+  if (purpose == RunPurpose::kTrain && config.data.train.empty())
+    throw ConfigError("data.train is not set: name the training shards in [data] train = \"...\" or with "
+                      "--set data.train=PATH (make them with `trainer prepare-data`)");
+  check_fault_ranks(config, world_size);
+  // The device the config names must be there: said now, not after the run directory is made.
+  if (config.training.device == "cuda" && (!cuda_backend_built() || cuda_device_count() == 0))
+    make_backend(config.training.device, config.training.dtype);  // throws the reason, naming the key
+  return plan_layout(config, world_size);
+}
+
+}  // namespace feast
