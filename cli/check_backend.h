@@ -1,6 +1,7 @@
 // `trainer check-backend [--device cuda|cpu] [--dtype fp32|bf16|both] ...`: every op of a
-// Backend, forward and backward, on odd shapes, on the tested backend and on the CPU reference
-// from identical inputs, compared output by output (ggml's test-backend-ops is the model).
+// Backend, forward and backward, on odd shapes, on the tested backend and in the float64
+// reference from identical inputs (backend/check/), compared output by output (ggml's
+// test-backend-ops is the model).
 #pragma once
 
 #include <string>

@@ -1,0 +1,112 @@
+// The cases of attention and rotary embedding against backend/cpu/attention.h and rope.h in float64.
+// Attention's state and workspace are backend-private, never compared: the tested backward reads its
+// own forward's state, the reference its own float64 forward's probabilities.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/check/case_builders.h"
+#include "backend/cpu/attention.h"
+#include "backend/cpu/rope.h"
+
+namespace feast::check {
+namespace {
+
+std::string heads_shape(const AttentionShape& a) {
+  return "B=" + std::to_string(a.B) + " T=" + std::to_string(a.T) + " NH=" + std::to_string(a.n_head) +
+         " NKV=" + std::to_string(a.n_kv_head) + " hs=" + std::to_string(a.head_dim);
+}
+
+size_t qkv_numel(const AttentionShape& a) { return a.rows() * size_t(a.qkv_width()); }
+size_t out_numel(const AttentionShape& a) { return a.rows() * size_t(a.out_width()); }
+
+// The float64 forward: out (N, NH hs) and the probabilities att (B, NH, T, T) its backward reads.
+void reference_attention(std::vector<double>& out, std::vector<double>& att, const Operand& qkv,
+                         const AttentionShape& a) {
+  out.assign(out_numel(a), 0.0);
+  att.assign(size_t(a.B) * size_t(a.n_head) * size_t(a.T) * size_t(a.T), 0.0);
+  cpu::attention_forward(out.data(), att.data(), qkv.data(), a.B, a.T, a.n_head, a.n_kv_head, a.head_dim);
+}
+
+// Backend-private buffers sized by the tested backend for itself.
+Tensor attention_state(CheckHarness& h, const AttentionShape& a) {
+  return h.backend().allocate(DType::kFloat32, h.backend().attention_state_size(a));
+}
+
+void attention_forward(CheckHarness& h, const AttentionShape& a) {
+  const Operand qkv = h.activations(qkv_numel(a), 1.5), out = h.activations(out_numel(a));
+  const Tensor state = attention_state(h, a);
+  h.backend().attention_forward(out.view(), state.view(), qkv.view(), a);
+  std::vector<double> want, att;
+  reference_attention(want, att, qkv, a);
+  h.compare("out", out, want);
+}
+
+void attention_backward(CheckHarness& h, const AttentionShape& a) {
+  const Operand qkv = h.activations(qkv_numel(a), 1.5), out = h.activations(out_numel(a));
+  const Operand dout = h.activations(out_numel(a)), dqkv = h.activations(qkv_numel(a));
+  const Tensor state = attention_state(h, a);
+  const Tensor workspace = h.backend().allocate(h.compute_dtype(), h.backend().attention_workspace_size(a));
+  h.backend().attention_forward(out.view(), state.view(), qkv.view(), a);
+  h.backend().attention_backward(dqkv.view(), dout.view(), qkv.view(), out.view(), state.view(), workspace.view(), a);
+  std::vector<double> ref_out, att;
+  reference_attention(ref_out, att, qkv, a);
+  std::vector<double> want(qkv_numel(a)), scratch(size_t(cpu::attention_scratch_size(a.T, 1)));
+  cpu::attention_backward(want.data(), dout.data(), qkv.data(), att.data(), a.B, a.T, a.n_head, a.n_kv_head,
+                          a.head_dim, scratch.data(), long(scratch.size()));
+  h.compare("dqkv", dqkv, want);
+}
+
+// cos and sin (T + 3, hs/2) float32 for theta 10000: a table longer than the sequence, as in
+// training.
+struct RopeTables {
+  Operand cos, sin;
+};
+RopeTables rope_tables(CheckHarness& h, const AttentionShape& a) {
+  const int rows = a.T + 3, half = a.head_dim / 2;
+  std::vector<double> cos(size_t(rows) * size_t(half)), sin(cos.size());
+  for (int t = 0; t < rows; ++t)
+    for (int i = 0; i < half; ++i) {
+      const double angle = t * std::pow(10000.0, -2.0 * i / a.head_dim);
+      cos[size_t(t) * size_t(half) + size_t(i)] = std::cos(angle);
+      sin[size_t(t) * size_t(half) + size_t(i)] = std::sin(angle);
+    }
+  return {h.upload(cos, DType::kFloat32), h.upload(sin, DType::kFloat32)};
+}
+
+void rope_forward(CheckHarness& h, const AttentionShape& a) {
+  const RopeTables table = rope_tables(h, a);
+  const Operand qkv = h.activations(qkv_numel(a), 1.5);
+  h.backend().rope_forward(qkv.view(), table.cos.view(), table.sin.view(), a);
+  std::vector<double> want = qkv.values;
+  cpu::rope_forward(want.data(), table.cos.data(), table.sin.data(), a.B, a.T, a.n_head, a.n_kv_head, a.head_dim);
+  h.compare("qkv", qkv, want);
+}
+
+void rope_backward(CheckHarness& h, const AttentionShape& a) {
+  const RopeTables table = rope_tables(h, a);
+  const Operand dqkv = h.activations(qkv_numel(a));
+  h.backend().rope_backward(dqkv.view(), table.cos.view(), table.sin.view(), a);
+  std::vector<double> want = dqkv.values;
+  cpu::rope_backward(want.data(), table.cos.data(), table.sin.data(), a.B, a.T, a.n_head, a.n_kv_head, a.head_dim);
+  h.compare("dqkv", dqkv, want);
+}
+
+}  // namespace
+
+OpCase attention_forward_case(const AttentionShape& a) {
+  return {"attention_forward", heads_shape(a), HeldTo::kComputeDtype,
+          [a](CheckHarness& h) { attention_forward(h, a); }};
+}
+OpCase attention_backward_case(const AttentionShape& a) {
+  return {"attention_backward", heads_shape(a), HeldTo::kComputeDtype,
+          [a](CheckHarness& h) { attention_backward(h, a); }};
+}
+OpCase rope_forward_case(const AttentionShape& a) {
+  return {"rope_forward", heads_shape(a), HeldTo::kComputeDtype, [a](CheckHarness& h) { rope_forward(h, a); }};
+}
+OpCase rope_backward_case(const AttentionShape& a) {
+  return {"rope_backward", heads_shape(a), HeldTo::kComputeDtype, [a](CheckHarness& h) { rope_backward(h, a); }};
+}
+
+}  // namespace feast::check

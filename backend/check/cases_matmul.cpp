@@ -1,0 +1,105 @@
+// The cases of the matrix products against the float64 templates of backend/cpu/matmul.h (and
+// gelu.h for the fused GELU): weights (OC, C) like torch.nn.Linear, gradients of weights and
+// biases accumulated onto nonzero float32 values, gradients of inputs overwritten.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "backend/check/case_builders.h"
+#include "backend/cpu/gelu.h"
+#include "backend/cpu/matmul.h"
+
+namespace feast::check {
+namespace {
+
+std::string product_shape(int N, int C, int OC) {
+  return "N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC);
+}
+
+// The middle chunk of weight rows matmul_backward_weight_rows reduces: [OC/3, 2 OC/3 + 1).
+int rows_begin(int OC) { return OC / 3; }
+int rows_end(int OC) { return std::min(OC, 2 * OC / 3 + 1); }
+
+void matmul_forward(CheckHarness& h, int N, int C, int OC, bool with_bias) {
+  const size_t n = size_t(N), c = size_t(C), oc = size_t(OC);
+  const Operand x = h.activations(n * c), w = h.activations(oc * c);
+  const Operand bias = with_bias ? h.activations(oc) : Operand{};
+  const Operand out = h.activations(n * oc);
+  h.backend().matmul_forward(out.view(), x.view(), w.view(), bias.view(), N, C, OC);
+  std::vector<double> want(n * oc);
+  cpu::matmul_forward(want.data(), x.data(), w.data(), bias.data(), N, C, OC);
+  h.compare("out", out, want);
+}
+
+void matmul_gelu_forward(CheckHarness& h, int N, int C, int OC, bool with_bias) {
+  const size_t n = size_t(N), c = size_t(C), oc = size_t(OC);
+  const Operand x = h.activations(n * c), w = h.activations(oc * c);
+  const Operand bias = with_bias ? h.activations(oc) : Operand{};
+  const Operand pre = h.activations(n * oc), act = h.activations(n * oc);
+  h.backend().matmul_gelu_forward(pre.view(), act.view(), x.view(), w.view(), bias.view(), N, C, OC);
+  std::vector<double> want_pre(n * oc), want_act(n * oc);
+  cpu::matmul_forward(want_pre.data(), x.data(), w.data(), bias.data(), N, C, OC);
+  cpu::gelu_forward(want_act.data(), want_pre.data(), n * oc);
+  h.compare("pre", pre, want_pre);
+  h.compare("act", act, want_act);
+}
+
+void matmul_backward(CheckHarness& h, int N, int C, int OC, bool with_dinp, bool with_dbias) {
+  const size_t n = size_t(N), c = size_t(C), oc = size_t(OC);
+  const Operand x = h.activations(n * c), w = h.activations(oc * c), dout = h.activations(n * oc);
+  const Operand dinp = with_dinp ? h.activations(n * c) : Operand{}, dweight = h.floats(oc * c);
+  const Operand dbias = with_dbias ? h.floats(oc) : Operand{};
+  h.backend().matmul_backward(dinp.view(), dweight.view(), dbias.view(), dout.view(), x.view(), w.view(), N, C, OC);
+  std::vector<double> want_dinp(with_dinp ? n * c : 0), want_dweight = dweight.values, want_dbias = dbias.values;
+  cpu::matmul_backward(with_dinp ? want_dinp.data() : nullptr, want_dweight.data(),
+                       with_dbias ? want_dbias.data() : nullptr, dout.data(), x.data(), w.data(), N, C, OC);
+  if (with_dinp) h.compare("dinp", dinp, want_dinp);
+  h.compare("dweight", dweight, want_dweight);
+  if (with_dbias) h.compare("dbias", dbias, want_dbias);
+}
+
+void matmul_backward_input(CheckHarness& h, int N, int C, int OC) {
+  const size_t n = size_t(N), c = size_t(C), oc = size_t(OC);
+  const Operand w = h.activations(oc * c), dout = h.activations(n * oc), dinp = h.activations(n * c);
+  h.backend().matmul_backward_input(dinp.view(), dout.view(), w.view(), N, C, OC);
+  std::vector<double> want(n * c);
+  cpu::matmul_backward_input(want.data(), dout.data(), w.data(), N, C, OC);
+  h.compare("dinp", dinp, want);
+}
+
+void matmul_backward_weight_rows(CheckHarness& h, int N, int C, int OC) {
+  const size_t n = size_t(N), c = size_t(C), oc = size_t(OC);
+  const int begin = rows_begin(OC), end = rows_end(OC);
+  const Operand x = h.activations(n * c), dout = h.activations(n * oc);
+  const Operand rows = h.floats(size_t(end - begin) * c);
+  h.backend().matmul_backward_weight_rows(rows.view(), dout.view(), x.view(), N, C, OC, begin, end);
+  std::vector<double> want = rows.values;
+  cpu::matmul_backward_weight_rows(want.data(), dout.data(), x.data(), N, C, OC, begin, end);
+  h.compare("dweight_rows", rows, want);
+}
+
+}  // namespace
+
+OpCase matmul_forward_case(int N, int C, int OC, bool bias) {
+  return {"matmul_forward", product_shape(N, C, OC) + (bias ? " bias" : ""), HeldTo::kComputeDtype,
+          [=](CheckHarness& h) { matmul_forward(h, N, C, OC, bias); }};
+}
+OpCase matmul_gelu_forward_case(int N, int C, int OC, bool bias) {
+  return {"matmul_gelu_forward", product_shape(N, C, OC) + (bias ? " bias" : ""), HeldTo::kComputeDtype,
+          [=](CheckHarness& h) { matmul_gelu_forward(h, N, C, OC, bias); }};
+}
+OpCase matmul_backward_case(int N, int C, int OC, bool dinp, bool dbias) {
+  return {"matmul_backward", product_shape(N, C, OC) + (dinp ? " dinp" : "") + (dbias ? " dbias" : ""),
+          HeldTo::kComputeDtype, [=](CheckHarness& h) { matmul_backward(h, N, C, OC, dinp, dbias); }};
+}
+OpCase matmul_backward_input_case(int N, int C, int OC) {
+  return {"matmul_backward_input", product_shape(N, C, OC), HeldTo::kComputeDtype,
+          [=](CheckHarness& h) { matmul_backward_input(h, N, C, OC); }};
+}
+OpCase matmul_backward_weight_rows_case(int N, int C, int OC) {
+  const std::string rows = " rows [" + std::to_string(rows_begin(OC)) + "," + std::to_string(rows_end(OC)) + ")";
+  return {"matmul_backward_weight_rows", product_shape(N, C, OC) + rows, HeldTo::kComputeDtype,
+          [=](CheckHarness& h) { matmul_backward_weight_rows(h, N, C, OC); }};
+}
+
+}  // namespace feast::check

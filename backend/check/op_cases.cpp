@@ -1,0 +1,122 @@
+// THE table: every op case with its shape, in the order `check-backend` prints them. The cases
+// themselves (inputs, the op, the float64 reference) are in cases_*.cpp; this file is the shapes.
+#include "backend/check/op_cases.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <utility>
+
+#include "backend/check/case_builders.h"
+
+namespace feast::check {
+namespace {
+
+std::vector<OpCase> make_cases() {
+  std::vector<OpCase> cases;
+  const auto add = [&](OpCase c) { cases.push_back(std::move(c)); };
+
+  // B, T, C, vocabulary rows [begin, end) of tokens drawn from [0, range), positions.
+  for (const EmbeddingShape& s : {EmbeddingShape{3, 5, 7, 4, 13, 20, true},
+                                  EmbeddingShape{1, 1, 4099, 0, 50, 50, false},
+                                  EmbeddingShape{2, 67, 259, 100, 300, 400, true}}) {
+    add(embedding_forward_case(s));
+    add(embedding_backward_case(s));
+  }
+
+  // N, C: odd widths, one row, long rows.
+  for (const auto& [N, C] : {std::pair{9, 67}, std::pair{1, 4099}, std::pair{13, 4099}}) {
+    add(layernorm_forward_case(N, C));
+    add(layernorm_backward_case(N, C));
+    add(rmsnorm_forward_case(N, C));
+    add(rmsnorm_backward_case(N, C));
+  }
+
+  // N, C, OC, and which of the optional operands: bias (forward), dinp and dbias (backward).
+  struct Product {
+    int N, C, OC;
+    bool bias, dinp, dbias;
+  };
+  for (const Product& p : {Product{13, 21, 35, true, true, true}, Product{1, 67, 129, false, false, false},
+                           Product{67, 771, 131, true, false, true}, Product{33, 259, 2053, false, true, false}}) {
+    add(matmul_forward_case(p.N, p.C, p.OC, p.bias));
+    add(matmul_backward_case(p.N, p.C, p.OC, p.dinp, p.dbias));
+    add(matmul_backward_input_case(p.N, p.C, p.OC));
+    add(matmul_backward_weight_rows_case(p.N, p.C, p.OC));
+  }
+  // GPT-2's MLP input with its GELU: widths a multiple of 8 (the fused epilogue on the GPU, in
+  // bf16) and not (the separate kernels).
+  add(matmul_gelu_forward_case(67, 136, 264, true));
+  add(matmul_gelu_forward_case(67, 131, 264, true));
+  add(matmul_gelu_forward_case(5, 64, 1024, false));
+  add(matmul_gelu_forward_case(13, 21, 35, true));
+
+  // Head sizes 8 to 80; one position, odd lengths; grouped-query (6 query heads on 2) and NH = NKV.
+  for (int hs : {8, 48, 64, 80}) {
+    for (int T : {1, 17, 67})
+      for (const auto& [NH, NKV] : {std::pair{6, 2}, std::pair{4, 4}}) {
+        add(attention_forward_case(AttentionShape{2, T, NH, NKV, hs}));
+        add(attention_backward_case(AttentionShape{2, T, NH, NKV, hs}));
+      }
+    for (const AttentionShape& a : {AttentionShape{2, 17, 6, 2, hs}, AttentionShape{1, 67, 4, 4, hs}}) {
+      add(rope_forward_case(a));
+      add(rope_backward_case(a));
+    }
+  }
+
+  for (size_t n : {size_t(1), size_t(370), size_t(40993)}) {
+    add(gelu_forward_case(n));
+    add(gelu_backward_case(n, false));
+    add(gelu_backward_case(n, true));
+    add(add_case(n, n == 370));
+  }
+  // N, I (gate and up each I wide).
+  for (const auto& [N, I] : {std::pair{5, 37}, std::pair{1, 4099}, std::pair{17, 1031}}) {
+    add(swiglu_forward_case(N, I));
+    add(swiglu_backward_case(N, I));
+  }
+
+  // A rank holding columns [64, 96) of 90 real ones, 6 padded; every target kind.
+  const CrossEntropyShape small{6, 32, 64, 90, {70, 3, 89, 64, -1, 12}};
+  // Columns [5003, 10006) of 9000: 1006 padded; training (keep_exp, dloss) and evaluation.
+  const CrossEntropyShape padded{7, 5003, 5003, 9000, {5003, 8999, -1, 12, 7000, -1, 5100}};
+  // One row, every column but 3 real, the target the last real one.
+  const CrossEntropyShape one_row{1, 5003, 0, 5000, {4999}};
+  for (const CrossEntropyShape* s : {&small, &padded, &one_row}) add(cross_entropy_row_max_case(*s));
+  add(cross_entropy_partials_case(small, true));
+  add(cross_entropy_finish_case(small, true, 0.125f));
+  add(cross_entropy_partials_case(padded, true));
+  add(cross_entropy_finish_case(padded, true, 0.37f));
+  add(cross_entropy_partials_case(padded, false));
+  add(cross_entropy_finish_case(padded, false, 0.0f));
+  add(cross_entropy_partials_case(one_row, true));
+  add(cross_entropy_finish_case(one_row, true, 0.0f));
+
+  // n, weight decay, the clipping factor.
+  add(adamw_step_case(1001, 0.1f, 0.5f));
+  add(adamw_step_case(40993, 0.0f, 0.25f));
+  for (size_t n : {size_t(1), size_t(1001), size_t(1000003)}) {
+    add(sum_case(n));
+    add(sum_of_squares_case(n));
+    add(sums_of_squares_case(n));
+  }
+  add(cast_to_bf16_case(1001));
+  add(cast_to_fp32_case(1001));
+  add(copy_case(4099));
+  add(zero_case(4099));
+  return cases;
+}
+
+}  // namespace
+
+const std::vector<OpCase>& op_cases() {
+  static const std::vector<OpCase> cases = make_cases();
+  return cases;
+}
+
+std::string format_number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+}  // namespace feast::check
