@@ -3,8 +3,6 @@
 // arrives (a run that crashes still shows how far it got), a summary line, and exits 0 when all
 // pass, 1 on any mismatch and 2 when --device cuda finds no GPU. The harness and the cases are
 // backend/check/'s; this file is the command line and the table's printing.
-#include "cli/check_backend.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -15,25 +13,13 @@
 #include "backend/backend.h"
 #include "backend/check/checked_ops.h"
 #include "backend/check/run_checks.h"
+#include "cli/verb.h"
 #include "core/device_info.h"
 #include "core/error.h"
 #include "core/log.h"
 
 namespace feast {
 namespace {
-
-constexpr const char* kUsage =
-    "usage: trainer check-backend [--device cuda|cpu] [--dtype fp32|bf16|both] [--seed N] [--verbose]\n"
-    "Runs every op of the compute backend, forward and backward, on odd shapes on the device and in the\n"
-    "float64 reference from identical random inputs, and compares every output: the largest |test - ref|\n"
-    "relative to the largest |ref| of the tensor (tolerance fp32 1e-4, bf16 2e-2) and the NMSE. Prints\n"
-    "one row per output and a summary; exits 0 when all pass, 1 on any mismatch, and 2 when --device\n"
-    "cuda finds no CUDA device (nothing was checked).\n"
-    "  --device cuda|cpu       the backend to test (default cuda; cpu: the CPU backend's own fp32 error)\n"
-    "  --dtype fp32|bf16|both  its compute dtype (default both; the CPU backend computes in fp32 only)\n"
-    "  --seed N                the random inputs (default 1)\n"
-    "  --verbose               also print each output's worst element\n"
-    "  --inject-error OP       perturb OP's first output on the tested side (the harness's own test)";
 
 struct CheckOptions {
   std::string device = "cuda";
@@ -69,45 +55,15 @@ void print_row(const check::CheckRow& row, bool verbose) {
   }
 }
 
-CheckOptions parse_options(const std::vector<std::string>& args) {
+CheckOptions options_of(const Args& args) {
   CheckOptions o;
-  std::string dtype = "both";
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i], value;
-    bool inline_value = false;
-    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag.resize(eq);
-      inline_value = true;
-    }
-    const auto take = [&]() -> std::string {
-      if (inline_value) return value;
-      if (i + 1 >= args.size()) throw ConfigError("check-backend: " + flag + " needs a value\n" + kUsage);
-      return args[++i];
-    };
-    if (flag == "--device") {
-      o.device = take();
-      if (o.device != "cuda" && o.device != "cpu")
-        throw ConfigError("check-backend: --device: expected cuda or cpu, got '" + o.device + "'");
-    } else if (flag == "--dtype") {
-      dtype = take();
-      if (dtype != "fp32" && dtype != "bf16" && dtype != "both")
-        throw ConfigError("check-backend: --dtype: expected fp32, bf16 or both, got '" + dtype + "'");
-    } else if (flag == "--seed") {
-      const std::string text = take();
-      if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 19)
-        throw ConfigError("check-backend: --seed: expected a non-negative integer, got '" + text + "'");
-      o.seed = std::stoull(text);
-    } else if (flag == "--verbose" && !inline_value) {
-      o.verbose = true;
-    } else if (flag == "--inject-error") {
-      o.inject_error = take();
-      if (!check::is_checked_op(o.inject_error))
-        throw ConfigError("check-backend: --inject-error: no op named '" + o.inject_error + "'");
-    } else {
-      throw ConfigError("check-backend: unknown option '" + args[i] + "'\n" + kUsage);
-    }
-  }
+  o.device = args.text("--device", "cuda");
+  const std::string dtype = args.text("--dtype", "both");
+  o.seed = uint64_t(args.integer("--seed", 1));
+  o.verbose = args.flag("--verbose");
+  o.inject_error = args.text("--inject-error");
+  if (!o.inject_error.empty() && !check::is_checked_op(o.inject_error))
+    throw ConfigError("check-backend: --inject-error: no op named '" + o.inject_error + "'");
   if (o.device == "cpu") {
     if (dtype == "bf16")
       throw ConfigError("check-backend: --dtype bf16 needs --device cuda: the CPU backend computes in fp32 only");
@@ -118,15 +74,8 @@ CheckOptions parse_options(const std::vector<std::string>& args) {
   return o;
 }
 
-}  // namespace
-
-int check_backend_command(const std::vector<std::string>& args) {
-  if (std::find(args.begin(), args.end(), "--help") != args.end() ||
-      std::find(args.begin(), args.end(), "-h") != args.end()) {
-    log::info(kUsage);
-    return 0;
-  }
-  const CheckOptions options = parse_options(args);
+int run_check_backend(const Args& args, const VerbContext&) {
+  const CheckOptions options = options_of(args);
   if (options.device == "cuda" && (!cuda_backend_built() || cuda_device_count() == 0)) {
     std::fprintf(stderr, "check-backend: did not run: no CUDA device is available (%s)\n",
                  cuda_backend_built() ? "the driver reports no GPU; check nvidia-smi and CUDA_VISIBLE_DEVICES"
@@ -168,6 +117,35 @@ int check_backend_command(const std::vector<std::string>& args) {
   if (failed.size() > 10) list += ", ...";
   log::info("check-backend: FAIL: " + std::to_string(failed.size()) + " of " + counted + " out of tolerance: " + list);
   return 1;
+}
+
+}  // namespace
+
+Verb check_backend_verb() {
+  Verb v;
+  v.name = "check-backend";
+  v.summary = "every backend op on the device against the float64 reference";
+  v.single_process = true;
+  CommandLine& cl = v.command_line;
+  cl.verb = "check-backend";
+  cl.synopsis = "trainer check-backend [--device cuda|cpu] [--dtype fp32|bf16|both] [--seed N] [--verbose]";
+  cl.description =
+      "Runs every op of the compute backend, forward and backward, on odd shapes on the device and in the\n"
+      "float64 reference from identical random inputs, and compares every output: the largest |test - ref|\n"
+      "relative to the largest |ref| of the tensor (tolerance fp32 1e-4, bf16 2e-2) and the NMSE. Prints\n"
+      "one row per output and a summary; exits 0 when all pass, 1 on any mismatch, and 2 when --device\n"
+      "cuda finds no CUDA device (nothing was checked).";
+  cl.options = {
+      {"--device", ValueKind::kText, "cuda|cpu", "the backend to test (default cuda; cpu: the CPU backend's own fp32 error)",
+       {"cuda", "cpu"}},
+      {"--dtype", ValueKind::kText, "fp32|bf16|both", "its compute dtype (default both; the CPU backend computes in fp32 only)",
+       {"fp32", "bf16", "both"}},
+      {"--seed", ValueKind::kInteger, "N", "the random inputs (default 1)", {}, 0, 9.007199254740992e15},
+      {"--verbose", ValueKind::kFlag, "", "also print each output's worst element"},
+      {"--inject-error", ValueKind::kText, "OP", "perturb OP's first output on the tested side (the harness's own test)"},
+  };
+  v.run = run_check_backend;
+  return v;
 }
 
 }  // namespace feast

@@ -1,8 +1,6 @@
 // `trainer check-data`: the full validation that start-up no longer does (a split of tens of
 // billions of tokens opens in seconds because nothing is scanned). Parses the flags, picks the
 // vocabulary size to check against, runs Dataset::scan on every core and prints a summary.
-#include "cli/check_data.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -12,6 +10,7 @@
 #include <string>
 #include <tuple>
 
+#include "cli/verb.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/plural.h"
@@ -26,27 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: trainer check-data PATTERN [--vocab-size N | --tokenizer FOLDER] [--split train|val] [--threads N]\n"
-    "Reads every shard PATTERN names (a shard, a directory or a glob, as data.train takes them) and\n"
-    "checks headers, file sizes, every token id against the vocabulary size, and the loss masks\n"
-    "(present for every shard or none, one entry per token, each 0 or 1). Prints the shards,\n"
-    "tokens, largest id and the share of targets masked; exits 1 naming the first bad shard and offset.\n"
-    "  --vocab-size N      ids must be < N (the model's model.vocab_size)\n"
-    "  --tokenizer FOLDER  ids must be < that tokenizer's vocabulary size\n"
-    "                      (default: the vocab_size in the data directory's meta.json, if any)\n"
-    "  --split train|val   of a directory, only that split's shards (default: every shard)\n"
-    "  --threads N         reading threads (default: this machine's CPUs, or OMP_NUM_THREADS)";
-
-[[noreturn]] void usage_error(const std::string& what) { throw Error("check-data: " + what + "\n" + kUsage); }
-
-int64_t parse_positive(const std::string& flag, const std::string& text) {
-  std::istringstream is(text);
-  int64_t value = 0;
-  if (!(is >> value) || !is.eof() || value < 1) usage_error(flag + " expects a number >= 1, got '" + text + "'");
-  return value;
-}
-
 // The vocab_size of the meta.json prepare-data wrote beside the shards, and that file's path.
 std::pair<int64_t, std::string> meta_vocab(const std::string& pattern, const Dataset& data) {
   std::error_code ec;
@@ -57,42 +35,15 @@ std::pair<int64_t, std::string> meta_vocab(const std::string& pattern, const Dat
   return {*vocab, dataset_meta_path(dir.string())};
 }
 
-}  // namespace
-
-int check_data_command(const std::vector<std::string>& args) {
-  std::string pattern, tokenizer;
-  int64_t vocab_size = 0;
-  int threads = 0;
-  Split split = Split::kAny;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) usage_error(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      log::info(kUsage);
-      return 0;
-    } else if (a == "--vocab-size") {
-      vocab_size = parse_positive(a, value());
-    } else if (a == "--tokenizer") {
-      tokenizer = value();
-    } else if (a == "--threads") {
-      threads = static_cast<int>(parse_positive(a, value()));
-    } else if (a == "--split") {
-      const std::string& s = value();
-      if (s != "train" && s != "val") usage_error("--split expects train or val, got '" + s + "'");
-      split = s == "train" ? Split::kTrain : Split::kVal;
-    } else if (a.size() > 1 && a[0] == '-') {
-      usage_error("unknown flag '" + a + "'");
-    } else if (pattern.empty()) {
-      pattern = a;
-    } else {
-      usage_error("more than one PATTERN given ('" + pattern + "' and '" + a + "'); quote a glob");
-    }
-  }
-  if (pattern.empty()) usage_error("name the shards to check (a file, a directory or a quoted glob)");
-  if (vocab_size > 0 && !tokenizer.empty()) usage_error("give --vocab-size or --tokenizer, not both");
+int run_check_data(const Args& args, const VerbContext&) {
+  const std::string pattern = args.positional().front();
+  const std::string tokenizer = args.text("--tokenizer");
+  int64_t vocab_size = args.integer("--vocab-size", 0);
+  const int threads = int(args.integer("--threads", 0));
+  const std::string split_name = args.text("--split");
+  const Split split = split_name.empty() ? Split::kAny : split_name == "train" ? Split::kTrain : Split::kVal;
+  if (vocab_size > 0 && !tokenizer.empty())
+    throw ConfigError("check-data: give --vocab-size or --tokenizer, not both (trainer check-data --help)");
 
   // Opening checks every header, size and mask (that masks are all or none, their entries, and
   // that they leave a target), and that meta.json parses.
@@ -150,6 +101,36 @@ int check_data_command(const std::vector<std::string>& args) {
   }
   log::info("check-data: ok");
   return 0;
+}
+
+}  // namespace
+
+Verb check_data_verb() {
+  Verb v;
+  v.name = "check-data";
+  v.summary = "read token shards fully: headers, ids against the vocabulary, loss masks";
+  v.single_process = true;
+  CommandLine& cl = v.command_line;
+  cl.verb = "check-data";
+  cl.synopsis = "trainer check-data PATTERN [--vocab-size N | --tokenizer FOLDER] [--split train|val] [--threads N]";
+  cl.description =
+      "Reads every shard PATTERN names (a shard, a directory or a glob, as data.train takes them) and\n"
+      "checks headers, file sizes, every token id against the vocabulary size, and the loss masks\n"
+      "(present for every shard or none, one entry per token, each 0 or 1). Prints the shards,\n"
+      "tokens, largest id and the share of targets masked; exits 1 naming the first bad shard and offset.";
+  cl.positional = "the shards to check (a file, a directory or a quoted glob)";
+  cl.min_positional = cl.max_positional = 1;
+  cl.options = {
+      {"--vocab-size", ValueKind::kInteger, "N", "ids must be < N (the model's model.vocab_size)", {}, 1},
+      {"--tokenizer", ValueKind::kText, "FOLDER",
+       "ids must be < that tokenizer's vocabulary size\n"
+       "(default: the vocab_size in the data directory's meta.json, if any)"},
+      {"--split", ValueKind::kText, "train|val", "of a directory, only that split's shards (default: every shard)",
+       {"train", "val"}},
+      {"--threads", ValueKind::kInteger, "N", "reading threads (default: this machine's CPUs, or OMP_NUM_THREADS)", {}, 1},
+  };
+  v.run = run_check_data;
+  return v;
 }
 
 }  // namespace feast

@@ -2,11 +2,13 @@
 // same machinery as training's evaluations (TrainingRun with RunPurpose::kEvaluate), with the
 // weights a run of this config would start from: a checkpoint checkpoint.resume selects, else
 // model.init_from, else the random initialisation (said plainly, since that is rarely meant).
-#include "cli/eval.h"
-
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
+#include "cli/verb.h"
+#include "comm/mpi_world.h"
+#include "config/validate.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/plural.h"
@@ -16,7 +18,11 @@
 
 namespace feast {
 
-int eval_command(const Config& config, std::unique_ptr<Communicator> world) {
+namespace {
+
+int run_eval(const Args& args, const VerbContext&) {
+  const Config config = load_config(args.config_path(), args.overrides());
+  auto world = make_mpi_world(std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000)));
   agree_on_config(*world, config);  // before any check that could fail on some ranks only
   const LayoutPlan plan = check_run(config, world->size(), RunPurpose::kEvaluate);
   TrainingRun run(config, plan, std::move(world), RunPurpose::kEvaluate);
@@ -42,6 +48,25 @@ int eval_command(const Config& config, std::unique_ptr<Communicator> world) {
   std::snprintf(line, sizeof line, "val_loss=%.9g", loss);
   log::info(line);
   return 0;
+}
+
+}  // namespace
+
+Verb eval_verb() {
+  Verb v;
+  v.name = "eval";
+  v.summary = "the validation loss of the configured model, at any layout";
+  CommandLine& cl = v.command_line;
+  cl.verb = "eval";
+  cl.synopsis = "[mpirun -np N] trainer eval CONFIG.toml [--set section.key=value ...]";
+  cl.description =
+      "The validation loss of the configured model over training.eval_batches batches of data.val (every\n"
+      "window once when 0), at any layout. Weights: the checkpoint checkpoint.resume selects (a file, a\n"
+      "directory, or with \"auto\" the newest in checkpoint.dir), else model.init_from. Prints perplexity and\n"
+      "then, as its last line, val_loss=<value>.";
+  cl.takes_config = true;
+  v.run = run_eval;
+  return v;
 }
 
 }  // namespace feast

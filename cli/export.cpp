@@ -2,8 +2,6 @@
 // the tokenizer's files), so that `transformers` loads what feast trained. The model's shape
 // comes from the config stored in the checkpoint; the weights are the optimizer's float32 master
 // copies, converted to the requested dtype.
-#include "cli/export.h"
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,42 +10,17 @@
 
 #include "checkpoint/checkpoint_file.h"
 #include "checkpoint/checkpoint_store.h"
-#include "interop/hf/hf_config.h"
-#include "interop/hf/hf_weights.h"
-#include "interop/hf/safetensors_model.h"
-#include "interop/hf/safetensors_writer.h"
-#include "core/error.h"
-#include "core/io/atomic_file.h"
-#include "core/log.h"
-#include "data/shard.h"
-#include "data/tokenizer/tokenizer.h"
+#include "cli/verb.h"
 #include "config/config.h"
-#include "cli/cli_args.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "data/tokenizer/tokenizer.h"
+#include "interop/hf/hf_export.h"
 
 namespace feast {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr const char* kUsage =
-    "usage: trainer export CHECKPOINT --out FOLDER [--dtype float32|bfloat16|float16]\n"
-    "                      [--max-shard-size SIZE] [--tokenizer FOLDER]\n"
-    "Writes a Hugging Face model folder that transformers loads (AutoModelForCausalLM.from_pretrained):\n"
-    "config.json, model.safetensors (or model-0000K-of-0000N.safetensors shards and\n"
-    "model.safetensors.index.json above --max-shard-size) and the tokenizer's files.\n"
-    "  CHECKPOINT          a checkpoint file (step_00000020.h5) or a checkpoint directory (its newest)\n"
-    "  --out FOLDER        created if needed; weight files of an earlier export there are replaced\n"
-    "  --dtype D           stored dtype of the weights (default float32: what feast trains in)\n"
-    "  --max-shard-size S  largest weight file, e.g. 5GB, 500MB, 2GiB (default 5GB, as transformers)\n"
-    "  --tokenizer FOLDER  tokenizer files to copy (default: the checkpoint's model.tokenizer, else\n"
-    "                      its model.init_from); a byte-level model has none to copy\n"
-    "  --config FILE       the config describing the model, for a checkpoint that stores none (one\n"
-    "                      written by another tool); default: the config stored in the checkpoint\n";
-
-// Files of a Hugging Face tokenizer, copied as they are.
-constexpr const char* kTokenizerFiles[] = {"tokenizer.json",          "tokenizer.model",   "vocab.json",
-                                           "merges.txt",              "tokenizer_config.json",
-                                           "special_tokens_map.json", "added_tokens.json"};
 
 std::string resolve_checkpoint(const std::string& path) {
   if (fs::is_directory(path)) {
@@ -59,46 +32,18 @@ std::string resolve_checkpoint(const std::string& path) {
   return path;
 }
 
-}  // namespace
-
-int export_command(const std::vector<std::string>& args) {
-  std::string checkpoint, out, dtype_name = "float32", tokenizer, config_file;
-  uint64_t max_shard = 5'000'000'000ULL;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw ConfigError("export: " + a + " needs a value\n" + kUsage);
-      return args[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      log::info(kUsage);
-      return 0;
-    } else if (a == "--out") {
-      out = value();
-    } else if (a == "--dtype") {
-      dtype_name = value();
-    } else if (a == "--max-shard-size") {
-      max_shard = parse_size("export: --max-shard-size", value());
-    } else if (a == "--tokenizer") {
-      tokenizer = value();
-    } else if (a == "--config") {
-      config_file = value();
-    } else if (a.rfind("--", 0) == 0) {
-      throw ConfigError("export: unknown option '" + a + "'\n" + kUsage);
-    } else if (checkpoint.empty()) {
-      checkpoint = a;
-    } else {
-      throw ConfigError("export: more than one checkpoint given ('" + checkpoint + "' and '" + a + "')");
-    }
-  }
-  if (checkpoint.empty()) throw ConfigError(std::string("export: name a checkpoint\n") + kUsage);
-  if (out.empty()) throw ConfigError(std::string("export: --out FOLDER is required\n") + kUsage);
-  std::string dtype;
-  if (dtype_name == "float32" || dtype_name == "fp32") dtype = "F32";
-  else if (dtype_name == "bfloat16" || dtype_name == "bf16") dtype = "BF16";
-  else if (dtype_name == "float16" || dtype_name == "fp16") dtype = "F16";
-  else throw ConfigError("export: --dtype " + dtype_name + ": expected float32, bfloat16 or float16");
-  const char* torch_dtype = dtype == "F32" ? "float32" : dtype == "BF16" ? "bfloat16" : "float16";
+int run_export(const Args& args, const VerbContext&) {
+  const std::string checkpoint = args.positional().front();
+  const std::string out = args.text("--out"), config_file = args.text("--config");
+  std::string tokenizer = args.text("--tokenizer");
+  if (out.empty()) throw ConfigError("export: --out FOLDER is required (trainer export --help)");
+  const std::string dtype_name = args.text("--dtype", "float32");
+  HfFolderOptions options;
+  options.out = out;
+  const bool f32 = dtype_name == "float32" || dtype_name == "fp32", bf16 = dtype_name == "bfloat16" || dtype_name == "bf16";
+  options.dtype = f32 ? "F32" : bf16 ? "BF16" : "F16";
+  const char* torch_dtype = f32 ? "float32" : bf16 ? "bfloat16" : "float16";
+  options.max_shard_bytes = uint64_t(args.number("--max-shard-size", 5e9));
 
   const std::string path = resolve_checkpoint(checkpoint);
   try {
@@ -123,62 +68,73 @@ int export_command(const std::vector<std::string>& args) {
     } else if (!has_tokenizer_files(tokenizer)) {
       throw ConfigError("export: --tokenizer " + tokenizer + " holds no tokenizer.json, tokenizer.model or vocab.json");
     }
-    HfSpecialTokens special;
-    if (!tokenizer.empty()) {
-      const std::unique_ptr<Tokenizer> tok = load_tokenizer(tokenizer);
-      if (tok->vocab_size() > model.vocab_size)
-        throw ConfigError("export: the tokenizer in " + tokenizer + " has " + std::to_string(tok->vocab_size()) +
-                          " tokens, more than the model's vocab_size " + std::to_string(model.vocab_size));
-      if (auto b = tok->bos_id()) special.bos_id = *b;
-      if (auto e = tok->eos_id()) special.eos_id = *e;
-    }
-
+    options.tokenizer = tokenizer;
+    options.source = model.init_from;
     // Read and verified whole before anything is written: a checkpoint a resume would refuse
     // exports nothing, and an export into the folder the model was imported from must not
     // clobber what it still has to copy.
     const CheckpointWeights weights(path, model);
-    fs::create_directories(out);
-    const HfExport hf = export_hf_tensors(model, [&](const ParamSpec& spec) { return weights.tensor(spec.name); });
-    const std::vector<std::string> files = write_safetensors_model(out, hf.tensors, max_shard, dtype);
-    const std::string config_text = hf_config_json(model, special, torch_dtype);
-    write_file_atomically(out + "/config.json", config_text);
-    // The tokenizer's files: copied (each atomically) unless `out` is their folder already;
-    // tokenizer files of an earlier export that this one does not have are removed, so that
-    // a stale tokenizer.model cannot shadow a new tokenizer.json.
-    int copied = 0;
-    const bool same_folder = !tokenizer.empty() && fs::equivalent(tokenizer, out);
-    for (const char* name : kTokenizerFiles) {
-      const fs::path from = fs::path(tokenizer) / name, to = fs::path(out) / name;
-      const bool have = !tokenizer.empty() && fs::exists(from);
-      if (same_folder) {
-        copied += have;
-        continue;
-      }
-      if (!have) {
-        fs::remove(to);
-        continue;
-      }
-      std::ifstream in(from, std::ios::binary);
-      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (!in && !in.eof()) throw Error("export: cannot read " + from.string());
-      write_file_atomically(to.string(), bytes);
-      ++copied;
-    }
+    const HfFolderWritten written =
+        write_hf_model_folder(model, [&](const ParamSpec& spec) { return weights.tensor(spec.name); }, options);
     std::ostringstream os;
-    os << "export: " << path << " (step " << meta.step << ") -> " << out << ": config.json, " << hf.tensors.size()
-       << " tensors in " << files.size() - (files.size() > 1 ? 1 : 0) << " weight file(s) as " << torch_dtype
-       << ", ";
-    if (copied) os << copied << " tokenizer file(s) from " << tokenizer;
-    else os << "no tokenizer files (a byte-level model, or give --tokenizer)";
+    os << "export: " << path << " (step " << meta.step << ") -> " << out << ": config.json, " << written.tensors
+       << " tensors in " << written.weight_files << " weight file(s) as " << torch_dtype << ", ";
+    if (written.copied.empty()) {
+      os << "no tokenizer files (a byte-level model, or give --tokenizer)";
+    } else {
+      os << written.copied.size() << " file(s) copied (";
+      for (size_t k = 0; k < written.copied.size(); ++k) os << (k ? ", " : "") << written.copied[k];
+      os << ") from " << tokenizer << (model.init_from.empty() || model.init_from == tokenizer ? "" : " and " + model.init_from);
+    }
     log::info(os.str());
+  } catch (const ConfigError&) {
+    throw;
   } catch (const CheckpointError& e) {
     throw ConfigError(std::string("export: ") + e.what());
   } catch (const DataError& e) {
     throw ConfigError(std::string("export: ") + e.what());
   } catch (const fs::filesystem_error& e) {
     throw ConfigError(std::string("export: ") + e.what());
+  } catch (const Error& e) {
+    throw ConfigError(std::string("export: ") + e.what());
   }
   return 0;
+}
+
+}  // namespace
+
+Verb export_verb() {
+  Verb v;
+  v.name = "export";
+  v.summary = "checkpoint -> Hugging Face model folder (config.json, safetensors, tokenizer)";
+  v.single_process = true;
+  CommandLine& cl = v.command_line;
+  cl.verb = "export";
+  cl.synopsis =
+      "trainer export CHECKPOINT --out FOLDER [--dtype float32|bfloat16|float16]\n"
+      "                      [--max-shard-size SIZE] [--tokenizer FOLDER] [--config FILE]";
+  cl.description =
+      "Writes a Hugging Face model folder that transformers loads (AutoModelForCausalLM.from_pretrained):\n"
+      "config.json, model.safetensors (or model-0000K-of-0000N.safetensors shards and\n"
+      "model.safetensors.index.json above --max-shard-size), the tokenizer's files, and the source\n"
+      "model's generation_config.json. CHECKPOINT is a checkpoint file (step_00000020.h5) or a\n"
+      "checkpoint directory (its newest).";
+  cl.positional = "a checkpoint";
+  cl.min_positional = cl.max_positional = 1;
+  cl.options = {
+      {"--out", ValueKind::kText, "FOLDER", "created if needed; weight files of an earlier export there are replaced"},
+      {"--dtype", ValueKind::kText, "D", "stored dtype of the weights (default float32: what feast trains in)",
+       {"float32", "fp32", "bfloat16", "bf16", "float16", "fp16"}},
+      {"--max-shard-size", ValueKind::kSize, "SIZE", "largest weight file, e.g. 5GB, 500MB, 2GiB (default 5GB, as transformers)"},
+      {"--tokenizer", ValueKind::kText, "FOLDER",
+       "tokenizer files to copy (default: the checkpoint's model.tokenizer, else its\n"
+       "model.init_from); a byte-level model has none to copy"},
+      {"--config", ValueKind::kText, "FILE",
+       "the config describing the model, for a checkpoint that stores none (one written\n"
+       "by another tool); default: the config stored in the checkpoint"},
+  };
+  v.run = run_export;
+  return v;
 }
 
 }  // namespace feast

@@ -2,8 +2,6 @@
 // cache (model/kv_cache_decoder.h) on one process. The weights are those a run of the config
 // would start from or reached: the checkpoint checkpoint.resume names (or the newest in
 // checkpoint.dir), else model.init_from, else the random initialisation (with a warning).
-#include "cli/generate.h"
-
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -20,31 +18,12 @@
 #include "model/kv_cache_decoder.h"
 #include "model/token_sampling.h"
 #include "train/checkpointing.h"
-#include "cli/cli_args.h"
+#include "cli/verb.h"
 
 namespace feast {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr const char* kUsage =
-    "usage: trainer generate CONFIG.toml [--set section.key=value ...]\n"
-    "                        (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]\n"
-    "                        [--temperature T] [--top-k K] [--top-p P] [--seed S] [--bos] [--ignore-eos] [--ids]\n"
-    "Continues the prompt with the configured model on one process, with a key/value cache. Weights:\n"
-    "the checkpoint checkpoint.resume names (or the newest in checkpoint.dir), else model.init_from.\n"
-    "  --prompt TEXT       encoded with model.tokenizer (or model.init_from's tokenizer)\n"
-    "  --prompt-ids LIST   token ids, used verbatim (no BOS added)\n"
-    "  --bos               put the tokenizer's BOS token before a --prompt text\n"
-    "  --max-new-tokens N  tokens to generate (default 64); fewer when the context is full\n"
-    "  --temperature T     0 = greedy; otherwise sample from softmax(logits / T) (default 1)\n"
-    "  --top-k K           sample among the K most likely tokens (default 0: all)\n"
-    "  --top-p P           sample within the smallest set of probability >= P (default 1)\n"
-    "  --seed S            seed of the draws (default training.seed)\n"
-    "  --ignore-eos        go on past the end-of-text token (default: stop there)\n"
-    "  --ids               print ids (space-separated) instead of text\n"
-    "Prints the whole sequence, the prompt and its continuation, on stdout: as text, or with --ids as\n"
-    "token ids (the prompt's ids first, as Hugging Face's generate() returns them).\n";
 
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
@@ -75,42 +54,21 @@ std::optional<std::string> checkpoint_to_use(const Config& config) {
   return found.front();
 }
 
-}  // namespace
-
-int generate_command(const Config& config, const std::vector<std::string>& args) {
+int run_generate(const Args& args, const VerbContext&) {
+  const Config config = load_config(args.config_path(), args.overrides());
   std::optional<std::string> prompt;
   std::optional<std::vector<int32_t>> prompt_ids;
-  int max_new = 64;
+  if (args.has("--prompt")) prompt = args.text("--prompt");
+  if (args.has("--prompt-ids")) prompt_ids = parse_ids(args.text("--prompt-ids"));
+  const int max_new = int(args.integer("--max-new-tokens", 64));
   SamplingOptions sampling;
-  sampling.seed = config.training.seed;
-  bool bos = false, ignore_eos = false, print_ids = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw ConfigError("generate: " + a + " needs a value\n" + kUsage);
-      return args[++i];
-    };
-    // A count or seed: a whole number in [0, max].
-    auto whole_number = [](const std::string& flag, const std::string& v, double max) {
-      const double x = parse_number("generate: " + flag, v);
-      if (x < 0 || x > max || x != std::floor(x))
-        throw ConfigError("generate: " + flag + " expects a whole number >= 0, got '" + v + "'");
-      return x;
-    };
-    if (a == "--prompt") prompt = value();
-    else if (a == "--prompt-ids") prompt_ids = parse_ids(value());
-    else if (a == "--max-new-tokens") max_new = parse_positive_int("generate: --max-new-tokens", value(), kUsage);
-    else if (a == "--temperature") sampling.temperature = parse_number("generate: " + a, value());
-    else if (a == "--top-k") sampling.top_k = int(whole_number(a, value(), INT32_MAX));
-    else if (a == "--top-p") sampling.top_p = parse_number("generate: " + a, value());
-    else if (a == "--seed") sampling.seed = uint64_t(whole_number(a, value(), 9.007199254740992e15));
-    else if (a == "--bos") bos = true;
-    else if (a == "--ignore-eos") ignore_eos = true;
-    else if (a == "--ids") print_ids = true;
-    else throw ConfigError("generate: unknown option '" + a + "'\n" + kUsage);
-  }
+  sampling.seed = uint64_t(args.integer("--seed", int64_t(config.training.seed)));
+  sampling.temperature = args.number("--temperature", sampling.temperature);
+  sampling.top_k = int(args.integer("--top-k", sampling.top_k));
+  sampling.top_p = args.number("--top-p", sampling.top_p);
+  const bool bos = args.flag("--bos"), ignore_eos = args.flag("--ignore-eos"), print_ids = args.flag("--ids");
   if (prompt.has_value() == prompt_ids.has_value())
-    throw ConfigError(std::string("generate: give exactly one of --prompt TEXT and --prompt-ids LIST\n") + kUsage);
+    throw ConfigError("generate: give exactly one of --prompt TEXT and --prompt-ids LIST (trainer generate --help)");
   validate_sampling_options(sampling);
   const ModelConfig& model = config.model;
 
@@ -230,9 +188,41 @@ int generate_command(const Config& config, const std::vector<std::string>& args)
   return 0;
 }
 
-int generate_help() {
-  log::info(kUsage);
-  return 0;
+}  // namespace
+
+Verb generate_verb() {
+  Verb v;
+  v.name = "generate";
+  v.summary = "continue a prompt with the configured model (key/value cache, one process)";
+  v.single_process = true;
+  CommandLine& cl = v.command_line;
+  cl.verb = "generate";
+  cl.synopsis =
+      "trainer generate CONFIG.toml [--set section.key=value ...]\n"
+      "                        (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]\n"
+      "                        [--temperature T] [--top-k K] [--top-p P] [--seed S] [--bos] [--ignore-eos] [--ids]";
+  cl.description =
+      "Continues the prompt with the configured model on one process, with a key/value cache. Weights:\n"
+      "the checkpoint checkpoint.resume names (or the newest in checkpoint.dir), else model.init_from.";
+  cl.takes_config = true;
+  cl.options = {
+      {"--prompt", ValueKind::kText, "TEXT", "encoded with model.tokenizer (or model.init_from's tokenizer)"},
+      {"--prompt-ids", ValueKind::kText, "LIST", "token ids, used verbatim (no BOS added)"},
+      {"--bos", ValueKind::kFlag, "", "put the tokenizer's BOS token before a --prompt text"},
+      {"--max-new-tokens", ValueKind::kInteger, "N", "tokens to generate (default 64); fewer when the context is full",
+       {}, 1},
+      {"--temperature", ValueKind::kNumber, "T", "0 = greedy; otherwise sample from softmax(logits / T) (default 1)"},
+      {"--top-k", ValueKind::kInteger, "K", "sample among the K most likely tokens (default 0: all)", {}, 0},
+      {"--top-p", ValueKind::kNumber, "P", "sample within the smallest set of probability >= P (default 1)"},
+      {"--seed", ValueKind::kInteger, "S", "seed of the draws (default training.seed)", {}, 0, 9.007199254740992e15},
+      {"--ignore-eos", ValueKind::kFlag, "", "go on past the end-of-text token (default: stop there)"},
+      {"--ids", ValueKind::kFlag, "", "print ids (space-separated) instead of text"},
+  };
+  cl.epilogue =
+      "Prints the whole sequence, the prompt and its continuation, on stdout: as text, or with --ids as\n"
+      "token ids (the prompt's ids first, as Hugging Face's generate() returns them).";
+  v.run = run_generate;
+  return v;
 }
 
 }  // namespace feast

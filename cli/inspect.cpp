@@ -1,53 +1,15 @@
-#include "cli/inspect.h"
-
+// `trainer inspect CHECKPOINT`: a checkpoint's metadata and every tensor with its checksum verified, read
+// by one process with the same code a resume reads it with.
 #include <cstdio>
 #include <filesystem>
 
 #include "checkpoint/checkpoint_file.h"
+#include "checkpoint/checkpoint_store.h"
+#include "cli/verb.h"
 #include "core/error.h"
 #include "core/log.h"
 
 namespace feast {
-namespace {
-
-constexpr const char* kUsage =
-    "usage: trainer inspect CHECKPOINT.h5 [--no-config]\n"
-    "Prints the checkpoint's step, tokens seen, seed and saved layout, each tensor with its shape\n"
-    "and checksum status (every byte is read and checked), then the config it was saved with.\n"
-    "Exits 1 when a tensor fails its checksum or cannot be read.\n";
-
-}  // namespace
-
-namespace {
-int inspect(const std::string& path, bool show_config);
-}  // namespace
-
-int inspect_command(const std::vector<std::string>& args) {
-  std::string path;
-  bool show_config = true;
-  for (const std::string& a : args) {
-    if (a == "--help" || a == "-h") {
-      log::info(kUsage);
-      return 0;
-    }
-    if (a == "--no-config") {
-      show_config = false;
-    } else if (a.rfind("--", 0) == 0) {
-      throw ConfigError("inspect: unknown option '" + a + "'\n" + kUsage);
-    } else if (path.empty()) {
-      path = a;
-    } else {
-      throw ConfigError("inspect: more than one checkpoint given ('" + path + "' and '" + a + "')");
-    }
-  }
-  if (path.empty()) throw ConfigError(std::string("inspect: name a checkpoint file\n") + kUsage);
-  if (!std::filesystem::is_regular_file(path)) throw ConfigError("inspect: " + path + ": no such checkpoint file");
-  try {
-    return inspect(path, show_config);
-  } catch (const CheckpointError& e) {
-    throw ConfigError(std::string("inspect: ") + e.what());  // one line, no MPI abort: nothing else runs
-  }
-}
 
 namespace {
 
@@ -82,5 +44,44 @@ int inspect(const std::string& path, bool show_config) {
   return bad == 0 ? 0 : 1;
 }
 
+int run_inspect(const Args& args, const VerbContext&) {
+  std::string path = args.positional().front();
+  if (std::filesystem::is_directory(path)) {  // a checkpoint directory: its newest checkpoint
+    const std::vector<std::string> found = CheckpointStore(path).complete();
+    if (found.empty())
+      throw ConfigError("inspect: " + path + " is a directory holding no complete checkpoint (step_*.h5); name a "
+                        "checkpoint file or a checkpoint directory");
+    path = found.front();
+  } else if (!std::filesystem::is_regular_file(path)) {
+    throw ConfigError("inspect: " + path + ": no such checkpoint file or directory");
+  }
+  try {
+    return inspect(path, !args.flag("--no-config"));
+  } catch (const CheckpointError& e) {
+    throw ConfigError(std::string("inspect: ") + e.what());  // one line, no MPI abort: nothing else runs
+  }
+}
+
 }  // namespace
+
+Verb inspect_verb() {
+  Verb v;
+  v.name = "inspect";
+  v.summary = "what a checkpoint holds; verifies every tensor's checksum";
+  v.single_process = true;
+  CommandLine& cl = v.command_line;
+  cl.verb = "inspect";
+  cl.synopsis = "trainer inspect CHECKPOINT [--no-config]";
+  cl.description =
+      "Prints the checkpoint's step, tokens seen, seed and saved layout, each tensor with its shape\n"
+      "and checksum status (every byte is read and checked), then the config it was saved with.\n"
+      "CHECKPOINT is a file (step_00000020.h5) or a checkpoint directory (its newest checkpoint).\n"
+      "Exits 1 when a tensor fails its checksum or cannot be read.";
+  cl.positional = "a checkpoint file or directory";
+  cl.min_positional = cl.max_positional = 1;
+  cl.options = {{"--no-config", ValueKind::kFlag, "", "leave out the config it was saved with"}};
+  v.run = run_inspect;
+  return v;
+}
+
 }  // namespace feast

@@ -1,8 +1,6 @@
 // `trainer prepare-data`: parses the verb's flags into a data/prepare.h call, shows progress on
 // stderr, and reports what was written. All the work lives in feast_data; this file only owns
 // the command line and the display.
-#include "cli/prepare_data.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +10,7 @@
 #include <string>
 #include <type_traits>
 
+#include "cli/verb.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/plural.h"
@@ -21,50 +20,6 @@
 namespace feast {
 
 namespace {
-
-constexpr const char* kUsage =
-    "usage: trainer prepare-data [--tokenizer FOLDER] --out DIR [--val-fraction F] [--max-shard-tokens N]\n"
-    "                            [--threads N] [--quiet] [--force] [--keep-binary] FILE-or-GLOB...\n"
-    "       trainer prepare-data --synthetic --out DIR [--tokens N] [--seed S] [--val-fraction F]"
-    " [--force]\n"
-    "  FILE-or-GLOB...     inputs in order; a quoted glob ('corpus/*.jsonl') is expanded, sorted:\n"
-    "                      - a text file is one document; files with NUL bytes (not text) are\n"
-    "                        skipped and counted, much invalid UTF-8 is warned of\n"
-    "                      - a .jsonl (or .jsonl.gz) file holds one JSON object per line: {\"text\": ...}\n"
-    "                        is a document; {\"prompt\": ..., \"completion\": ...} an instruction example\n"
-    "                        whose completion (and end-of-text token) alone count in the loss: the\n"
-    "                        shards then get loss masks (DIR/train_NNN.mask)\n"
-    "  --tokenizer FOLDER  a Hugging Face tokenizer folder (tokenizer.json, vocab.json + merges.txt,\n"
-    "                      or tokenizer.model); documents end with its end-of-text token. Default:\n"
-    "                      the byte tokenizer (vocab 256), documents concatenated\n"
-    "  --threads N         tokenizing threads (default: this machine's CPUs, or OMP_NUM_THREADS);\n"
-    "                      the output is the same at any N\n"
-    "  --quiet             no progress display (on stderr)\n"
-    "  --keep-binary       tokenize files with NUL bytes too\n"
-    "  --synthetic         generate text from the built-in order-2 Markov chain instead\n"
-    "  --out DIR           writes DIR/train_NNN.bin, DIR/val_NNN.bin and DIR/meta.json\n"
-    "  --val-fraction F    share of the tokens, from the end, kept for validation (default 0.05)\n"
-    "  --max-shard-tokens N  tokens per shard at most (default 100000000)\n"
-    "  --tokens N          synthetic corpus size in tokens (default 2000000)\n"
-    "  --seed S            synthetic chain and text seed (default 1)\n"
-    "  --force             rewrite even if DIR/meta.json records the same parameters";
-
-[[noreturn]] void usage_error(const std::string& what) {
-  throw Error("prepare-data: " + what + "\n" + kUsage);
-}
-
-template <typename T>
-T parse_number(const std::string& flag, const std::string& text) {
-  // An istream reads "-1" into an unsigned as 2^64 - 1 without complaint.
-  if (std::is_unsigned_v<T> && text.find('-') != std::string::npos)
-    usage_error(flag + " expects a number >= 0, got '" + text + "'");
-  std::istringstream is(text);
-  T value{};
-  if (!(is >> value) || !is.eof()) {
-    usage_error(flag + " expects a number, got '" + text + "'");
-  }
-  return value;
-}
 
 std::string join(const std::vector<std::string>& paths) {
   std::string out;
@@ -126,61 +81,30 @@ class ProgressDisplay {
   double last_line_ = 0;
 };
 
-}  // namespace
-
-int prepare_data_command(const std::vector<std::string>& args) {
+int run_prepare_data(const Args& args, const VerbContext&) {
+  const auto usage_error = [](const std::string& what) {
+    return ConfigError("prepare-data: " + what + " (trainer prepare-data --help)");
+  };
   PrepareOptions options;
-  bool synthetic = false;
-  int64_t tokens = 2'000'000;
-  uint64_t seed = 1;
-  bool quiet = false;
-  std::vector<std::string> files;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) usage_error(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      log::info(kUsage);
-      return 0;
-    } else if (a == "--out") {
-      options.out_dir = value();
-    } else if (a == "--val-fraction") {
-      options.val_fraction = parse_number<double>(a, value());
-    } else if (a == "--max-shard-tokens") {
-      options.max_shard_tokens = parse_number<int64_t>(a, value());
-    } else if (a == "--tokens") {
-      tokens = parse_number<int64_t>(a, value());
-    } else if (a == "--seed") {
-      seed = parse_number<uint64_t>(a, value());
-    } else if (a == "--tokenizer") {
-      options.tokenizer = value();
-    } else if (a == "--threads") {
-      options.threads = parse_number<int>(a, value());
-      if (options.threads < 1) usage_error("--threads expects a number >= 1, got " + args[i]);
-    } else if (a == "--quiet") {
-      quiet = true;
-    } else if (a == "--synthetic") {
-      synthetic = true;
-    } else if (a == "--force") {
-      options.force = true;
-    } else if (a == "--keep-binary") {
-      options.keep_binary = true;
-    } else if (a.size() > 1 && a[0] == '-') {
-      usage_error("unknown flag '" + a + "'");
-    } else {
-      files.push_back(a);
-    }
-  }
-  if (options.out_dir.empty()) usage_error("--out DIR is required");
-  if (synthetic && !files.empty()) usage_error("--synthetic takes no input files");
-  if (!synthetic && files.empty()) usage_error("give input text files or --synthetic");
+  const bool synthetic = args.flag("--synthetic");
+  options.out_dir = args.text("--out");
+  options.tokenizer = args.text("--tokenizer");
+  options.val_fraction = args.number("--val-fraction", options.val_fraction);
+  options.max_shard_tokens = args.integer("--max-shard-tokens", options.max_shard_tokens);
+  options.threads = int(args.integer("--threads", 0));
+  options.force = args.flag("--force");
+  options.keep_binary = args.flag("--keep-binary");
+  const int64_t tokens = args.integer("--tokens", 2'000'000);
+  const uint64_t seed = uint64_t(args.integer("--seed", 1));
+  const std::vector<std::string>& files = args.positional();
+  if (options.out_dir.empty()) throw usage_error("--out DIR is required");
+  if (synthetic && !files.empty()) throw usage_error("--synthetic takes no input files");
+  if (!synthetic && files.empty()) throw usage_error("give input text files or --synthetic");
   if (synthetic && !options.tokenizer.empty() && options.tokenizer != "byte")
-    usage_error("--synthetic makes byte tokens; it takes no --tokenizer");
+    throw usage_error("--synthetic makes byte tokens; it takes no --tokenizer");
   if (options.threads == 0) options.threads = thread_policy(1).threads;
   ProgressDisplay display;
-  if (!quiet) options.on_progress = [&display](const PrepareProgress& p) { display(p); };
+  if (!args.flag("--quiet")) options.on_progress = [&display](const PrepareProgress& p) { display(p); };
 
   const PreparedData d = synthetic ? prepare_synthetic(tokens, seed, options)
                                    : prepare_text(expand_input_patterns(files), options);
@@ -216,6 +140,52 @@ int prepare_data_command(const std::vector<std::string>& args) {
   }
   log::info(os.str());
   return 0;
+}
+
+}  // namespace
+
+Verb prepare_data_verb() {
+  Verb v;
+  v.name = "prepare-data";
+  v.summary = "text files (or the built-in synthetic corpus) -> train/val token shards";
+  v.single_process = true;
+  CommandLine& cl = v.command_line;
+  cl.verb = "prepare-data";
+  cl.synopsis =
+      "trainer prepare-data [--tokenizer FOLDER] --out DIR [--val-fraction F] [--max-shard-tokens N]\n"
+      "                            [--threads N] [--quiet] [--force] [--keep-binary] FILE-or-GLOB...\n"
+      "       trainer prepare-data --synthetic --out DIR [--tokens N] [--seed S] [--val-fraction F] [--force]";
+  cl.description =
+      "FILE-or-GLOB... are the inputs in order; a quoted glob ('corpus/*.jsonl') is expanded, sorted:\n"
+      "  - a text file is one document; files with NUL bytes (not text) are skipped and counted, much\n"
+      "    invalid UTF-8 is warned of;\n"
+      "  - a .jsonl (or .jsonl.gz) file holds one JSON object per line: {\"text\": ...} is a document;\n"
+      "    {\"prompt\": ..., \"completion\": ...} an instruction example whose completion (and end-of-text\n"
+      "    token) alone count in the loss: the shards then get loss masks (DIR/train_NNN.mask).";
+  cl.positional = "input text files or --synthetic";
+  cl.max_positional = -1;
+  cl.options = {
+      {"--out", ValueKind::kText, "DIR", "writes DIR/train_NNN.bin, DIR/val_NNN.bin and DIR/meta.json"},
+      {"--tokenizer", ValueKind::kText, "FOLDER",
+       "a Hugging Face tokenizer folder (tokenizer.json, vocab.json + merges.txt, or\n"
+       "tokenizer.model); documents end with its end-of-text token. Default: the byte\n"
+       "tokenizer (vocab 256), documents concatenated"},
+      {"--val-fraction", ValueKind::kNumber, "F", "share of the tokens, from the end, kept for validation (default 0.05)",
+       {}, 0, 1},
+      {"--max-shard-tokens", ValueKind::kInteger, "N", "tokens per shard at most (default 100000000)", {}, 1, 9.007199254740992e15},
+      {"--threads", ValueKind::kInteger, "N",
+       "tokenizing threads (default: this machine's CPUs, or OMP_NUM_THREADS); the output is\n"
+       "the same at any N",
+       {}, 1},
+      {"--quiet", ValueKind::kFlag, "", "no progress display (on stderr)"},
+      {"--force", ValueKind::kFlag, "", "rewrite even if DIR/meta.json records the same parameters"},
+      {"--keep-binary", ValueKind::kFlag, "", "tokenize files with NUL bytes too"},
+      {"--synthetic", ValueKind::kFlag, "", "generate text from the built-in order-2 Markov chain instead"},
+      {"--tokens", ValueKind::kInteger, "N", "synthetic corpus size in tokens (default 2000000)", {}, 2, 9.007199254740992e15},
+      {"--seed", ValueKind::kInteger, "S", "synthetic chain and text seed (default 1)", {}, 0, 9.007199254740992e15},
+  };
+  v.run = run_prepare_data;
+  return v;
 }
 
 }  // namespace feast

@@ -1,8 +1,6 @@
 // `trainer tokenize`: the tokenizer of a model folder on stdin/stdout. Stdout carries only the
 // result (ids, or the decoded text byte for byte) so scripts can compare it; errors are thrown
 // for main to print on stderr.
-#include "cli/tokenize.h"
-
 #include <cctype>
 #include <climits>
 #include <cstdint>
@@ -11,6 +9,7 @@
 #include <iterator>
 #include <string>
 
+#include "cli/verb.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/tokenizer/tokenizer.h"
@@ -18,22 +17,6 @@
 namespace feast {
 
 namespace {
-
-constexpr const char* kUsage =
-    "usage: trainer tokenize --tokenizer FOLDER [--bos] < text        prints the ids\n"
-    "       trainer tokenize --tokenizer FOLDER --decode < ids        prints the text\n"
-    "  --tokenizer FOLDER  a Hugging Face model folder (tokenizer.json, tokenizer.model or\n"
-    "                      vocab.json + merges.txt), one of those files, or \"byte\"\n"
-    "  --bos               put the tokenizer's beginning-of-sequence id first\n"
-    "  --decode            read whitespace-separated ids and print their text exactly (no newline\n"
-    "                      added)\n"
-    "Encoding reads all of stdin as one UTF-8 text (newlines, CR and trailing spaces included) and\n"
-    "prints its ids on one line, separated by spaces. Special tokens written in the text (such as\n"
-    "<|endoftext|> or <s>) become their ids, as Hugging Face's encode(text, add_special_tokens=False).";
-
-[[noreturn]] void usage_error(const std::string& what) {
-  throw ConfigError("tokenize: " + what + "\n" + kUsage);
-}
 
 std::string read_stdin() {
   std::string text;
@@ -72,33 +55,12 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-}  // namespace
-
-int tokenize_command(const std::vector<std::string>& args) {
-  std::string folder;
-  bool have_folder = false, bos = false, decode = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      log::info(kUsage);
-      return 0;
-    } else if (a == "--tokenizer") {
-      if (i + 1 >= args.size()) usage_error("--tokenizer needs a folder");
-      folder = args[++i];
-      have_folder = true;
-    } else if (a.rfind("--tokenizer=", 0) == 0) {
-      folder = a.substr(12);
-      have_folder = true;
-    } else if (a == "--bos") {
-      bos = true;
-    } else if (a == "--decode") {
-      decode = true;
-    } else {
-      usage_error("unknown argument '" + a + "'");
-    }
-  }
-  if (!have_folder) usage_error("--tokenizer FOLDER is required");
-  if (bos && decode) usage_error("--bos applies to encoding, not to --decode");
+int run_tokenize(const Args& args, const VerbContext&) {
+  const std::string folder = args.text("--tokenizer");
+  const bool bos = args.flag("--bos"), decode = args.flag("--decode");
+  if (!args.has("--tokenizer"))
+    throw ConfigError("tokenize: --tokenizer FOLDER is required (trainer tokenize --help)");
+  if (bos && decode) throw ConfigError("tokenize: --bos applies to encoding, not to --decode");
   const auto tokenizer = load_tokenizer(folder);
   const std::string input = read_stdin();
   if (decode) {
@@ -123,6 +85,33 @@ int tokenize_command(const std::vector<std::string>& args) {
   out += '\n';
   write_stdout(out);
   return 0;
+}
+
+}  // namespace
+
+Verb tokenize_verb() {
+  Verb v;
+  v.name = "tokenize";
+  v.summary = "text on stdin -> token ids on stdout, or back with --decode";
+  v.single_process = true;
+  CommandLine& cl = v.command_line;
+  cl.verb = "tokenize";
+  cl.synopsis =
+      "trainer tokenize --tokenizer FOLDER [--bos] < text        prints the ids\n"
+      "       trainer tokenize --tokenizer FOLDER --decode < ids        prints the text";
+  cl.description =
+      "Encoding reads all of stdin as one UTF-8 text (newlines, CR and trailing spaces included) and\n"
+      "prints its ids on one line, separated by spaces. Special tokens written in the text (such as\n"
+      "<|endoftext|> or <s>) become their ids, as Hugging Face's encode(text, add_special_tokens=False).";
+  cl.options = {
+      {"--tokenizer", ValueKind::kText, "FOLDER",
+       "a Hugging Face model folder (tokenizer.json, tokenizer.model or vocab.json +\n"
+       "merges.txt), one of those files, or \"byte\""},
+      {"--bos", ValueKind::kFlag, "", "put the tokenizer's beginning-of-sequence id first"},
+      {"--decode", ValueKind::kFlag, "", "read whitespace-separated ids and print their text exactly (no newline added)"},
+  };
+  v.run = run_tokenize;
+  return v;
 }
 
 }  // namespace feast

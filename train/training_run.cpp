@@ -20,15 +20,11 @@
 #include "core/timer.h"
 #include "model/decoder_stage.h"
 #include "comm/agreement.h"
-#include "comm/transport_policy.h"
-#include "comm/topology/gpu_link_report.h"
-#include "comm/topology/nccl_network_report.h"
-#include "comm/topology/grid_report.h"
+#include "comm/gpu_transport.h"
 #include "comm/mpi_world.h"
-#if defined(FEAST_WITH_NCCL)
-#include "comm/nccl_communicator.h"
-#endif
-#include "comm/staged_communicator.h"
+#include "comm/topology/gpu_link_report.h"
+#include "comm/topology/grid_report.h"
+#include "comm/transport_policy.h"
 #include "train/metrics/run_summary.h"
 #include "comm/topology/cpu_threads.h"
 
@@ -100,7 +96,7 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
   owns_loss_ = spec.has_head && me_.tp == 0;
   const int slots = PipelineExecutor::slots_needed(plan_.schedule, layout.pp(), me_.pp, m);
   backend_ = make_backend(tc.device, tc.dtype, local_rank(hosts, world_rank));
-  if (tc.device != "cpu") connect_gpu_groups(hosts);
+  if (tc.device != "cpu") connect_gpus(hosts);
   stage_ = std::make_unique<DecoderStage>(config.model, spec, StageShape{B, T, slots}, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr);
   initialize_parameters(*stage_, tc.seed);
@@ -151,66 +147,22 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
 
 TrainingRun::~TrainingRun() = default;
 
-void TrainingRun::connect_gpu_groups(const std::vector<std::string>& hosts) {
+void TrainingRun::connect_gpus(const std::vector<std::string>& hosts) {
   Communicator& world = *groups_.world;
-  const std::vector<GpuUuid> uuids = gather_gpu_uuids(world);
   if (world.size() > 1) {  // how this job's GPUs are wired, next to the rank grid
+    const std::vector<GpuUuid> uuids = gather_gpu_uuids(world);
     std::string why;
     const HostGpuLinks links = gather_gpu_links(world, hosts, uuids, &why);
     const std::string report = describe_gpu_links(plan_.layout, hosts, links, why);
     if (!report.empty()) log::info(report);
   }
-  const bool gpu_shared = some_gpu_is_shared(uuids);
-  std::string nccl_why = "this build has no NCCL (nccl.h was not found)";
-  bool usable = false;
-#if defined(FEAST_WITH_NCCL)
-  usable = nccl_available(&nccl_why);
-#endif
-  // Every rank must choose alike: NCCL only if it loads everywhere and no GPU anywhere is shared.
-  int32_t unusable = usable ? 0 : 1;
-  world.allreduce(&unusable, 1, DType::kInt32, {ReduceOp::kMax})->wait();
-  if (unusable && usable) nccl_why = "NCCL cannot be loaded on some rank";
-  const CommBackendChoice choice = choose_comm_backend(config_.parallel.backend, config_.training.device,
-                                                       unusable == 0, nccl_why, gpu_shared);
-  // Every group stages device buffers through host memory; the NCCL groups below wrap theirs and
-  // send only host values (losses, norms, NCCL's id) through it.
-  stage_device_buffers(groups_);
-  if (!choice.nccl) {
-    log::info("communication: " + choice.why);
-    return;
-  }
-#if defined(FEAST_WITH_NCCL)
-  // Tensor-parallel, data-parallel, pipeline and tied-embedding groups through NCCL (the
-  // pipeline's exchanges are paired as NCCL needs them: Action::with_next); the world stays on
-  // MPI, staged, and so do groups of one rank (nothing to send) and a parameter server's
-  // data-parallel group (its workers post point-to-point transfers in both directions at once,
-  // which NCCL would serialise into a deadlock).
-  const auto timeout = std::chrono::milliseconds(int64_t(config_.parallel.timeout_s * 1000));
-  void* compute = backend_->stream().native_handle();
-  const bool server = config_.parallel.dp_sync == "parameter-server";
-  // Rank 0 keeps NCCL's own lines about its network, to say which one the nodes use.
-  const std::string nccl_log = world.rank() == 0 ? capture_nccl_network_report(config_.logging.dir) : "";
-  std::string on_nccl;
-  for (auto [group, name] : {std::pair{&groups_.tp, "tensor-parallel"}, std::pair{&groups_.dp, "data-parallel"},
-                             std::pair{&groups_.pp, "pipeline"}, std::pair{&groups_.embedding, "tied-embedding"}}) {
-    if (!*group || (*group)->size() == 1 || (group == &groups_.dp && server)) continue;
-    *group = make_nccl_communicator(std::move(*group), compute, timeout);
-    on_nccl += std::string(on_nccl.empty() ? "" : ", ") + name;
-  }
-  log::info("communication: " + choice.why + (on_nccl.empty() ? ", but no group has more than one rank" : " for the " + on_nccl + " groups") +
-            "; the rest through MPI, staged through host memory");
-  // NCCL's own switch back to blocking calls (faster per call with NCCL 2.23 and later, which
-  // launches each call of a non-blocking communicator from a new thread; docs/cluster.md).
-  if (nccl_calls_forced_blocking() && !on_nccl.empty())
-    log::info(std::string("warning: NCCL_COMM_BLOCKING=") + std::getenv("NCCL_COMM_BLOCKING") +
-              " makes NCCL's calls block: a peer that fails before NCCL connects to it leaves the others waiting "
-              "with no deadline");
-  if (!nccl_log.empty() && !on_nccl.empty()) {
-    std::ifstream in(nccl_log);
-    const std::string network = nccl_network_from_log(std::string(std::istreambuf_iterator<char>(in), {}));
-    log::info("network between nodes (NCCL): " + (network.empty() ? "not reported (see " + nccl_log + ")" : network));
-  }
-#endif
+  GpuTransportRequest request;
+  request.backend = config_.parallel.backend;
+  request.stream = backend_->stream().native_handle();
+  request.timeout = std::chrono::milliseconds(int64_t(config_.parallel.timeout_s * 1000));
+  request.log_dir = config_.logging.dir;
+  request.dp_stays_on_mpi = config_.parallel.dp_sync == "parameter-server";
+  connect_gpu_groups(groups_, request);
 }
 
 void TrainingRun::import_initial_weights() {

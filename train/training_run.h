@@ -124,7 +124,7 @@ class TrainingRun {
   // A GPU run's groups: NCCL or MPI with device buffers staged (parallel.backend), alike on every
   // rank (collective over the world); first the report of how the GPUs are linked. hosts[r]:
   // rank r's host.
-  void connect_gpu_groups(const std::vector<std::string>& hosts);
+  void connect_gpus(const std::vector<std::string>& hosts);
   // A step's loss or norm was not finite: skip its update or fail (see step()).
   void handle_nonfinite(const StepResult& r, bool mine_finite);
   void report_start();

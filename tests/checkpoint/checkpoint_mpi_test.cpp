@@ -32,7 +32,7 @@
 #include "tests/support/mpi_test_support.h"
 #include "comm/self_communicator.h"
 #include "config/config.h"
-#include "cli/export.h"
+#include "tests/support/run_verb.h"
 #include "train/train_loop.h"
 
 namespace fs = std::filesystem;
@@ -339,13 +339,13 @@ TEST(Checkpoint, AFileWithOnlyTheRequiredAttributesResumes) {
     const std::string toml = elsewhere + "/model.toml";
     std::ofstream(toml) << to_toml(c);
     try {
-      export_command({step_file(dir, 4), "--out", elsewhere + "/hf"});
+      testing::run_verb("export", {step_file(dir, 4), "--out", elsewhere + "/hf"});
       ADD_FAILURE() << "a checkpoint without its config was exported";
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("stores no config"), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("--config FILE"), std::string::npos) << e.what();
     }
-    EXPECT_EQ(export_command({step_file(dir, 4), "--out", elsewhere + "/hf", "--config", toml}), 0);
+    EXPECT_EQ(testing::run_verb("export", {step_file(dir, 4), "--out", elsewhere + "/hf", "--config", toml}), 0);
     EXPECT_TRUE(fs::exists(elsewhere + "/hf/model.safetensors"));
   }
   MPI_Barrier(MPI_COMM_WORLD);

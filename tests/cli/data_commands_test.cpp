@@ -10,8 +10,7 @@
 #include "data/loss_mask.h"
 #include "data/shard.h"
 #include "tests/support/temp_dir.h"
-#include "cli/check_data.h"
-#include "cli/prepare_data.h"
+#include "tests/support/run_verb.h"
 
 namespace feast {
 namespace {
@@ -19,6 +18,9 @@ namespace {
 using ::feast::testing::TempDir;
 
 const std::string kGpt2 = std::string(FEAST_SOURCE_DIR) + "/tests/fixtures/hf/tokenizers/bpe-gpt2";
+
+int prepare_data_command(std::vector<std::string> args) { return testing::run_verb("prepare-data", std::move(args)); }
+int check_data_command(std::vector<std::string> args) { return testing::run_verb("check-data", std::move(args)); }
 
 // The command's exit code and what it printed on stdout.
 std::pair<int, std::string> run(const std::function<int()>& command) {
@@ -70,7 +72,7 @@ TEST(PrepareDataCommand, RefusesANegativeSeedAndAHugeTokenCountNamingTheFlag) {
   const std::string seed = error_of([&] {
     return prepare_data_command({"--synthetic", "--out", dir.file("out"), "--quiet", "--seed", "-1"});
   });
-  EXPECT_NE(seed.find("prepare-data: --seed expects a number >= 0, got '-1'"), std::string::npos) << seed;
+  EXPECT_NE(seed.find("prepare-data: --seed: expected a whole number >= 0, got '-1'"), std::string::npos) << seed;
   const std::string tokens = error_of([&] {
     return prepare_data_command({"--synthetic", "--out", dir.file("out"), "--quiet", "--tokens", "99999999999999"});
   });
@@ -157,8 +159,12 @@ TEST(CheckDataCommand, AnswersHelpAndRejectsBadFlags) {
   EXPECT_EQ(code, 0);
   EXPECT_NE(out.find("usage: trainer check-data PATTERN"), std::string::npos) << out;
   EXPECT_NE(error_of([] { return check_data_command({}); }).find("name the shards to check"), std::string::npos);
-  EXPECT_NE(error_of([] { return check_data_command({"x", "--split", "test"}); }).find("--split expects train or val"),
+  EXPECT_NE(error_of([] { return check_data_command({"x", "--split", "test"}); })
+                .find("check-data: --split: expected train or val, got 'test'"),
             std::string::npos);
+  const std::string typo = error_of([] { return check_data_command({"x", "--vocab-sise", "5"}); });
+  EXPECT_NE(typo.find("check-data: unknown option '--vocab-sise'; did you mean '--vocab-size'?"), std::string::npos)
+      << typo;
   EXPECT_NE(error_of([] { return check_data_command({"x", "--vocab-size", "5", "--tokenizer", "t"}); })
                 .find("not both"),
             std::string::npos);

@@ -30,8 +30,8 @@ while IFS= read -r cmd; do
   extra=""
   case "$cmd" in
     scripts/build.sh*|scripts/demo.sh*) echo "skipped (run by other tests): $cmd"; continue ;;
-    *"bench --parallel"*) extra="--layouts tp2pp2dp2 --steps 1 --warmup 1" ;;
-    *"bench --checkpoint"*) extra="--layers 1 --embd 64 --heads 2 --vocab 1000 --repeat 1" ;;
+    *"bench parallel"*) extra="--layouts tp2pp2dp2 --steps 1 --warmup 1" ;;
+    *"bench checkpoint"*) extra="--layers 1 --embd 64 --heads 2 --vocab 1000 --repeat 1" ;;
     *"trainer bench"*) extra="--shapes 1x8 --steps 1 --warmup 1 --layers 1" ;;
     *"print-config"*|*"prepare-data"*|*"trainer inspect"*) ;;
     *"checkpoint.interval"*|*"resumes"*|*"run-resilient"*|*"-np 4"*"parallel.tp=1"*)

@@ -75,7 +75,8 @@ for tok in bpe-gpt2 bpe-llama3 sentencepiece; do
 done
 expect_error 'has no beginning-of-sequence token' 'x' --tokenizer byte --bos
 expect_error 'tokenizer FOLDER is required' 'x'
-expect_error "unknown argument '--frobnicate'" 'x' --tokenizer byte --frobnicate
+expect_error "unknown option '--frobnicate'" 'x' --tokenizer byte --frobnicate
+expect_error "unknown option '--decod'; did you mean '--decode'?" 'x' --tokenizer byte --decod
 echo "ok: errors exit non-zero with one message"
 
 out=$("$trainer" tokenize --help) || fail "--help exited $?"

@@ -90,9 +90,9 @@ expect_error() {  # REGEX ARGS...
   grep -qE -- "$regex" "$work/err" || fail "'plan $*': stderr does not match '$regex': $(cat "$work/err")"
   [[ $(head -1 "$work/err") == error:* ]] || fail "'plan $*': no error: line: $(cat "$work/err")"
 }
-expect_error "unknown option '--gpu-memroy'" configs/demo.toml --gpus 8 --gpu-memroy 80GiB
+expect_error "unknown option '--gpu-memroy'; did you mean '--gpu-memory'?" configs/demo.toml --gpus 8 --gpu-memroy 80GiB
 expect_error "--gpus N is required" configs/demo.toml
-expect_error "--gpus: expected a positive integer, got 'eight'" configs/demo.toml --gpus eight
+expect_error "--gpus: expected a whole number >= 1, got 'eight'" configs/demo.toml --gpus eight
 expect_error "--intra-node-bw: expected a bandwidth such as 450GB/s or 400Gb/s, got 'fast'" configs/demo.toml --gpus 8 --intra-node-bw fast
 expect_error "--latency: expected a time such as 5us, 1.5ms or 2s, got '5'" configs/demo.toml --gpus 8 --latency 5
 expect_error "--gpu-memory: expected a size such as 5GB, 500MB or 2GiB, got '80 potatoes'" configs/demo.toml --gpus 8 --gpu-memory "80 potatoes"

@@ -18,22 +18,12 @@
 #include "model/decoder_stage.h"
 #include "optim/adamw.h"
 #include "parallel/data_parallel/zero_shard.h"
-#include "cli/cli_args.h"
 #include "tools/bench/shared_temp_dir.h"
 
 namespace fs = std::filesystem;
 
 namespace feast {
 namespace {
-
-constexpr const char* kUsage =
-    "usage: [mpirun -np N] trainer bench --checkpoint [--dir DIR] [--layers L] [--embd C] [--heads H]\n"
-    "                                   [--vocab V] [--repeat R]\n"
-    "Saves and loads a checkpoint of GPT-2 124M (12 layers, 768 channels, 12 heads, vocab 50257)\n"
-    "R times (default 3) in DIR (default: a temporary directory, removed after), and writes and\n"
-    "reads the same number of bytes as one plain file, sequentially, with fsync; reads are cold\n"
-    "(the file is dropped from the page cache first), and times an asynchronous save: the stall\n"
-    "(copying the state) and the time until it is committed. Prints the best time and GB/s of each.\n";
 
 // Drops a file's pages from the page cache (after fsync they are clean, so this needs no
 // privileges), so the next read comes from the disk.
@@ -74,28 +64,10 @@ double plain_read(const std::string& path) {
 
 }  // namespace
 
-int bench_checkpoint_command(const std::vector<std::string>& args, std::unique_ptr<Communicator> world) {
-  ModelConfig mc = ModelConfig::gpt2_124m();
-  std::string dir;
-  int repeat = 3;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--checkpoint") continue;
-    if (a == "--help" || a == "-h") {
-      log::info(kUsage);
-      return 0;
-    }
-    const std::string& v =
-        option_value(args, i, {"--dir", "--layers", "--embd", "--heads", "--vocab", "--repeat"}, "bench", kUsage);
-    if (a == "--dir") dir = v;
-    else if (a == "--layers") mc.n_layer = parse_positive_int(a, v, kUsage);
-    else if (a == "--embd") mc.n_embd = parse_positive_int(a, v, kUsage);
-    else if (a == "--heads") mc.n_head = parse_positive_int(a, v, kUsage);
-    else if (a == "--vocab") mc.vocab_size = parse_positive_int(a, v, kUsage);
-    else if (a == "--repeat") repeat = parse_positive_int(a, v, kUsage);
-  }
-  if (mc.n_embd % mc.n_head != 0) throw ConfigError("bench: --embd must be divisible by --heads");
-
+int run_checkpoint_bench(const CheckpointBenchOptions& o, std::unique_ptr<Communicator> world) {
+  const ModelConfig& mc = o.model;
+  std::string dir = o.dir;
+  const int repeat = o.repeat;
   std::optional<SharedTempDir> scratch;  // removed after, unless --dir was given
   if (dir.empty()) {
     scratch.emplace(*world, "feast_bench_ckpt");

@@ -18,44 +18,15 @@
 #include "core/timer.h"
 #include "backend/backend.h"
 #include "comm/agreement.h"
-#include "comm/transport_policy.h"
-#include "tools/bench/collective_algorithms.h"
-#include "comm/topology/grid_report.h"
+#include "comm/gpu_transport.h"
 #include "comm/mpi_world.h"
-#if defined(FEAST_WITH_NCCL)
-#include "comm/nccl_communicator.h"
-#endif
-#include "comm/staged_communicator.h"
-#include "cli/cli_args.h"
-#include "core/formatted.h"
 #include "comm/topology/cpu_threads.h"
+#include "comm/topology/grid_report.h"
+#include "core/formatted.h"
+#include "tools/bench/collective_algorithms.h"
 
 namespace feast {
 namespace {
-
-constexpr const char* kUsage =
-    "usage: [mpirun -np N] trainer bench comm [--min-bytes SIZE] [--max-bytes SIZE] [--factor F]\n"
-    "                                        [--iters K] [--warmup W] [--ops LIST] [--json FILE]\n"
-    "Times all-reduce, reduce-scatter, all-gather, broadcast (from rank 0), all-to-all and send/recv\n"
-    "(each rank sends to the next and receives from the previous) of float32 at every size from\n"
-    "--min-bytes (default 1K) to --max-bytes (default 64M), multiplying by F (default 2): the\n"
-    "slowest rank's median of K timed iterations (default 10) after W warm-up ones (default 2),\n"
-    "algbw = S / time and busbw = algbw x factor as nccl-tests reports them (S: the all-reduced or\n"
-    "broadcast buffer, reduce-scatter's input, all-gather's output, the per-rank buffer of\n"
-    "all-to-all and send/recv; factor: all-reduce 2(n-1)/n; reduce-scatter, all-gather and\n"
-    "all-to-all (n-1)/n; broadcast and send/recv 1). Every result is checked after the timed\n"
-    "iterations; a wrong one ends the bench with exit status 1, naming the operation and size.\n"
-    "Then (the `algorithms` op) a ping-pong between ranks 0 and 1 fits T = alpha + beta * bytes to\n"
-    "one link, and all-reduce runs three ways, each next to the fitted model's prediction for P\n"
-    "bytes over N ranks:\n"
-    "  library            the MPI library's all-reduce, predicted as a ring\n"
-    "  ring               feast's ring over send/recv:   T = 2(N-1) alpha + 2(N-1)/N P beta\n"
-    "  parameter server   through rank 0 over send/recv: T = 2(N-1) (alpha + P beta)\n"
-    "--ops: a comma-separated subset of allreduce, reduce_scatter, allgather, broadcast, alltoall,\n"
-    "sendrecv, algorithms (default: all). Sizes: 4096, 64K, 4M, 1G (K, M, G binary; KB, MB, GB\n"
-    "decimal). --json FILE: rank 0 also writes every measurement there.\n"
-    "--device cuda: the collectives move GPU memory (a GPU per rank by local rank), through\n"
-    "--backend mpi (staged through pinned host memory, the default) or nccl.\n";
 
 constexpr int kSendRecvTag = 7310;
 constexpr int kPingPongTag = 7311;
@@ -344,29 +315,6 @@ void bench_algorithms(const CommBenchOptions& o, Communicator& world, nlohmann::
   }
 }
 
-std::vector<CommOp> parse_ops(const std::string& list, bool& algorithms) {
-  std::vector<CommOp> ops;
-  algorithms = false;
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    const size_t comma = std::min(list.find(',', pos), list.size());
-    const std::string name = list.substr(pos, comma - pos);
-    pos = comma + 1;
-    if (name == "algorithms") {
-      algorithms = true;
-      continue;
-    }
-    const auto it = std::find_if(std::begin(kCommOps), std::end(kCommOps),
-                                 [&](CommOp op) { return name == comm_op_name(op); });
-    if (it == std::end(kCommOps))
-      throw ConfigError("--ops: '" + name +
-                        "' is not one of allreduce, reduce_scatter, allgather, broadcast, alltoall, sendrecv, "
-                        "algorithms\n" + kUsage);
-    if (std::find(ops.begin(), ops.end(), *it) == ops.end()) ops.push_back(*it);
-  }
-  return ops;
-}
-
 }  // namespace
 
 const char* comm_op_name(CommOp op) {
@@ -491,40 +439,7 @@ void run_comm_bench(const CommBenchOptions& o, Communicator& world, Backend* dev
   agree_on_error(world, error);
 }
 
-int bench_comm_command(const std::vector<std::string>& args, std::unique_ptr<Communicator> world) {
-  CommBenchOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      log::info(kUsage);
-      return 0;
-    }
-    if (i + 1 >= args.size()) throw ConfigError("bench comm: " + a + " needs a value (or is unknown)\n" + kUsage);
-    const std::string& v = args[++i];
-    if (a == "--min-bytes") o.min_bytes = parse_size(a, v);
-    else if (a == "--max-bytes") o.max_bytes = parse_size(a, v);
-    else if (a == "--factor") o.factor = parse_positive_int(a, v, kUsage);
-    else if (a == "--iters") o.iters = parse_positive_int(a, v, kUsage);
-    else if (a == "--warmup") o.warmup = v == "0" ? 0 : parse_positive_int(a, v, kUsage);
-    else if (a == "--ops") o.ops = parse_ops(v, o.algorithms);
-    else if (a == "--json") o.json_path = v;
-    else if (a == "--device") o.device = v;
-    else if (a == "--backend") o.backend = v;
-    else throw ConfigError("bench comm: unknown option '" + a + "'\n" + kUsage);
-  }
-  if (o.min_bytes < 4)
-    throw ConfigError("bench comm: --min-bytes " + std::to_string(o.min_bytes) +
-                      " is less than one float32 element; give 4 or more");
-  if (o.min_bytes > o.max_bytes)
-    throw ConfigError("bench comm: --min-bytes " + std::to_string(o.min_bytes) + " is more than --max-bytes " +
-                      std::to_string(o.max_bytes));
-  if (o.factor < 2) throw ConfigError("bench comm: --factor must be at least 2, got " + std::to_string(o.factor));
-  if (o.device != "cpu" && o.device != "cuda")
-    throw ConfigError("bench comm: --device '" + o.device + "': expected cpu or cuda");
-  if (o.backend != "mpi" && o.backend != "nccl")
-    throw ConfigError("bench comm: --backend '" + o.backend + "': expected mpi or nccl");
-  if (o.device == "cpu" && o.backend == "nccl")
-    throw ConfigError("bench comm: --backend nccl needs --device cuda (NCCL moves GPU memory)");
+int run_comm_bench_job(const CommBenchOptions& o, std::unique_ptr<Communicator> world) {
   // Waits as training's would: spinning when every rank has a core, backing off otherwise.
   const std::vector<std::string> hosts = gather_host_names(*world);
   set_wait_policy(choose_wait_policy(ranks_sharing_my_cpus(*world, hosts), 1));
@@ -537,21 +452,10 @@ int bench_comm_command(const std::vector<std::string>& args, std::unique_ptr<Com
   }
   // A GPU per rank, by its place among the ranks of its host.
   const std::unique_ptr<Backend> device = make_backend("cuda", "fp32", local_rank(hosts, world->rank()));
-  std::unique_ptr<Communicator> comm;
-  if (o.backend == "nccl") {
-#if defined(FEAST_WITH_NCCL)
-    std::string why;
-    if (!nccl_available(&why)) throw ConfigError("bench comm: --backend nccl: " + why);
-    if (some_gpu_is_shared(gather_gpu_uuids(*world)))
-      throw ConfigError("bench comm: --backend nccl: several ranks share a GPU, which NCCL refuses; give each rank "
-                        "its own GPU or use --backend mpi");
-    comm = make_nccl_communicator(std::move(world), device->stream().native_handle(), std::chrono::minutes(5));
-#else
-    throw ConfigError("bench comm: --backend nccl: this build has no NCCL (nccl.h was not found)");
-#endif
-  } else {
-    comm = std::make_unique<StagedCommunicator>(std::move(world));
-  }
+  GpuTransportRequest request;
+  request.backend = o.backend;
+  request.stream = device->stream().native_handle();
+  const std::unique_ptr<Communicator> comm = connect_gpu_world(std::move(world), request);
   log::info("bench comm: buffers on " + device->name() + ", through " +
             (o.backend == "nccl" ? "NCCL" : "MPI staged through pinned host memory"));
   run_comm_bench(o, *comm, device.get());

@@ -88,6 +88,9 @@ struct CommBenchOptions {
 class Backend;
 void run_comm_bench(const CommBenchOptions& options, Communicator& world, Backend* device = nullptr);
 
-int bench_comm_command(const std::vector<std::string>& args, std::unique_ptr<Communicator> world);
+// The bench as `trainer bench comm` runs it: waits that spin or back off as training's do, and
+// with device "cuda" a GPU per rank and the collectives through NCCL or staged MPI
+// (comm/gpu_transport.h). Collective over `world`.
+int run_comm_bench_job(const CommBenchOptions& options, std::unique_ptr<Communicator> world);
 
 }  // namespace feast

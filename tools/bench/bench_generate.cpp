@@ -10,51 +10,15 @@
 #include "model/architecture.h"
 #include "model/kv_cache_decoder.h"
 #include "model/token_sampling.h"
-#include "cli/cli_args.h"
+#include "tools/bench/bench_model.h"
 
 namespace feast {
-namespace {
-
-constexpr const char* kUsage =
-    "usage: trainer bench --generate [--arch gpt2|llama] [--prompt-tokens N] [--new-tokens N]\n"
-    "Times `trainer generate`'s decoder on one process: the prefill of an N-token prompt (default\n"
-    "16), then greedy tokens one at a time with the key/value cache (default 64), for GPT-2 124M or\n"
-    "a Llama of the same depth and width (4 key/value heads, SwiGLU width 2048, vocab 32000),\n"
-    "random weights. Decoding one token reads every weight once, so its speed is bounded by memory\n"
-    "bandwidth: the table gives the bandwidth it reached. OMP_WAIT_POLICY=passive helps when other\n"
-    "work shares the cores (libgomp's threads otherwise spin between the small per-token ops).\n";
-
-}  // namespace
-
-int bench_generate_command(const std::vector<std::string>& args) {
-  std::string arch = "gpt2";
-  int prompt_tokens = 16, new_tokens = 64;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw ConfigError("bench --generate: " + a + " needs a value\n" + kUsage);
-      return args[++i];
-    };
-    if (a == "--generate") continue;
-    if (a == "--help" || a == "-h") {
-      log::info(kUsage);
-      return 0;
-    }
-    if (a == "--arch") arch = value();
-    else if (a == "--prompt-tokens") prompt_tokens = parse_positive_int(a, value(), kUsage);
-    else if (a == "--new-tokens") new_tokens = parse_positive_int(a, value(), kUsage);
-    else throw ConfigError("bench --generate: unknown option '" + a + "'\n" + kUsage);
-  }
-  if (arch != "gpt2" && arch != "llama") throw ConfigError("bench --generate: --arch " + arch + ": expected gpt2 or llama");
-  ModelConfig cfg = ModelConfig::gpt2_124m();
-  if (arch == "llama") {
-    cfg.arch = "llama";
-    cfg.n_kv_head = 4;
-    cfg.intermediate_size = 2048;
-    cfg.vocab_size = 32000;
-  }
+int run_generate_bench(const GenerateBenchOptions& o) {
+  const std::string& arch = o.arch;
+  const int prompt_tokens = o.prompt_tokens, new_tokens = o.new_tokens;
+  const ModelConfig cfg = bench_model(arch);
   if (prompt_tokens + new_tokens > cfg.max_seq_len)
-    throw ConfigError("bench --generate: " + std::to_string(prompt_tokens + new_tokens) +
+    throw ConfigError("bench generate: " + std::to_string(prompt_tokens + new_tokens) +
                       " tokens exceed the model's context of " + std::to_string(cfg.max_seq_len));
   const ParamTable table = decoder_param_table(cfg);
   KvCacheDecoder decoder(cfg, [&](const std::string& name, std::span<const int64_t>, float* out) {

@@ -11,9 +11,9 @@
 #include "core/error.h"
 #include "comm/agreement.h"
 #include "tools/bench/bench_comm.h"
-#include "cli/cli_args.h"
 #include "config/config.h"
 #include "config/layout_plan.h"
+#include "config/validate.h"
 #include "tools/bench/shared_temp_dir.h"
 #include "core/log.h"
 #include "core/plural.h"
@@ -24,60 +24,9 @@
 namespace feast {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: mpirun -np N trainer bench --parallel [--layouts tpApBdC,...] [--steps N] [--warmup N]\n"
-    "                                  [--layers L] [--heads H] [--embd C] [--seq T] [--batch S]\n"
-    "                                  [--micro-batch B] [--micro-batches M,...] [--zero 0|1|2]\n"
-    "                                  [--schedule 1f1b|gpipe]\n"
-    "Prints the world's all-reduce bandwidth (as `trainer bench comm --ops allreduce`), then for\n"
-    "each layout (default: every tp, pp, dp in {1, 2, 4, 8} with tp * pp * dp = N) the median\n"
-    "tokens/s and the split of step time into compute, tensor-parallel communication,\n"
-    "data-parallel communication, pipeline idle, data loading and the optimizer, averaged over\n"
-    "ranks; the pipeline's measured bubble (idle / (compute + tp-comm + pp-idle + data), the\n"
-    "forward-backward span) next to the formula (p-1)/(m+p-1) for m micro-batches per replica;\n"
-    "and E = compute / (compute + tp-comm + dp-comm + pp-idle). The model defaults to the demo's\n"
-    "(4 layers, 4 heads, 128 channels, byte vocabulary) at sequence 64 and a global batch of 32\n"
-    "sequences. --micro-batches runs each layout once per M micro-batches of --micro-batch\n"
-    "sequences per data-parallel replica (the global batch is then dp * M * B, not --batch).\n";
-
-struct Layout {
-  int tp, pp, dp;
-  std::string name() const {
-    return "tp" + std::to_string(tp) + "pp" + std::to_string(pp) + "dp" + std::to_string(dp);
-  }
-};
-
-int positive(const std::string& flag, const std::string& v) { return parse_positive_int(flag, v, kUsage); }
-
-std::vector<Layout> parse_layouts(const std::string& s) {
-  std::vector<Layout> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    const size_t comma = std::min(s.find(',', pos), s.size());
-    const std::string item = s.substr(pos, comma - pos);
-    Layout l{};
-    if (std::sscanf(item.c_str(), "tp%dpp%ddp%d", &l.tp, &l.pp, &l.dp) != 3 || l.tp < 1 || l.pp < 1 || l.dp < 1)
-      throw ConfigError("--layouts: '" + item + "' is not tpApBdC (for example tp2pp2dp2)\n" + kUsage);
-    out.push_back(l);
-    pos = comma + 1;
-  }
-  return out;
-}
-
-std::vector<int> parse_counts(const std::string& flag, const std::string& s) {
-  std::vector<int> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    const size_t comma = std::min(s.find(',', pos), s.size());
-    out.push_back(positive(flag, s.substr(pos, comma - pos)));
-    pos = comma + 1;
-  }
-  return out;
-}
-
 // One run's config: `base` at layout `l`, with `micro` micro-batches per replica (0: as the
 // global batch divides).
-Config run_config(const Config& base, const Layout& l, int micro, int steps) {
+Config run_config(const Config& base, const BenchLayout& l, int micro, int steps) {
   Config c = base;
   c.parallel.tp = l.tp;
   c.parallel.pp = l.pp;
@@ -94,8 +43,7 @@ Config run_config(const Config& base, const Layout& l, int micro, int steps) {
 
 }  // namespace
 
-int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr<Communicator> world) {
-  Config base;
+ParallelBenchOptions::ParallelBenchOptions() {
   base.model.n_layer = 4;
   base.model.n_head = 4;
   base.model.n_embd = 128;
@@ -107,51 +55,20 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
   base.training.eval_interval = 0;
   base.parallel.micro_batch_size = 4;
   base.logging.interval = 1000000;
-  int steps = 10, warmup = 2;
-  std::vector<Layout> layouts;
-  std::vector<int> micro_batches;  // empty: as --batch divides
-  // Errors about the keys the flags set name the flag, given or left at its default.
-  static const std::map<std::string, std::vector<std::string>> kFlagKeys = {
-      {"--layers", {"model.n_layer"}},       {"--heads", {"model.n_head"}},
-      {"--embd", {"model.n_embd"}},          {"--seq", {"training.seq_len", "model.max_seq_len"}},
-      {"--batch", {"training.batch_size"}}, {"--micro-batch", {"parallel.micro_batch_size"}}};
-  for (const auto& [flag, keys] : kFlagKeys)
-    for (const std::string& key : keys) base.origin[key] = "bench " + flag + " (default " + config_value(base, key) + ")";
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--parallel") continue;
-    if (a == "--help" || a == "-h") {
-      log::info(kUsage);
-      return 0;
-    }
-    const std::string& v = option_value(args, i,
-                                        {"--layouts", "--steps", "--warmup", "--layers", "--heads", "--embd", "--seq",
-                                         "--batch", "--micro-batch", "--micro-batches", "--zero", "--schedule"},
-                                        "bench", kUsage);
-    if (a == "--layouts") layouts = parse_layouts(v);
-    else if (a == "--steps") steps = positive(a, v);
-    else if (a == "--warmup") warmup = positive(a, v);
-    else if (a == "--layers") base.model.n_layer = positive(a, v);
-    else if (a == "--heads") base.model.n_head = positive(a, v);
-    else if (a == "--embd") base.model.n_embd = positive(a, v);
-    else if (a == "--seq") base.training.seq_len = base.model.max_seq_len = positive(a, v);
-    else if (a == "--batch") base.training.batch_size = positive(a, v);
-    else if (a == "--micro-batch") base.parallel.micro_batch_size = positive(a, v);
-    else if (a == "--micro-batches") micro_batches = parse_counts(a, v);
-    else if (a == "--zero") {
-      if (v != "0" && v != "1" && v != "2") throw ConfigError("bench: --zero " + v + ": expected 0, 1 or 2\n" + kUsage);
-      base.parallel.zero_stage = v[0] - '0';
-    } else if (a == "--schedule") base.parallel.schedule = v;
-    if (const auto it = kFlagKeys.find(a); it != kFlagKeys.end())
-      for (const std::string& key : it->second) base.origin[key] = "bench " + a + " " + v;
-  }
+}
+
+int run_parallel_bench(const ParallelBenchOptions& o, std::unique_ptr<Communicator> world) {
+  Config base = o.base;
+  const int steps = o.steps, warmup = o.warmup;
+  std::vector<BenchLayout> layouts = o.layouts;
+  const std::vector<int>& micro_batches = o.micro_batches;
   const int n = world->size();
   if (layouts.empty()) {
     std::vector<std::string> skipped;
     for (int tp : {1, 2, 4, 8})
       for (int pp : {1, 2, 4, 8}) {
         if (n % (tp * pp) != 0) continue;  // not a layout of this world
-        const std::string name = Layout{tp, pp, n / (tp * pp)}.name();
+        const std::string name = BenchLayout{tp, pp, n / (tp * pp)}.name();
         if (pp > base.model.n_layer)
           skipped.push_back(name + " (pp " + std::to_string(pp) + " > " + std::to_string(base.model.n_layer) + " layers)");
         else if (base.model.n_head % tp != 0)
@@ -165,16 +82,18 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
   // One run per layout and micro-batch count (the count the batch gives when none are listed),
   // each checked by the trainer's own rules now, before minutes of benchmarking. (Its config
   // is made again when it runs, with the data prepared meanwhile.)
-  std::vector<std::pair<Layout, int>> runs;
-  for (const Layout& l : layouts) {
+  std::vector<std::pair<BenchLayout, int>> runs;
+  for (const BenchLayout& l : layouts) {
     if (micro_batches.empty()) runs.push_back({l, 0});
     for (int m : micro_batches) runs.push_back({l, m});
   }
   for (const auto& [l, micro] : runs) {
     try {
-      plan_layout(run_config(base, l, micro, warmup + steps), n);
+      const Config c = run_config(base, l, micro, warmup + steps);
+      validate_config(c);
+      plan_layout(c, n);
     } catch (const ConfigError& e) {
-      throw ConfigError("bench --parallel: layout " + l.name() +
+      throw ConfigError("bench parallel: layout " + l.name() +
                         (micro > 0 ? " with " + std::to_string(micro) + " micro-batches" : "") + " on " +
                         count_of(n, "rank") + ": " + e.what());
     }
@@ -197,9 +116,9 @@ int bench_parallel_command(const std::vector<std::string>& args, std::unique_ptr
   std::string error;
   if (world->rank() == 0) {
     try {
-      PrepareOptions o;
-      o.out_dir = scratch.path();
-      prepare_synthetic(400'000, 1, o);
+      PrepareOptions data;
+      data.out_dir = scratch.path();
+      prepare_synthetic(400'000, 1, data);
     } catch (const std::exception& e) {
       error = std::string("bench: preparing the synthetic corpus failed: ") + e.what();
     }

@@ -17,111 +17,24 @@
 #include "model/decoder_stage.h"
 #include "model/flop_count.h"
 #include "optim/adamw.h"
-#include "cli/cli_args.h"
 #include "train/metrics/device_peak.h"
 
 namespace feast {
-namespace {
 
-constexpr const char* kUsage =
-    "usage: trainer bench [--arch gpt2|llama] [--shapes BxT[,BxT...]] [--warmup N] [--steps N]\n"
-    "                     [--layers L] [--heads H] [--kv-heads H] [--embd C] [--intermediate I]\n"
-    "                     [--vocab V] [--device cpu|cuda] [--dtype auto|fp32|bf16]\n"
-    "Times training steps (zero grads + forward + backward + AdamW) on one device at each shape\n"
-    "(default 4x64,8x256) after warm-up; prints the median ms/step, tokens/s and MFU ((6*N + 6*L*T*C)\n"
-    "per token, N the parameters in matrix products, as llm.c counts) against the measured GEMM\n"
-    "ceiling (sgemm on the CPU; on a GPU a 8192^3 product in the compute dtype, and the datasheet\n"
-    "peak beside it), and on a GPU the peak device memory. The model is\n"
-    "GPT-2 124M (12 layers, 12 heads, 768 channels, vocab 50257) or, with --arch llama, a Llama\n"
-    "of the same depth and width (4 key/value heads, SwiGLU width 2048, vocab 32000, untied\n"
-    "head). Exits non-zero if a loss is not finite or the first loss is not near ln(vocab).\n";
-
-struct Shape {
-  int B, T;
-};
-
-std::vector<Shape> parse_shapes(const std::string& s) {
-  std::vector<Shape> shapes;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    const size_t comma = std::min(s.find(',', pos), s.size());
-    const std::string item = s.substr(pos, comma - pos);
-    const size_t x = item.find('x');
-    int B = 0, T = 0;
-    try {
-      if (x != std::string::npos) {
-        B = std::stoi(item.substr(0, x));
-        T = std::stoi(item.substr(x + 1));
-      }
-    } catch (const std::exception&) {
-    }
-    if (B <= 0 || T <= 0) throw ConfigError("--shapes: '" + item + "' is not BxT (for example 4x64)\n" + kUsage);
-    shapes.push_back({B, T});
-    pos = comma + 1;
-  }
-  return shapes;
-}
-
-int parse_int(const std::string& flag, const std::string& value) { return parse_positive_int(flag, value, kUsage); }
-
-}  // namespace
-
-int bench_command(const std::vector<std::string>& args) {
-  std::vector<Shape> shapes = {{4, 64}, {8, 256}};
-  int warmup = 2, steps = 7;
-  std::string device = "cpu", dtype = "auto";
-  ModelConfig mc = ModelConfig::gpt2_124m();
-  // --arch first: it sets the defaults the other flags override.
-  for (size_t i = 0; i + 1 < args.size(); ++i) {
-    if (args[i] != "--arch") continue;
-    if (args[i + 1] == "llama") {
-      mc.arch = "llama";
-      mc.n_kv_head = 4;
-      mc.intermediate_size = 2048;
-      mc.vocab_size = 32000;
-    } else if (args[i + 1] != "gpt2") {
-      throw ConfigError("bench: --arch '" + args[i + 1] + "': expected gpt2 or llama\n" + kUsage);
-    }
-  }
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    const std::string& v = option_value(args, i,
-                                        {"--arch", "--shapes", "--warmup", "--steps", "--layers", "--heads", "--kv-heads",
-                                         "--embd", "--intermediate", "--vocab", "--device", "--dtype"},
-                                        "bench", kUsage);
-    if (a == "--arch") continue;
-    else if (a == "--shapes") shapes = parse_shapes(v);
-    else if (a == "--warmup") warmup = parse_int(a, v);
-    else if (a == "--steps") steps = parse_int(a, v);
-    else if (a == "--layers") mc.n_layer = parse_int(a, v);
-    else if (a == "--heads") mc.n_head = parse_int(a, v);
-    else if (a == "--kv-heads") mc.n_kv_head = parse_int(a, v);
-    else if (a == "--embd") mc.n_embd = parse_int(a, v);
-    else if (a == "--intermediate") mc.intermediate_size = parse_int(a, v);
-    else if (a == "--vocab") mc.vocab_size = parse_int(a, v);
-    else if (a == "--device") device = v;
-    else if (a == "--dtype") dtype = v;
-  }
-  if (mc.n_embd % mc.n_head != 0)
-    throw ConfigError("bench: --embd " + std::to_string(mc.n_embd) + " must be divisible by --heads " +
-                      std::to_string(mc.n_head));
-  if (mc.n_head % mc.kv_heads() != 0)
-    throw ConfigError("bench: --kv-heads " + std::to_string(mc.kv_heads()) + " must divide --heads " +
-                      std::to_string(mc.n_head));
+int run_step_bench(const StepBenchOptions& o) {
+  const ModelConfig& mc = o.model;
+  const std::vector<BatchShape>& shapes = o.shapes;
+  const int warmup = o.warmup, steps = o.steps;
+  const std::string& device = o.device;
+  const std::string& dtype = o.dtype;
   int max_b = 1, max_t = 1;
-  for (const Shape& s : shapes) {
+  for (const BatchShape& s : shapes) {
     max_b = std::max(max_b, s.B);
     max_t = std::max(max_t, s.T);
   }
   if (max_t > mc.max_seq_len)
     throw ConfigError("bench: --shapes asks for " + std::to_string(max_t) + " tokens per sequence, above the model's " +
                       std::to_string(mc.max_seq_len));
-
-  if (device != "cpu" && device != "cuda") throw ConfigError("bench: --device '" + device + "': expected cpu or cuda\n" + kUsage);
   std::unique_ptr<Backend> backend;
   try {
     backend = make_backend(device, dtype);
@@ -163,7 +76,7 @@ int bench_command(const std::vector<std::string>& args) {
               "max ms", "tokens/s", "GFLOP/s", "MFU", "MFU(sheet)", "peak MiB");
 
   bool ok = true;
-  for (const Shape& s : shapes) {
+  for (const BatchShape& s : shapes) {
     const size_t n = size_t(s.B) * s.T;
     std::vector<int32_t> x(n), y(n);
     std::vector<double> times;

@@ -1,13 +1,27 @@
-// `trainer bench`: times full training steps (zero grads, forward, backward, AdamW) of GPT-2
-// 124M (or a Llama of the same size, --arch llama) on the CPU at fixed shapes and prints
-// ms/step, tokens/s and MFU against the measured single-precision GEMM ceiling, in a fixed table.
+// `trainer bench step` (the default of `trainer bench`): times full training steps (zero grads,
+// forward, backward, AdamW) of one model on one device at fixed shapes and prints ms/step,
+// tokens/s and MFU against the measured GEMM ceiling, in a fixed table.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "model/model_config.h"
+
 namespace feast {
 
-int bench_command(const std::vector<std::string>& args);
+struct BatchShape {
+  int B, T;  // sequences, tokens per sequence
+};
+
+struct StepBenchOptions {
+  std::vector<BatchShape> shapes = {{4, 64}, {8, 256}};
+  int warmup = 2, steps = 7;
+  ModelConfig model = ModelConfig::gpt2_124m();  // n_embd divisible by n_head, n_kv_head dividing n_head
+  std::string device = "cpu", dtype = "auto";
+};
+
+// Exits non-zero (returns 1) if a loss is not finite or the first loss is not near ln(vocab).
+int run_step_bench(const StepBenchOptions& options);
 
 }  // namespace feast

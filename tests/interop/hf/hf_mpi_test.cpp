@@ -36,7 +36,7 @@
 #include "model/kv_cache_decoder.h"
 #include "model/token_sampling.h"
 #include "comm/mpi_world.h"
-#include "cli/export.h"
+#include "tests/support/run_verb.h"
 #include "train/training_run.h"
 
 namespace fs = std::filesystem;
@@ -224,9 +224,9 @@ TEST_P(HfModels, ExportThenReimportIsBitForBit) {
   const bool bf16 = model == "llama3-tiny";
   if (world_rank() == 0) {
     const log::Quiet quiet;
-    EXPECT_EQ(export_command({checkpoint, "--out", dir + "/f32", "--max-shard-size", "40KB"}), 0);
+    EXPECT_EQ(testing::run_verb("export", {checkpoint, "--out", dir + "/f32", "--max-shard-size", "40KB"}), 0);
     if (bf16) {
-      EXPECT_EQ(export_command({checkpoint, "--out", dir + "/bf16", "--dtype", "bfloat16"}), 0);
+      EXPECT_EQ(testing::run_verb("export", {checkpoint, "--out", dir + "/bf16", "--dtype", "bfloat16"}), 0);
     }
     // Every weight of the original folder, with its values (bf16 and fp16 widen exactly to
     // float32). feast writes GPT-2 names with the "transformer." prefix, which a folder saved the

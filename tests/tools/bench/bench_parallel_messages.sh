@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench_parallel_messages.sh TRAINER MPIEXEC: `bench --parallel` says which default layouts it
+# bench_parallel_messages.sh TRAINER MPIEXEC: `bench parallel` says which default layouts it
 # skips and why; --micro-batches gives a row per count with the pipeline formula; an error about
 # a value its user gave names the flag, before anything is measured; and it leaves no temporary
 # data behind when it fails.
@@ -8,7 +8,7 @@ trainer=$1 mpiexec=$2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 tmp=$(dirname "$(mktemp -u)")
 fail() { echo "FAIL: $*"; exit 1; }
-mpi=("$mpiexec" --oversubscribe --bind-to none -np 2 "$trainer" bench --parallel --steps 1 --warmup 1)
+mpi=("$mpiexec" --oversubscribe --bind-to none -np 2 "$trainer" bench parallel --steps 1 --warmup 1)
 
 out=$("${mpi[@]}" --layers 1 --heads 1 --embd 32 2>&1) || fail "the bench failed: ${out: -400}"
 grep -q "bench: skipping tp2pp1dp1 (tp 2 does not divide 1 heads)" <<<"$out" || fail "no skip line for tp2: ${out:0:600}"
@@ -36,7 +36,7 @@ after=$(ls -d "$tmp"/feast_bench_* 2>/dev/null | sort)
 echo "ok: the error names --batch; no temporary data is left"
 
 before=$(ls -d "$tmp"/feast_bench_* 2>/dev/null | sort)
-"$trainer" bench --parallel --steps 500 > interrupted.log 2>&1 &
+"$trainer" bench parallel --steps 500 > interrupted.log 2>&1 &
 pid=$!
 for _ in $(seq 300); do grep -q "^layout" interrupted.log && break; sleep 0.1; done
 sleep 0.5

@@ -1,0 +1,213 @@
+#include "plan/plan_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/formatted.h"
+#include "core/log.h"
+#include "model/flop_count.h"
+
+namespace feast {
+
+namespace {
+
+// A unit for a column of sizes or times, chosen by its largest value so the table stays aligned.
+struct Unit {
+  const char* name;
+  double scale;
+};
+Unit bytes_unit(double largest) {
+  if (largest >= 1024.0 * 1024 * 1024) return {"GiB", 1024.0 * 1024 * 1024};
+  if (largest >= 1024.0 * 1024) return {"MiB", 1024.0 * 1024};
+  return {"KiB", 1024.0};
+}
+Unit time_unit(double largest) {
+  if (largest >= 1) return {"s", 1};
+  if (largest >= 1e-3) return {"ms", 1e-3};
+  return {"us", 1e-6};
+}
+
+std::string human_bytes(double b) {
+  const Unit u = bytes_unit(b);
+  return formatted("%.2f ", b / u.scale) + u.name;
+}
+
+std::string human_seconds(double s) {
+  if (s >= 86400) return formatted("%.1f days", s / 86400);
+  if (s >= 3600) return formatted("%.2f h", s / 3600);
+  if (s >= 60) return formatted("%.1f min", s / 60);
+  if (s >= 1) return formatted("%.2f s", s);
+  return formatted("%.2f ms", s * 1e3);
+}
+
+std::string human_count(double n) {
+  if (n >= 1e9) return formatted("%.2fB", n / 1e9);
+  if (n >= 1e6) return formatted("%.2fM", n / 1e6);
+  if (n >= 1e3) return formatted("%.1fK", n / 1e3);
+  return formatted("%.0f", n);
+}
+
+nlohmann::json to_json(const LayoutEstimate& l, PlanDType dtype, const Config& config) {
+  nlohmann::json j;
+  j["tp"] = l.layout.tp;
+  j["pp"] = l.layout.pp;
+  j["dp"] = l.layout.dp;
+  j["zero_stage"] = l.layout.zero_stage;
+  j["micro_batch_size"] = l.layout.micro_batch_size;
+  j["num_micro_batches"] = l.layout.num_micro_batches;
+  j["schedule"] = config.parallel.schedule;
+  j["dp_sync"] = config.parallel.dp_sync;
+  j["dtype"] = to_string(dtype);
+  j["valid"] = l.valid;
+  j["fits"] = l.fits;
+  if (!l.fits) j["why"] = l.why;
+  if (!l.valid) {
+    j["memory_bytes"] = nullptr;
+    j["time"] = nullptr;
+    return j;
+  }
+  auto memory = [](const PlannedMemory& m) {
+    return nlohmann::json{{"parameters", m.parameters}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
+                          {"activations", m.activations}, {"buffers", m.buffers}, {"total", m.total()}};
+  };
+  j["memory_bytes"] = memory(l.memory);
+  j["memory_bytes_per_stage"] = nlohmann::json::array();
+  for (const PlannedMemory& m : l.stage_memory) j["memory_bytes_per_stage"].push_back(memory(m));
+  j["time"] = {{"compute_s", l.time.compute_s}, {"tp_comm_s", l.time.tp_comm_s}, {"pp_idle_s", l.time.pp_idle_s},
+               {"dp_comm_s", l.time.dp_comm_s}, {"step_s", l.time.step_s()}};
+  j["tokens_per_s"] = l.tokens_per_s;
+  j["efficiency"] = l.efficiency;
+  j["pp_idle_fraction"] = l.pp_idle_fraction;
+  j["inter_node"] = {{"tp", l.tp_inter_node}, {"pp", l.pp_inter_node}, {"dp", l.dp_inter_node}};
+  return j;
+}
+
+void print_table(const std::vector<const LayoutEstimate*>& rows) {
+  double max_mem = 0, max_time = 0;
+  for (const LayoutEstimate* l : rows) {
+    max_mem = std::max(max_mem, l->memory.total());
+    max_time = std::max(max_time, l->time.step_s());
+  }
+  const Unit mu = bytes_unit(max_mem), tu = time_unit(max_time);
+  char line[320];
+  std::snprintf(line, sizeof line, "%4s %3s %3s %4s %4s %5s %4s | %-44s | %-49s |", "#", "tp", "pp", "dp", "zero",
+                "mbs", "m", ("memory per GPU (" + std::string(mu.name) + ")").c_str(),
+                ("time per step (" + std::string(tu.name) + ")").c_str());
+  log::info(line);
+  std::snprintf(line, sizeof line, "%4s %3s %3s %4s %4s %5s %4s | %8s %8s %8s %8s %8s | %9s %9s %9s %9s %9s | %12s %5s %5s",
+                "", "", "", "", "", "", "", "total", "params", "grads", "optim", "activ", "step", "compute",
+                "tp_comm", "pp_idle", "dp_comm", "tokens/s", "E", "idle");
+  log::info(line);
+  int i = 0;
+  for (const LayoutEstimate* l : rows) {
+    const PlannedMemory& m = l->memory;
+    const PlannedTime& t = l->time;
+    std::snprintf(line, sizeof line,
+                  "%4d %3d %3d %4d %4d %5d %4d | %8.2f %8.2f %8.2f %8.2f %8.2f | %9.3f %9.3f %9.3f %9.3f %9.3f | %12.0f "
+                  "%5.2f %5.2f",
+                  ++i, l->layout.tp, l->layout.pp, l->layout.dp, l->layout.zero_stage, l->layout.micro_batch_size,
+                  l->layout.num_micro_batches, m.total() / mu.scale, m.parameters / mu.scale, m.gradients / mu.scale,
+                  m.optimizer / mu.scale, (m.activations + m.buffers) / mu.scale, t.step_s() / tu.scale,
+                  t.compute_s / tu.scale, t.tp_comm_s / tu.scale, t.pp_idle_s / tu.scale, t.dp_comm_s / tu.scale,
+                  l->tokens_per_s, l->efficiency, l->pp_idle_fraction);
+    log::info(line);
+  }
+}
+
+}  // namespace
+
+void print_plan(const Config& config, const PlanRequest& r) {
+  const Cluster& cl = r.options.cluster;
+  const std::vector<LayoutEstimate> layouts = plan_layouts(config, r.options);
+  const PlanDType dtype = r.options.memory.dtype;
+
+  if (r.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const LayoutEstimate& l : layouts) out.push_back(to_json(l, dtype, config));
+    log::info(out.dump(2));
+    return;
+  }
+
+  const ModelConfig& mc = config.model;
+  const int64_t G = global_batch_sequences(config, cl.gpus);
+  const int T = config.training.seq_len;
+  const int nodes = (cl.gpus + cl.gpus_per_node - 1) / cl.gpus_per_node;
+  log::info("plan: " + r.config_path + " on " + std::to_string(cl.gpus) + " GPUs (" + std::to_string(nodes) +
+            (nodes == 1 ? " node" : " nodes") + " of " + std::to_string(cl.gpus_per_node) + ")");
+  log::info("model: " + mc.arch + ", " + std::to_string(mc.n_layer) + " layers, n_embd " + std::to_string(mc.n_embd) +
+            ", " + std::to_string(mc.n_head) + " heads, vocabulary " + std::to_string(mc.vocab_size) + "; N = " +
+            human_count(matmul_parameters(mc)) + " parameters, " +
+            human_count(training_flops_per_token(mc, T)) + " FLOP/token (6N + 6LTC at T = " + std::to_string(T) + ")");
+  log::info("batch: " + std::to_string(G) + " sequences x " + std::to_string(T) + " tokens = " +
+            std::to_string(G * T) + " tokens/step; schedule " + config.parallel.schedule + "; data-parallel sync " +
+            config.parallel.dp_sync);
+  log::info("assumed: " + to_string(dtype) +
+            (dtype == PlanDType::kBf16 ? " (bf16 weights and activations, fp32 gradients, master weights and moments)"
+             : r.options.memory.gpu    ? " (float32 throughout on GPUs)"
+                                       : " (the trainer's CPU path: float32 throughout)") +
+            (r.dtype_given ? "" : " from training.device = \"" + config.training.device + "\", training.dtype = \"" +
+                                    config.training.dtype + "\"") +
+            "; " +
+            human_bytes(cl.gpu_memory) + " per GPU; " + formatted("%.0f", cl.intra_node.bandwidth / 1e9) +
+            " GB/s within a node, " + formatted("%.0f", cl.inter_node.bandwidth / 1e9) + " GB/s between nodes, " +
+            formatted("%.1f", cl.intra_node.latency * 1e6) + " us per message; " + formatted("%.0f", cl.tflops) +
+            " TFLOP/s achieved per GPU (flags override; defaults are H100 SXM-like)");
+  int valid = 0, fit = 0;
+  for (const LayoutEstimate& l : layouts) {
+    valid += l.valid ? 1 : 0;
+    fit += l.fits ? 1 : 0;
+  }
+  log::info("layouts: " + std::to_string(layouts.size()) + " considered, " + std::to_string(valid) +
+            " valid, " + std::to_string(fit) + " fit in " + human_bytes(cl.gpu_memory) +
+            (r.why || fit == int(layouts.size()) ? "" : " (--why lists the others)"));
+  std::vector<const LayoutEstimate*> rows;
+  for (const LayoutEstimate& l : layouts)
+    if (l.fits && int(rows.size()) < r.top) rows.push_back(&l);
+  if (rows.empty()) {
+    const LayoutEstimate* smallest = nullptr;
+    for (const LayoutEstimate& l : layouts)
+      if (l.valid && (!smallest || l.memory.total() < smallest->memory.total())) smallest = &l;
+    log::info(smallest ? "no layout fits: the smallest, " + smallest->layout.name() + ", " + smallest->why
+                       : "no layout is valid for this config on " + std::to_string(cl.gpus) + " GPUs (--why says why)");
+  } else {
+    log::info("");
+    print_table(rows);
+    log::info("  memory: the rank that needs the most (its stage holds the embedding or the head); activ includes "
+              "buffers; E = compute / step; idle = (p-1)/(m+p-1)");
+  }
+  if (r.why) {
+    log::info("");
+    log::info("dropped:");
+    for (const LayoutEstimate& l : layouts)
+      if (!l.fits)
+        log::info("  " + (l.valid ? l.layout.name() : "tp" + std::to_string(l.layout.tp) + " pp" +
+                                                            std::to_string(l.layout.pp) + " dp" +
+                                                            std::to_string(l.layout.dp)) +
+                  ": " + l.why);
+  }
+
+  // Failures: any GPU failing ends the job, so the cluster fails N times as often as one GPU;
+  // checkpointing every sqrt(2 C MTTF) (Young 1974, Daly 2006) minimises the work lost.
+  const double mttf_h = cluster_mttf_hours(r.mttf_hours, cl.gpus), mttf_s = mttf_h * 3600;
+  const double ckpt_bytes = checkpoint_bytes(mc);
+  const bool measured = r.checkpoint_seconds > 0;
+  const double C = measured ? r.checkpoint_seconds : ckpt_bytes / r.checkpoint_bw;
+  const double interval = young_daly_interval_seconds(C, mttf_s);
+  log::info("");
+  log::info("reliability: one GPU's MTTF " + formatted("%.0f", r.mttf_hours) + " h / " + std::to_string(cl.gpus) +
+            " GPUs = cluster MTTF " + human_seconds(mttf_s));
+  log::info("checkpoint: " + human_bytes(ckpt_bytes) + " (fp32 weights, master weights, 2 moments); C = " +
+            human_seconds(C) +
+            (measured ? " (--checkpoint-seconds)"
+                      : " estimated at " + formatted("%.1f", r.checkpoint_bw / 1e9) +
+                            " GB/s (measure it: trainer bench checkpoint --dir DIR, then --checkpoint-seconds)"));
+  std::string steps;
+  if (!rows.empty()) steps = " = every " + formatted("%.0f", std::max(1.0, std::round(interval / rows[0]->time.step_s()))) +
+                             " steps of layout #1";
+  log::info("Young/Daly interval sqrt(2 C MTTF) = " + human_seconds(interval) + steps + "; expected loss " +
+            formatted("%.2f", 100 * (C / interval + interval / (2 * mttf_s))) + "% of the time (C/interval + interval/(2 MTTF))");
+}
+
+}  // namespace feast
