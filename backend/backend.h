@@ -2,8 +2,8 @@
 // backend table is the model), plus the backend's memory, copies and stream. Model code calls
 // only this; it never names a backend. The CPU implementation (backend/cpu/cpu_backend.h) is the
 // readable reference: plain loops plus BLAS, float32, deterministic. A CUDA implementation slots
-// in by implementing this class; tests/backend/backend_ops_test.cpp runs every op of a backend
-// against the float64 reference on odd shapes, so a second backend is tested by adding it there.
+// in by implementing this class; the op table of backend/check/ runs every op of a backend against
+// the float64 reference on odd shapes (the unit tests on the CPU, `trainer check-backend` on a device).
 //
 // Conventions. Operands are TensorViews on the backend's device. Parameters and activations
 // are in compute_dtype(); parameter gradients, optimizer state, norm statistics, the softmax

@@ -5,7 +5,7 @@
 # Stages, in order (each writes <stage>.log in OUT_DIR; the summary table comes last):
 #   probe      what the machine has (GPU, driver, toolkit, CMake, Python, our dependencies)
 #   build      the trainer for this GPU's architecture only (sm_90 on an H200), no tests
-#   ops        trainer check-backend: every op, forward and backward, CUDA against the CPU, fp32 and bf16
+#   ops        trainer check-backend: every op, forward and backward, CUDA against float64, fp32 and bf16
 #              (bf16 attention through cuDNN where built in, then again through feast's own kernels)
 #   train      20 steps of a small GPT-2 and a small Llama on the GPU and on the CPU from the same
 #              initialisation and data: fp32 losses within 1e-4 relative, bf16 within 2e-2
