@@ -39,7 +39,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from sweep import read_json  # noqa: E402  (the sweep's own files, read as it reads them)
+from feast_sweep.results import read_json  # noqa: E402  (the sweep's own files, read as it reads them)
 
 DPI = 100
 SPLIT_PARTS = [("compute_s", "compute", "#4c72b0"), ("tp_comm_s", "tp comm", "#dd8452"),
