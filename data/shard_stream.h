@@ -1,0 +1,66 @@
+// The ShardStream: a token stream (and its loss masks) written to provisional shards as it is
+// produced, then cut into the train and val shards once its end, and so the cut, is known.
+// Internal to data/ (prepare.cpp and the tokenizing pipeline).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/shard.h"
+
+namespace feast::prepare_data {
+
+// Memory holds one shard's tokens and mask, not the corpus: tokens go into provisional shards
+// of max_shard_tokens in a staging folder inside out_dir as they fill. Only when the input ends
+// is the val cut known (it depends on the total and on the document starts); finish() then
+// renames the provisional shards wholly before the cut to train shards, writes the one the cut
+// falls in cut short, and copies the tail into val shards one shard at a time. The files are
+// byte for byte those of splitting the whole token stream at the cut and writing each split in
+// shards of max_shard_tokens. Until finish() clears the earlier output, a failure leaves out_dir
+// as it was (the staging folder is removed).
+class ShardStream {
+ public:
+  ShardStream(const std::filesystem::path& dir, int64_t max_shard_tokens, int64_t vocab_size);
+  ShardStream(const ShardStream&) = delete;
+  ShardStream& operator=(const ShardStream&) = delete;
+  ~ShardStream();
+
+  int64_t size() const { return flushed_ + static_cast<int64_t>(tokens_.size()); }
+  bool has_mask() const { return masked_; }
+
+  // Appends one document's tokens. prompt_tokens >= 0: an instruction example whose first
+  // prompt_tokens tokens do not count in the loss; the first one turns masks on, every token
+  // before it counting.
+  void append(std::span<const int32_t> tokens, int64_t prompt_tokens = -1);
+
+  // Writes the final shards with the first n_train tokens as the train split and the rest as
+  // val, clearing out_dir's earlier shards and meta.json first. Returns meta.json's "train"
+  // and "val" objects.
+  std::pair<nlohmann::json, nlohmann::json> finish(int64_t n_train);
+
+ private:
+  std::string part(size_t k) const;
+  void flush();
+  // Writes tokens [begin, begin + n) of the stream (at most two provisional shards) to path
+  // and its mask; returns the mask's zeros.
+  int64_t copy(int64_t begin, int64_t n, const std::string& path);
+  void add(nlohmann::json& split, const std::string& name) const;
+
+  std::filesystem::path dir_, staging_;
+  int64_t max_, vocab_;
+  TokenWidth width_;
+  bool created_dir_ = false, finished_ = false, masked_ = false;
+  std::vector<int32_t> tokens_;  // the shard being filled
+  std::vector<uint8_t> mask_;    // its mask, while masks are on
+  std::vector<int64_t> sizes_, zeros_;  // per provisional shard: tokens, mask zeros
+  int64_t flushed_ = 0;
+};
+
+}  // namespace feast::prepare_data
