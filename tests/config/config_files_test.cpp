@@ -351,7 +351,7 @@ TEST(ConfigDocs, TablesAreWhatTheKeyTableGenerates) {
   const std::string doc = read_file(FEAST_SOURCE_DIR "/docs/config.md");
   ASSERT_FALSE(doc.empty());
   EXPECT_TRUE(regenerate_config_docs(doc) == doc)
-      << "docs/config.md differs from the key table in config/config.cpp; regenerate it with "
+      << "docs/config.md differs from the key table in config/key_table.cpp; regenerate it with "
          "`./build/trainer print-config --docs docs/config.md > /tmp/config.md && mv /tmp/config.md docs/config.md`";
   // A changed detail shows up: the generator really reads the key table.
   std::string stale = doc;
