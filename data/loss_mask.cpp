@@ -27,7 +27,7 @@ std::string loss_mask_path(const std::string& shard_path) {
   return shard_path + ".mask";
 }
 
-void write_loss_mask(const std::string& path, std::span<const uint8_t> mask) {
+void write_loss_mask(const std::string& path, std::span<const uint8_t> mask, Durability durability) {
   if (mask.size() > static_cast<size_t>(INT32_MAX)) {
     fail(path, "too many entries for one loss mask (" + std::to_string(mask.size()) +
                    "); the header's count is an int32");
@@ -37,7 +37,7 @@ void write_loss_mask(const std::string& path, std::span<const uint8_t> mask) {
     fail(path, "loss-mask entry " + std::to_string(bad - mask.begin()) + " is " + std::to_string(*bad) +
                    "; entries are 0 (not counted in the loss) or 1 (counted)");
   }
-  AtomicFile f(path);
+  AtomicFile f(path, durability);
   std::array<int32_t, kShardHeaderInts> header{};
   header[0] = kLossMaskMagic;
   header[1] = kLossMaskVersion;

@@ -23,7 +23,8 @@ std::string loss_mask_path(const std::string& shard_path);
 
 // Writes path.tmp, then renames it over path (as write_shard does). Throws DataError naming
 // the path and the entry when an entry is neither 0 nor 1.
-void write_loss_mask(const std::string& path, std::span<const uint8_t> mask);
+void write_loss_mask(const std::string& path, std::span<const uint8_t> mask,
+                     Durability durability = Durability::kNow);
 
 // A read-only map of one mask file, validated on open against its token shard: magic, version,
 // file size equal to header + count, and count equal to the shard's token count. Any mismatch

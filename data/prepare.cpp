@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/io/atomic_file.h"
 #include "core/parallel_for.h"
 #include "data/tokenizer/byte_tokenizer.h"
 #include "data/dataset.h"
@@ -215,6 +216,10 @@ PreparedData write_prepared(ShardStream& stream, int64_t n_train, const Tokenize
   meta["shard_version"] = format.version;
   std::tie(meta["train"], meta["val"]) = stream.finish(n_train);
 
+  // The shards were written without a sync each (thousands of small ones would cost two fsyncs
+  // apiece): one sync of their file system puts them on the disk before meta.json, written last,
+  // says the directory is complete.
+  sync_file_system(dir.string());
   write_dataset_meta(dir.string(), meta);
   return from_meta(dir, meta);
 }

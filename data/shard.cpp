@@ -99,13 +99,13 @@ TokenWidth width_for_vocab(int64_t vocab_size) {
   return vocab_size <= 65536 ? TokenWidth::u16 : TokenWidth::u32;
 }
 
-void write_shard(const std::string& path, std::span<const int32_t> tokens, TokenWidth width,
-                 int64_t vocab_size) {
+void write_shard(const std::string& path, std::span<const int32_t> tokens, TokenWidth width, int64_t vocab_size,
+                 Durability durability) {
   if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
     fail(path, "too many tokens for one shard (" + std::to_string(tokens.size()) +
                    "); the header's count is an int32");
   }
-  AtomicFile f(path);
+  AtomicFile f(path, durability);
   std::array<int32_t, kShardHeaderInts> header{};
   const ShardFormat& format = format_for(width);
   header[0] = format.magic;

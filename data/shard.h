@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 
+#include "core/io/atomic_file.h"
 #include "core/io/mapped_file.h"
 
 namespace feast {
@@ -37,11 +38,12 @@ inline const ShardFormat& format_for(TokenWidth w) { return w == TokenWidth::u16
 // The narrowest width that holds every id of a vocabulary of vocab_size tokens.
 TokenWidth width_for_vocab(int64_t vocab_size);
 
-// Writes the shard atomically (core/io/atomic_file.h): a reader never sees half of one.
-// Throws DataError naming the path and the token if an id is negative, does not fit width, or
-// (when vocab_size > 0) is >= vocab_size: the range check of prepared data happens here.
+// Writes the shard atomically (core/io/atomic_file.h): a reader never sees half of one; on the
+// disk now, or with Durability::kByCaller when the caller syncs the file system. Throws
+// DataError naming the path and the token if an id is negative, does not fit width, or (when
+// vocab_size > 0) is >= vocab_size: the range check of prepared data happens here.
 void write_shard(const std::string& path, std::span<const int32_t> tokens, TokenWidth width,
-                 int64_t vocab_size = 0);
+                 int64_t vocab_size = 0, Durability durability = Durability::kNow);
 
 // What a full pass over tokens [begin, end) of a shard found.
 struct TokenScan {

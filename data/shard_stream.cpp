@@ -65,7 +65,8 @@ void ShardStream::append(std::span<const int32_t> tokens, int64_t prompt_tokens)
   if (prompt_tokens >= 0 && !masked_) {
     masked_ = true;
     for (size_t k = 0; k < sizes_.size(); ++k) {
-      write_loss_mask(loss_mask_path(part(k)), std::vector<uint8_t>(static_cast<size_t>(sizes_[k]), 1));
+      write_loss_mask(loss_mask_path(part(k)), std::vector<uint8_t>(static_cast<size_t>(sizes_[k]), 1),
+                      Durability::kByCaller);
     }
     mask_.assign(tokens_.size(), 1);
   }
@@ -128,8 +129,8 @@ std::string ShardStream::part(size_t k) const { return (staging_ / shard_name("p
 void ShardStream::flush() {
   if (tokens_.empty()) return;
   const std::string path = part(sizes_.size());
-  write_shard(path, tokens_, width_, vocab_);
-  if (masked_) write_loss_mask(loss_mask_path(path), mask_);
+  write_shard(path, tokens_, width_, vocab_, Durability::kByCaller);
+  if (masked_) write_loss_mask(loss_mask_path(path), mask_, Durability::kByCaller);
   sizes_.push_back(static_cast<int64_t>(tokens_.size()));
   zeros_.push_back(std::count(mask_.begin(), mask_.end(), uint8_t{0}));
   flushed_ += static_cast<int64_t>(tokens_.size());
@@ -153,8 +154,8 @@ int64_t ShardStream::copy(int64_t begin, int64_t n, const std::string& path) {
     }
     done += m;
   }
-  write_shard(path, tokens_, width_, vocab_);
-  if (masked_) write_loss_mask(loss_mask_path(path), mask_);
+  write_shard(path, tokens_, width_, vocab_, Durability::kByCaller);
+  if (masked_) write_loss_mask(loss_mask_path(path), mask_, Durability::kByCaller);
   return std::count(mask_.begin(), mask_.end(), uint8_t{0});
 }
 

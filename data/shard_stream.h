@@ -1,6 +1,7 @@
 // The ShardStream: a token stream (and its loss masks) written to provisional shards as it is
 // produced, then cut into the train and val shards once its end, and so the cut, is known.
-// Internal to data/ (prepare.cpp and the tokenizing pipeline).
+// Files are written without a sync each (Durability::kByCaller): prepare.cpp syncs their file
+// system once before meta.json. Internal to data/ (prepare.cpp and the tokenizing pipeline).
 #pragma once
 
 #include <cstddef>

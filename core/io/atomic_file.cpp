@@ -19,7 +19,8 @@ std::string reason(int err) { return std::strerror(err); }
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), temporary_(path_ + ".tmp") {
+AtomicFile::AtomicFile(std::string path, Durability durability)
+    : path_(std::move(path)), temporary_(path_ + ".tmp"), durability_(durability) {
   fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0)
     throw Error(temporary_ + ": cannot open for writing: " + reason(errno) +
@@ -55,7 +56,7 @@ void AtomicFile::commit() {
   FEAST_CHECK(fd_ >= 0, path_ << ": committed twice");
   // The data reaches the disk before the rename publishes it: a crash leaves the old file or
   // the whole new one.
-  if (::fsync(fd_) != 0) {
+  if (durability_ == Durability::kNow && ::fsync(fd_) != 0) {
     const int err = errno;
     discard();
     throw Error(temporary_ + ": fsync failed: " + reason(err));
@@ -66,6 +67,14 @@ void AtomicFile::commit() {
   if (closed != 0) {
     std::remove(temporary_.c_str());
     throw Error(temporary_ + ": close failed: " + reason(close_err));
+  }
+  if (durability_ == Durability::kByCaller) {
+    if (std::rename(temporary_.c_str(), path_.c_str()) != 0) {
+      const int err = errno;
+      std::remove(temporary_.c_str());
+      throw Error("cannot rename " + temporary_ + " to " + path_ + ": " + reason(err));
+    }
+    return;
   }
   try {
     rename_durably(temporary_, path_);
@@ -88,6 +97,15 @@ void sync_path(const std::string& path, bool directory) {
   const int err = errno;
   ::close(fd);
   if (rc != 0) throw Error(path + ": fsync failed: " + reason(err));
+}
+
+void sync_file_system(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open to sync: " + reason(errno));
+  const int rc = ::syncfs(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw Error(path + ": syncfs failed: " + reason(err));
 }
 
 void rename_durably(const std::string& from, const std::string& to) {

@@ -12,10 +12,16 @@
 
 namespace feast {
 
+// When the bytes reach the disk. kNow: at commit (fsync of the file, then of its folder).
+// kByCaller: the commit only renames; the caller writes many files (a dataset's thousands of
+// shards) and syncs their file system once (sync_file_system) before it publishes what refers
+// to them, which costs one call instead of two fsyncs per file.
+enum class Durability { kNow, kByCaller };
+
 class AtomicFile {
  public:
   // Creates the temporary (truncating one a crash left behind).
-  explicit AtomicFile(std::string path);
+  explicit AtomicFile(std::string path, Durability durability = Durability::kNow);
   // Not committed: the temporary is removed and the path left as it was.
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
@@ -32,6 +38,7 @@ class AtomicFile {
   void discard() noexcept;
 
   std::string path_, temporary_;
+  Durability durability_;
   int fd_ = -1;
 };
 
@@ -44,5 +51,8 @@ void rename_durably(const std::string& from, const std::string& to);
 
 // fsync of a file or a folder; throws Error naming it.
 void sync_path(const std::string& path, bool directory);
+
+// Flushes everything written to the file system that holds `path` (syncfs), folders included.
+void sync_file_system(const std::string& path);
 
 }  // namespace feast
