@@ -193,4 +193,6 @@ std::string format_shape(const std::vector<int64_t>& shape) {
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 
+double checkpoint_bytes(const ParamTable& table) { return 16.0 * double(table.total_numel()); }
+
 }  // namespace feast

@@ -124,6 +124,11 @@ class CheckpointWeights {
 // disk) until called again with false.
 void fail_checkpoint_writes_for_testing(bool fail);
 
+// The bytes of a checkpoint of the model `table` describes: float32 weights, master weights and
+// both moments of every logical element (docs/checkpoint-format.md); the weights alone, which
+// `trainer export` writes in float32, are a quarter of it.
+double checkpoint_bytes(const ParamTable& table);
+
 // "(384, 64)", "(64,)": a shape as messages and `trainer inspect` write it.
 std::string format_shape(const std::vector<int64_t>& shape);
 

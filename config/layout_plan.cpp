@@ -11,26 +11,39 @@ namespace {
 
 std::string n(long long v) { return std::to_string(v); }
 
+// "1, 3 or 9": the tensor-parallel degrees that split the model's heads, MLP and vocabulary.
+std::string allowed_tp(const ModelConfig& m) {
+  std::vector<std::string> values;
+  for (int tp = 1; tp <= m.n_head; ++tp)
+    if (m.n_head % tp == 0 && m.kv_heads() % tp == 0 && m.mlp_width() % tp == 0 && m.padded_vocab() % tp == 0)
+      values.push_back(n(tp));
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == values.size() ? " or " : ", ") + values[i];
+  return out;
+}
+
 }  // namespace
 
 LayoutPlan plan_layout(const Config& c, int world_size) {
   const ParallelConfig& p = c.parallel;
   const ModelConfig& m = c.model;
   const int tp = p.tp, pp = p.pp;
+  const std::string choose = "; parallel.tp can be " + allowed_tp(m) + " for this model";
   if (m.n_head % tp != 0)
     throw ConfigError("parallel.tp = " + n(tp) + " does not divide model.n_head = " + n(m.n_head) +
-                      ": tensor parallelism splits whole attention heads (" + c.where("parallel.tp") + ")");
+                      ": tensor parallelism splits whole attention heads (" + c.where("parallel.tp") + ")" + choose);
   if (m.kv_heads() % tp != 0)
     throw ConfigError("parallel.tp = " + n(tp) + " does not divide model.n_kv_head = " + n(m.kv_heads()) +
                       ": tensor parallelism splits whole key/value heads (" + c.where("parallel.tp") + ", " +
-                      "model.n_kv_head at " + c.where("model.n_kv_head") + ")");
+                      "model.n_kv_head at " + c.where("model.n_kv_head") + ")" + choose);
   if (m.mlp_width() % tp != 0)
     throw ConfigError("parallel.tp = " + n(tp) + " does not divide the MLP width " + n(m.mlp_width()) +
                       (m.intermediate_size > 0 ? " (model.intermediate_size)" : " (the family's default width)") +
-                      " (" + c.where("parallel.tp") + ")");
+                      " (" + c.where("parallel.tp") + ")" + choose);
   if (m.padded_vocab() % tp != 0)
     throw ConfigError("parallel.tp = " + n(tp) + " does not divide the padded vocabulary " + n(m.padded_vocab()) +
-                      " (model.vocab_size = " + n(m.vocab_size) + " rounded up to a multiple of 128)");
+                      " (model.vocab_size = " + n(m.vocab_size) + " rounded up to a multiple of 128)" + choose);
   if (pp > m.n_layer)
     throw ConfigError("parallel.pp = " + n(pp) + " stages but model.n_layer = " + n(m.n_layer) +
                       ": every stage needs at least one layer (" + c.where("parallel.pp") + ")");

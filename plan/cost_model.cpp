@@ -410,6 +410,5 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
   return out;
 }
 
-double checkpoint_bytes(const ModelConfig& model) { return 16.0 * double(decoder_param_table(model).total_numel()); }
 
 }  // namespace feast

@@ -131,8 +131,5 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
 // tokens/s, then the ones that do not fit, then the refused ones.
 std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions& options);
 
-// Bytes of a checkpoint of the model: float32 weights, master weights and both moments of every
-// logical element (docs/checkpoint-format.md).
-double checkpoint_bytes(const ModelConfig& model);
 
 }  // namespace feast

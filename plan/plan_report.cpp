@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_file.h"
 #include "core/formatted.h"
 #include "core/log.h"
+#include "model/architecture.h"
 #include "model/flop_count.h"
 
 namespace feast {
@@ -27,11 +29,6 @@ Unit time_unit(double largest) {
   if (largest >= 1) return {"s", 1};
   if (largest >= 1e-3) return {"ms", 1e-3};
   return {"us", 1e-6};
-}
-
-std::string human_bytes(double b) {
-  const Unit u = bytes_unit(b);
-  return formatted("%.2f ", b / u.scale) + u.name;
 }
 
 std::string human_seconds(double s) {
@@ -191,7 +188,7 @@ void print_plan(const Config& config, const PlanRequest& r) {
   // Failures: any GPU failing ends the job, so the cluster fails N times as often as one GPU;
   // checkpointing every sqrt(2 C MTTF) (Young 1974, Daly 2006) minimises the work lost.
   const double mttf_h = cluster_mttf_hours(r.mttf_hours, cl.gpus), mttf_s = mttf_h * 3600;
-  const double ckpt_bytes = checkpoint_bytes(mc);
+  const double ckpt_bytes = checkpoint_bytes(decoder_param_table(mc));
   const bool measured = r.checkpoint_seconds > 0;
   const double C = measured ? r.checkpoint_seconds : ckpt_bytes / r.checkpoint_bw;
   const double interval = young_daly_interval_seconds(C, mttf_s);

@@ -8,9 +8,12 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/formatted.h"
+#include "core/plural.h"
 #include "core/io/atomic_file.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "checkpoint/checkpoint_file.h"
 #include "train/checkpointing.h"
 #include "config/config_agreement.h"
 #include "train/fault_injection.h"
@@ -129,6 +132,14 @@ TrainSummary train_in(const Config& config, const LayoutPlan& plan, std::unique_
     log::info("already at step " + std::to_string(run.state().step) + " of training.steps = " +
               std::to_string(tc.steps) + "; nothing to train");
   const bool checkpoints = config.checkpoint.interval > 0;
+  // What saves will cost on disk, said before the first one: a stop always saves, and a model of
+  // a hundred million parameters writes gigabytes each time.
+  const double save_bytes = checkpoint_bytes(run.stage().table().logical());
+  log::info("checkpoint: a save writes " + human_bytes(save_bytes) + " (weights, master weights and both moments) to " +
+            config.checkpoint.dir + (checkpoints ? " every " + count_of(config.checkpoint.interval, "step") : " when a run stops early") +
+            "; checkpoint.keep = " + std::to_string(config.checkpoint.keep) + " keeps up to " +
+            human_bytes(save_bytes * config.checkpoint.keep) + "; `trainer export` writes the weights alone (" +
+            human_bytes(save_bytes / 4) + ")");
   CheckpointSaver saver(run, config);
   double train_seconds = 0;
   const Timer training_wall;  // elapsed and ETA count from the first step

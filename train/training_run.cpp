@@ -83,13 +83,16 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
   omp_set_num_threads(threads);
   set_wait_policy(choose_wait_policy(sharing, threads));
   inferred_ = {w.size(), layout.dp(), plan_.micro_batches, threads, threads_from};
-  // The whole config is a hundred lines: the run directory keeps it (config.toml), and the screen
-  // gets it only when asked for.
-  if (config.logging.verbose || config.logging.dir.empty() || purpose_ == RunPurpose::kEvaluate)
+  // The whole config is a hundred lines: a training run's directory keeps it (config.toml), and
+  // the screen gets it only when asked for. An evaluation writes no directory: print-config shows it.
+  if (config.logging.verbose)
     log::info("resolved config (inferred values marked):\n" + to_toml(with_inferred_values(config, inferred_)));
-  else
+  else if (purpose_ == RunPurpose::kTrain)
     log::info("resolved config: " + config.logging.dir + "/config.toml (every key, inferred values marked; "
               "logging.verbose prints it here)");
+  else
+    log::info("resolved config: `trainer print-config` with the same arguments prints it (every key, inferred "
+              "values marked; logging.verbose prints it here)");
 
   const int B = config.parallel.micro_batch_size, T = tc.seq_len, m = plan_.micro_batches;
   const StageSpec spec = plan_.stage_of(world_rank);
@@ -285,7 +288,14 @@ void TrainingRun::report_start() {
              : wait_policy() == WaitPolicy::kSpin ? "communication waits spin (a core per thread); "
                                                   : "communication waits back off (ranks share cores); ") +
             backend_->name() + " backend");
-  if (val_sampler_ && config_.training.eval_interval > 0 && config_.training.eval_batches > 0) {
+  // A validation split of a few windows gives a val_loss of a few examples: said, as it is rarely meant.
+  constexpr int64_t kFewWindows = 32;
+  if (val_sampler_ && val_sampler_->num_windows() < kFewWindows) {
+    log::info("data: warning: data.val holds only " + count_of(val_sampler_->num_windows(), "window") + " of " +
+              std::to_string(T + 1) + " tokens (" + count_of(val_data_->total_tokens(), "token") +
+              "): val_loss will measure that few examples and move with each of them; give data.val more data "
+              "(prepare-data --val-fraction) or leave it out");
+  } else if (val_sampler_ && config_.training.eval_interval > 0 && config_.training.eval_batches > 0) {
     const int64_t needed = int64_t{config_.training.eval_batches} * layout.dp() * m * B;
     if (val_sampler_->num_windows() < needed)
       log::info("data: warning: data.val holds " + count_of(val_sampler_->num_windows(), "window") + " of " +

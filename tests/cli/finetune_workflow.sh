@@ -60,6 +60,9 @@ for family in gpt2 llama; do
   one=$("$trainer" eval "$config" "${common[@]}" "${eval_args[@]}" --set parallel.tp=1 --set parallel.pp=1 \
         --set "checkpoint.resume=$run/checkpoints")
   grep -E "^eval: weights of the checkpoint at step 6" <<<"$one"
+  # The resolved config is named, not printed (it is a hundred lines), and nothing says "starting fresh".
+  grep -q '^resolved config: `trainer print-config` with the same arguments prints it' <<<"$one"
+  if grep -qE '^\[model\]|starting fresh' <<<"$one"; then echo "eval printed the config or 'starting fresh'"; exit 1; fi
   four=$("${mpi[@]}" -np 4 "$trainer" eval "$config" "${common[@]}" "${eval_args[@]}" --set parallel.tp=2 \
          --set parallel.pp=2 --set "checkpoint.resume=$run/checkpoints")
   a=$(val_loss "$one") b=$(val_loss "$four")
@@ -70,6 +73,11 @@ for family in gpt2 llama; do
   "$trainer" export "$run/checkpoints" --out "$work/$family-export"
   for f in config.json model.safetensors; do test -f "$work/$family-export/$f"; done
   ls "$work/$family-export"/tokenizer* > /dev/null
+  # Files training does not change travel with the export as they are (sampling defaults, chat
+  # template, the tokenizer's own files).
+  for f in generation_config.json tokenizer_config.json special_tokens_map.json; do
+    cmp "$model/$f" "$work/$family-export/$f" || { echo "FAIL: the export's $f differs from $model's"; exit 1; }
+  done
   again=$("$trainer" eval "$config" "${common[@]}" "${eval_args[@]}" --set parallel.tp=1 --set parallel.pp=1 \
           --set "model.init_from=$work/$family-export" --set checkpoint.resume=never)
   c=$(val_loss "$again")
