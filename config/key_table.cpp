@@ -202,7 +202,10 @@ const std::vector<KeyDesc>& keys() {
        "reported next to the dense exchange"},
 
       {FEAST_KEY(training, steps), at_least(1), "optimizer steps to run",
-       "optimizer steps to run"},
+       "optimizer steps to run; also the length of the learning-rate schedule (warm-up, then decay to "
+       "`min_lr` at this step). Raising it to extend a finished run resumes from its last checkpoint "
+       "and stretches the schedule, so the rate jumps back up at the resumed step: the run says so "
+       "at resume, with the rate before and after"},
       {FEAST_KEY(training, batch_size), at_least(0), "global batch in sequences; 0 = derived",
        "global batch in sequences per step; 0 = `dp * num_micro_batches * micro_batch_size`. When set, "
        "each data-parallel rank runs `batch_size / (dp * micro_batch_size)` micro-batches (it must "

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "optim/lr_schedule.h"
 #include "comm/agreement.h"
 
 namespace fs = std::filesystem;
@@ -108,6 +109,39 @@ std::vector<std::string> checkpoint_candidates(const Config& config, bool& expli
 
 namespace {
 
+// A warning when the learning-rate schedule of `config` is not the one the checkpoint's run
+// followed (training.steps raised to extend a finished run, say): the schedule is a function of
+// the step and these keys, so the rate jumps at the resumed step. "" when they agree or the file
+// stores no config.
+std::string schedule_change(const Config& config, const CheckpointMeta& meta, const std::string& path, int64_t step) {
+  if (meta.config.empty()) return "";
+  Config saved;
+  try {
+    saved = parse_saved_config(meta.config, path + " (stored config)");
+  } catch (const ConfigError&) {
+    return "";
+  }
+  std::vector<std::string> changed;
+  for (const char* key : {"training.steps", "training.lr", "training.min_lr", "training.warmup_steps",
+                          "training.lr_schedule"}) {
+    const std::string theirs = config_value(saved, key), mine = config_value(config, key);
+    if (theirs != mine) changed.push_back(std::string(key) + " " + theirs + " in the checkpoint's run, " + mine + " here");
+  }
+  if (changed.empty()) return "";
+  const LrSchedule before = lr_schedule_of(saved.training), now = lr_schedule_of(config.training);
+  char rates[200];
+  if (step >= before.steps)  // the run that saved it had finished its schedule
+    std::snprintf(rates, sizeof rates, "step %lld runs at lr %.3g, where that run's schedule ended at %.3g",
+                  static_cast<long long>(step + 1), learning_rate(now, step), learning_rate(before, before.steps - 1));
+  else
+    std::snprintf(rates, sizeof rates, "step %lld runs at lr %.3g, where that run would have used %.3g",
+                  static_cast<long long>(step + 1), learning_rate(now, step), learning_rate(before, step));
+  std::string list;
+  for (const std::string& c : changed) list += (list.empty() ? "" : "; ") + c;
+  return "checkpoint: warning: the learning-rate schedule is not the one the checkpoint's run followed (" + list +
+         "): it follows this config from here on, so " + rates + " (docs/config.md, training.steps)";
+}
+
 std::string join_lines(const std::vector<std::string>& lines, const std::string& separator = "\n") {
   std::string s;
   for (size_t i = 0; i < lines.size(); ++i) s += (i ? separator : "") + lines[i];
@@ -206,7 +240,8 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
   const std::vector<std::string> files = split_lines(broadcast_string(world, listing, 0));
   if (files.empty()) {
     if (config.checkpoint.resume == "auto")
-      log::info("checkpoint: none in " + config.checkpoint.dir + "; starting fresh");
+      log::info("checkpoint: none in " + config.checkpoint.dir +
+                (run.purpose() == RunPurpose::kTrain ? "; starting fresh" : ""));
     return std::nullopt;
   }
   // Every rank must see the files rank 0 listed: otherwise each would fail to open them, and
@@ -294,6 +329,8 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
     const std::string layout = broadcast_string(world, meta.layout, 0);  // optional for other tools' files
     log::info("checkpoint: resumed from " + path + " at step " + std::to_string(s.step) + " (saved at " +
               (layout.empty() ? "a layout the file does not record" : layout) + ")");
+    if (run.purpose() == RunPurpose::kTrain && world.rank() == 0)
+      if (const std::string change = schedule_change(config, meta, path, s.step); !change.empty()) log::info(change);
     if (position[3] != 0 && position[3] != global)
       log::info("checkpoint: warning: the global batch changes from " + std::to_string(position[3]) + " to " +
                 std::to_string(global) + " sequences; later steps see other data than the interrupted run would have");

@@ -14,6 +14,11 @@
 
 namespace feast {
 
+// The learning-rate schedule the training keys describe.
+inline LrSchedule lr_schedule_of(const TrainingConfig& t) {
+  return {t.lr, t.min_lr, t.warmup_steps, t.steps, t.lr_schedule};
+}
+
 struct TrainingState {
   int64_t step = 0;         // optimizer steps taken; the next step to run (0-based)
   int64_t tokens_seen = 0;  // training tokens consumed by those steps, over all ranks
@@ -26,7 +31,7 @@ struct TrainingState {
   int64_t data_step() const { return step; }
   // The learning rate of the next step.
   double learning_rate(const TrainingConfig& t) const {
-    return feast::learning_rate(LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps, t.lr_schedule}, step);
+    return feast::learning_rate(lr_schedule_of(t), step);
   }
 };
 

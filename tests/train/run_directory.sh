@@ -4,6 +4,8 @@
 #  1. with logging.dir unset, a run gets runs/<config name>-<UTC time> of its own, printed at
 #     start, holding config.toml (inferred values marked), command.txt, train.log, metrics.jsonl
 #     and status "finished at step 2"; a second run gets another directory;
+#     an unfinished run is continued by the same command; extending a finished one (training.steps
+#     raised) warns that the learning-rate schedule changes at the resumed step;
 #  2. a fresh run into a directory with an earlier run's metrics.jsonl moves it aside and says so;
 #  3. a run into a directory another run is using is refused, and the first run is unharmed;
 #  4. a failing run's status says "failed: ...";
@@ -42,7 +44,17 @@ dir3=$(sed -n 's/^run directory: \([^ ]*\) .*/\1/p' stop.log)
 grep -q "^run directory: $dir3 (logging.dir unset: continuing the unfinished run" cont.log || fail "not continued: $(grep 'run directory' cont.log)"
 grep -q "resumed from $dir3/checkpoints/step_00000002.h5 at step 2" cont.log || fail "not resumed at step 2"
 [[ $(cat "$dir3/status") == "finished at step 4" ]] || fail "status after continuing: $(cat "$dir3/status")"
+grep -q "learning-rate schedule is not" cont.log && fail "the same schedule was reported as changed"
 echo "ok: an unfinished run is continued in its directory ($dir3)"
+
+# Extending a finished run (training.steps raised) resumes it and says the schedule changed.
+ext=("${run[@]}" --set checkpoint.interval=2 --set logging.dir=extended --set checkpoint.dir=extended/ckpt)
+"${ext[@]}" --set training.steps=2 > ext1.log 2>&1 || fail "run to extend: $(tail -3 ext1.log)"
+"${ext[@]}" --set training.steps=4 > ext2.log 2>&1 || fail "extending run: $(tail -3 ext2.log)"
+grep -q "resumed from extended/ckpt/step_00000002.h5 at step 2" ext2.log || fail "the extension did not resume"
+grep -q "warning: the learning-rate schedule is not the one the checkpoint's run followed (training.steps 2 in the checkpoint's run, 4 here)" ext2.log ||
+  fail "no schedule-change warning: $(grep -m2 checkpoint: ext2.log)"
+echo "ok: extending a finished run says its schedule changed"
 
 "${run[@]}" --set training.steps=2 --set logging.dir=shared --set checkpoint.resume=never > a.log 2>&1 || fail "shared 1"
 "${run[@]}" --set training.steps=3 --set logging.dir=shared --set checkpoint.resume=never > b.log 2>&1 || fail "shared 2"
