@@ -40,8 +40,6 @@ CheckpointMeta meta_of(TrainingRun& run, const Config& config) {
   return m;
 }
 
-// The [model] keys whose values differ between the checkpoint's config and this one, one line
-// each; empty when the stored config cannot be read (the tensor shapes are compared anyway).
 }  // namespace
 
 std::vector<std::string> model_differences(const Config& config, const CheckpointMeta& meta, const std::string& path) {
@@ -63,10 +61,6 @@ std::vector<std::string> model_differences(const Config& config, const Checkpoin
   }
   return out;
 }
-
-namespace {
-
-}  // namespace
 
 bool may_resume(const Config& config) {
   return config.checkpoint.resume != "never" && (config.checkpoint.resume != "auto" || !config.checkpoint.dir.empty());

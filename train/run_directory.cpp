@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <vector>
 
@@ -51,9 +52,47 @@ std::string fresh_run_dir(const Config& config) {
   return dir;
 }
 
+// How the run whose resolved config.toml `dir` holds differs from this one in what makes it
+// another run: its model (initialisation aside: init_from counts, since a resume would carry
+// that run's weights on) or its data. One "key = theirs there, mine here" per difference; empty
+// when they agree, or when there is no earlier config.toml or it cannot be read (an older
+// version's, a hand-edited one: nothing to go by).
+std::vector<std::string> another_runs_differences(const Config& config, const std::string& dir) {
+  const fs::path saved_path = fs::path(dir) / "config.toml";
+  std::error_code ec;
+  // A resolved config is a few kB; anything else (a device, a huge file) is not one to read.
+  if (!fs::is_regular_file(saved_path, ec) || fs::file_size(saved_path, ec) > (1u << 20)) return {};
+  std::ifstream in(saved_path);
+  if (!in) return {};
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Config saved;
+  try {
+    saved = parse_saved_config(text, saved_path.string());
+  } catch (const ConfigError&) {
+    return {};
+  }
+  const auto path_of = [](const Config& c, const std::string& key) -> const std::string& {
+    return key == "data.train" ? c.data.train : key == "data.val" ? c.data.val : c.model.init_from;
+  };
+  // config.toml holds paths absolute; this run's are compared the same way.
+  const auto absolute = [](const std::string& p) { return p.empty() ? p : fs::absolute(p).lexically_normal().string(); };
+  std::vector<std::string> out;
+  for (const std::string& key : config_keys()) {
+    if (key == "data.train" || key == "data.val" || key == "model.init_from") {
+      const std::string theirs = absolute(path_of(saved, key)), mine = absolute(path_of(config, key));
+      if (theirs != mine) out.push_back(key + " = \"" + theirs + "\" there, \"" + mine + "\" here");
+    } else if (key.starts_with("model.") && key != "model.init_std" && key != "model.tokenizer") {
+      const std::string theirs = config_value(saved, key), mine = config_value(config, key);
+      if (theirs != mine) out.push_back(key + " = " + theirs + " there, " + mine + " here");
+    }
+  }
+  return out;
+}
+
 // The newest earlier run of this config (logging.dir unset) that did not finish and left a
 // complete checkpoint: a rerun of the same command continues it, as after a preemption or a
-// crash. "" when there is none.
+// crash. "" when there is none, or when that run was of another model or data (the same config
+// file with other --set values): this run then gets a new directory.
 std::string unfinished_run(const Config& config) {
   if (config.checkpoint.resume != "auto" || !config.checkpoint.dir.empty()) return "";
   const std::regex name(std::regex_replace(stem_of(config), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
@@ -68,7 +107,8 @@ std::string unfinished_run(const Config& config) {
     std::string status;
     std::getline(in, status);
     if (status.starts_with("finished")) continue;
-    if (!CheckpointStore(default_checkpoint_dir(dir)).complete().empty()) return dir;
+    if (CheckpointStore(default_checkpoint_dir(dir)).complete().empty()) continue;
+    return another_runs_differences(config, dir).empty() ? dir : "";
   }
   return "";
 }
@@ -138,6 +178,17 @@ RunDirectory::RunDirectory(Config& config, Communicator& world) : rank0_(world.r
           throw Error("logging.dir " + dir + " is in use by another run that is still going (it holds " + dir +
                       "/.lock; a run on a node that crashed may hold it until its lease expires); give this run "
                       "another logging.dir, or leave it unset for a directory of its own");
+        // Another model or other data in a directory an earlier run left: its checkpoints would
+        // be resumed (or refused), its metrics, status and TensorBoard curves mixed with this
+        // run's. Refused before anything in it is touched.
+        if (const std::vector<std::string> diff = another_runs_differences(config, dir); !diff.empty()) {
+          std::string list;
+          for (const std::string& d : diff) list += (list.empty() ? "" : "; ") + d;
+          throw Error("logging.dir " + dir + " holds an earlier run of another model or data (its config.toml: " + list +
+                      "); its checkpoints, metrics and TensorBoard files would mix with this run's. Give this run "
+                      "a logging.dir of its own (or leave it unset for a new directory per run), or move " + dir +
+                      " away first");
+        }
       } else {
         dir = unfinished_run(config);
         if (!dir.empty() && lock_dir(dir, lock_fd_)) {

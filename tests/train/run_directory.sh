@@ -7,7 +7,9 @@
 #     an unfinished run is continued by the same command; extending a finished one (training.steps
 #     raised) warns that the learning-rate schedule changes at the resumed step;
 #  2. a fresh run into a directory with an earlier run's metrics.jsonl moves it aside and says so;
-#  3. a run into a directory another run is using is refused, and the first run is unharmed;
+#  3. a run into a directory another run is using is refused, and the first run is unharmed; a
+#     run of another model or data into one an earlier run left is refused and the directory
+#     left as it was (with logging.dir unset it gets a new directory instead);
 #  4. a failing run's status says "failed: ...";
 #  5. an unusable checkpoint.dir stops a run before its first step, naming it; a run given the
 #     checkpoint.dir of a live run is refused, and the live run's checkpoints are unharmed; the
@@ -78,6 +80,27 @@ echo "ok: a directory in use is refused; the running job is unharmed"
   --set training.warmup_steps=0 > failing.log 2>&1 && fail "a non-finite run exited 0"
 grep -q '^failed: step 2: loss .*not finite' failing/status || fail "status of a failed run: $(cat failing/status)"
 echo "ok: a failed run's status says so"
+
+# Another model or other data into a directory an earlier run left is refused, untouched; with
+# logging.dir unset, an unfinished run of another model is not continued but a new one begun.
+"${run[@]}" --set training.steps=2 --set logging.dir=taken > taken.log 2>&1 || fail "run into taken/"
+"${run[@]}" --set training.steps=2 --set logging.dir=taken --set model.n_layer=2 > other_model.log 2>&1 &&
+  fail "a run of another model into taken/ was not refused"
+grep -q "logging.dir taken holds an earlier run of another model or data (its config.toml: model.n_layer = 4 there, 2 here)" \
+  other_model.log || fail "another model's refusal: $(grep -m1 error other_model.log)"
+"${run[@]}" --set training.steps=2 --set logging.dir=taken --set data.val=taken.log > other_data.log 2>&1 &&
+  fail "a run on other data into taken/ was not refused"
+grep -q 'data.val = "[^"]*/val_\*.bin" there, "[^"]*/taken.log" here' other_data.log ||
+  fail "other data's refusal: $(grep -m1 error other_data.log)"
+[[ $(cat taken/status) == "finished at step 2" ]] || fail "the earlier run's status was touched: $(cat taken/status)"
+(( $(grep -c '=== run started' taken/train.log) == 1 )) || fail "the refused runs wrote into taken/train.log"
+"${cont[@]}" --set training.exit_at_step=2 > stop2.log 2>&1 || fail "stopping run 2: $(tail -3 stop2.log)"
+stopped=$(sed -n 's/^run directory: \([^ ]*\) .*/\1/p' stop2.log)
+"${cont[@]}" --set model.n_layer=2 > fresh.log 2>&1 || fail "run of another model: $(tail -3 fresh.log)"
+grep -q "^run directory: $stopped " fresh.log && fail "another model continued the unfinished run in $stopped"
+grep -q "^run directory: runs/demo-.* (logging.dir unset: a new directory for this run)" fresh.log ||
+  fail "no new directory: $(grep 'run directory' fresh.log)"
+echo "ok: another model or data is refused an earlier run's directory, or given a new one"
 
 touch notadir
 "${run[@]}" --set training.steps=4 --set logging.dir=ckfile --set checkpoint.interval=2 --set checkpoint.dir=notadir \
