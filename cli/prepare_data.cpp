@@ -136,7 +136,12 @@ int run_prepare_data(const Args& args, const VerbContext&) {
      << "/meta.json";
   if (d.entropy_floor) {
     os << "\nprepare-data: entropy floor " << *d.entropy_floor << " nats/token (unigram "
-       << *d.unigram_entropy << "): the lowest loss any model can reach on this data";
+       << *d.unigram_entropy << "): the lowest expected loss any model can reach, over endless text of this chain";
+    if (d.val_floor)
+      os << "\nprepare-data: on the validation split itself the chain scores " << *d.val_floor
+         << " nats/token (spread " << *d.val_floor_stddev
+         << " per token): a val_loss over n of its tokens scatters by about spread / sqrt(n) around that, so it may "
+            "end a little below the floor";
   }
   log::info(os.str());
   return 0;

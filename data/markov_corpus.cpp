@@ -2,7 +2,9 @@
 // and computes its entropy rate from the stationary distribution over contexts.
 #include "data/markov_corpus.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -80,6 +82,35 @@ std::string MarkovCorpus::generate(int64_t n) const {
     text[i] = kAlphabet[cur];
   }
   return text;
+}
+
+MarkovCorpus::Score MarkovCorpus::score(std::string_view text, int64_t from) const {
+  int index[256];
+  std::fill(std::begin(index), std::end(index), -1);
+  for (int a = 0; a < kAlphabetSize; ++a) index[static_cast<unsigned char>(kAlphabet[a])] = a;
+  const int s = successors_;
+  double sum = 0, sum_sq = 0;
+  int64_t count = 0;
+  for (int64_t i = std::max<int64_t>(from, 2); i < static_cast<int64_t>(text.size()); ++i) {
+    const int prev = index[static_cast<unsigned char>(text[i - 2])], cur = index[static_cast<unsigned char>(text[i - 1])],
+              next = index[static_cast<unsigned char>(text[i])];
+    FEAST_CHECK(prev >= 0 && cur >= 0 && next >= 0, "MarkovCorpus::score: character " << i << " is not of the alphabet");
+    const int c = prev * kAlphabetSize + cur;
+    int k = 0;
+    while (k < s && next_[c * s + k] != next) ++k;
+    FEAST_CHECK(k < s, "MarkovCorpus::score: character " << i << " cannot follow its context: not this chain's text");
+    const double loss = -std::log(prob_[c * s + k]);
+    sum += loss;
+    sum_sq += loss * loss;
+    ++count;
+  }
+  Score score;
+  score.count = count;
+  if (count == 0) return score;
+  const auto n = static_cast<double>(count);
+  score.mean = sum / n;
+  score.stddev = std::sqrt(std::max(0.0, sum_sq / n - score.mean * score.mean));
+  return score;
 }
 
 void MarkovCorpus::compute_entropies() {

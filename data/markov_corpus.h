@@ -36,6 +36,16 @@ class MarkovCorpus {
 
   int successors() const { return successors_; }
 
+  // What the chain itself scores on the characters text[from:] of a text it generated: the mean
+  // and the standard deviation over those characters of -ln p(c_i | c_{i-2}, c_{i-1}). The
+  // entropy rate is this mean's expectation over endless text; on a finite split (a validation
+  // set) the mean scatters around it, so a model's loss there can fall a little below the rate.
+  struct Score {
+    double mean = 0, stddev = 0;
+    int64_t count = 0;
+  };
+  Score score(std::string_view text, int64_t from) const;
+
  private:
   static constexpr int kContexts = kAlphabetSize * kAlphabetSize;
   static constexpr int kStartContext = 0;  // "aa"

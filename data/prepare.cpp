@@ -82,6 +82,10 @@ PreparedData from_meta(const fs::path& dir, const json& meta) {
     d.entropy_floor = meta["entropy_floor_nats"].get<double>();
     d.unigram_entropy = meta.at("unigram_entropy_nats").get<double>();
   }
+  if (meta.contains("val_floor_nats")) {
+    d.val_floor = meta["val_floor_nats"].get<double>();
+    d.val_floor_stddev = meta.at("val_floor_stddev_nats").get<double>();
+  }
   // Directories prepared before tokenizers and masks existed lack these keys.
   d.tokenizer_kind = meta.value("tokenizer", std::string(ByteTokenizer::kName));
   d.tokenizer_folder = meta.value("tokenizer_folder", std::string());
@@ -325,7 +329,14 @@ PreparedData prepare_synthetic(int64_t num_tokens, uint64_t seed, const PrepareO
   constexpr size_t kPiece = size_t{1} << 24;
   for (size_t at = 0; at < text.size(); at += kPiece)
     stream.append(tok.tokenizer->encode(std::string_view(text).substr(at, kPiece)));
-  const json extra = {{"entropy_floor_nats", corpus.entropy_rate()}, {"unigram_entropy_nats", corpus.unigram_entropy()}};
+  json extra = {{"entropy_floor_nats", corpus.entropy_rate()}, {"unigram_entropy_nats", corpus.unigram_entropy()}};
+  // The floor on the validation split itself: a val_loss is measured on these tokens, not on
+  // endless text, and may fall a little below the entropy rate.
+  if (n_train < num_tokens) {
+    const MarkovCorpus::Score val = corpus.score(text, n_train);
+    extra["val_floor_nats"] = val.mean;
+    extra["val_floor_stddev_nats"] = val.stddev;
+  }
   return write_prepared(stream, n_train, tok, options, params, extra);
 }
 

@@ -42,6 +42,9 @@ struct PreparedData {
   int64_t train_tokens = 0;
   int64_t val_tokens = 0;
   std::optional<double> entropy_floor;    // nats/token; synthetic data only
+  // What the chain itself scores on the validation split, and the per-token spread of that score
+  // (synthetic data with a validation split; absent in directories prepared before it existed).
+  std::optional<double> val_floor, val_floor_stddev;
   std::optional<double> unigram_entropy;  // nats/token; synthetic data only
   bool reused = false;                    // out_dir already held this; nothing was written
   // Text inputs: what was tokenized and what was left out, one line per file left out or

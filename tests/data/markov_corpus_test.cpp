@@ -59,6 +59,38 @@ TEST(MarkovCorpus, EntropyRateMatchesEmpiricalEstimate) {
   }
 }
 
+// The chain's own score of its text: its mean over a long text is the entropy rate, its mean
+// over a short split scatters around it by about stddev / sqrt(n), and text the chain cannot
+// have written is refused.
+TEST(MarkovCorpus, ScoreOfItsOwnTextConvergesToTheEntropyRate) {
+  const MarkovCorpus corpus(1);
+  const std::string text = corpus.generate(2'000'000);
+  const MarkovCorpus::Score all = corpus.score(text, 0);
+  EXPECT_EQ(all.count, 2'000'000 - 2);
+  EXPECT_NEAR(all.mean, corpus.entropy_rate(), 0.01);
+  EXPECT_GT(all.stddev, 0.1);
+  // The last 100,000 characters: a sample mean, within 4 standard errors of the rate, and the
+  // same as the mean of the scores of each character computed from `all`'s decomposition.
+  const MarkovCorpus::Score tail = corpus.score(text, 1'900'000);
+  EXPECT_EQ(tail.count, 100'000);
+  EXPECT_NEAR(tail.mean, corpus.entropy_rate(), 4 * tail.stddev / std::sqrt(100'000.0));
+  const MarkovCorpus::Score head = corpus.score(text.substr(0, 1'900'000), 0);
+  EXPECT_NEAR((head.mean * static_cast<double>(head.count) + tail.mean * 100'000.0) / static_cast<double>(all.count),
+              all.mean, 1e-9);
+  // After any context exactly `successors` characters of the alphabet can follow; any other,
+  // or a character outside the alphabet, is not this chain's text.
+  int accepted = 0;
+  for (const char c : MarkovCorpus::kAlphabet) {
+    try {
+      corpus.score(text.substr(0, 500) + c, 499);
+      ++accepted;
+    } catch (const std::exception&) {
+    }
+  }
+  EXPECT_EQ(accepted, corpus.successors());
+  EXPECT_THROW(corpus.score(std::string(10, 'a') + "\x01", 0), std::exception);
+}
+
 // The last character alone narrows the next one to `successors` choices, so the entropy given
 // one character of context lies between the floor and ln(successors): the demo's first phase.
 TEST(MarkovCorpus, LastCharacterChoosesTheSuccessorSet) {

@@ -131,11 +131,17 @@ TEST(Prepare, SyntheticRecordsTheEntropyFloor) {
   EXPECT_EQ(bytes_of(d.train_shards) + bytes_of(d.val_shards), corpus.generate(20'000));
   ASSERT_TRUE(d.entropy_floor.has_value());
   EXPECT_DOUBLE_EQ(*d.entropy_floor, corpus.entropy_rate());
+  // The floor on the validation split itself: the chain's score of its 1,000 tokens.
+  ASSERT_TRUE(d.val_floor.has_value() && d.val_floor_stddev.has_value());
+  const MarkovCorpus::Score val = corpus.score(corpus.generate(20'000), 19'000);
+  EXPECT_DOUBLE_EQ(*d.val_floor, val.mean);
+  EXPECT_DOUBLE_EQ(*d.val_floor_stddev, val.stddev);
 
   const PreparedData again = prepare_synthetic(20'000, 4, o);
   EXPECT_TRUE(again.reused);
   ASSERT_TRUE(again.entropy_floor.has_value());
   EXPECT_DOUBLE_EQ(*again.entropy_floor, corpus.entropy_rate());
+  EXPECT_EQ(again.val_floor, d.val_floor);
   EXPECT_FALSE(prepare_synthetic(20'000, 5, o).reused);
 }
 
