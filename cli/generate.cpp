@@ -9,6 +9,7 @@
 
 #include "checkpoint/checkpoint_file.h"
 #include "checkpoint/checkpoint_store.h"
+#include "interop/hf/generation_config.h"
 #include "interop/hf/hf_weights.h"
 #include "interop/hf/safetensors_model.h"
 #include "core/error.h"
@@ -66,7 +67,8 @@ int run_generate(const Args& args, const VerbContext&) {
   sampling.temperature = args.number("--temperature", sampling.temperature);
   sampling.top_k = int(args.integer("--top-k", sampling.top_k));
   sampling.top_p = args.number("--top-p", sampling.top_p);
-  const bool bos = args.flag("--bos"), ignore_eos = args.flag("--ignore-eos"), print_ids = args.flag("--ids");
+  const bool bos = args.flag("--bos"), ignore_eos = args.flag("--ignore-eos"), print_ids = args.flag("--ids"),
+             show_special = args.flag("--special");
   if (prompt.has_value() == prompt_ids.has_value())
     throw ConfigError("generate: give exactly one of --prompt TEXT and --prompt-ids LIST (trainer generate --help)");
   validate_sampling_options(sampling);
@@ -155,13 +157,25 @@ int run_generate(const Args& args, const VerbContext&) {
   KvCacheDecoder decoder(model, source, int(std::min<int64_t>(model.max_seq_len, int64_t(context.size()) + max_new)));
   saved.reset();  // the decoder holds its own copy of the weights now
 
-  const std::optional<int32_t> eos = tokenizer && !ignore_eos ? tokenizer->eos_id() : std::nullopt;
+  // Generation stops at the tokenizer's end-of-text token and at every token the model folder's
+  // generation_config.json names (a chat model's end-of-turn marker among them), as
+  // transformers' generate() does.
+  std::vector<int32_t> stop;
+  if (!ignore_eos) {
+    if (tokenizer && tokenizer->eos_id()) stop.push_back(*tokenizer->eos_id());
+    try {
+      for (const std::string& folder : {model.init_from, found_folder})
+        for (const int32_t id : hf_stop_token_ids(folder)) stop.push_back(id);
+    } catch (const DataError& e) {
+      throw ConfigError(std::string("generate: ") + e.what() + " (--ignore-eos generates without stop tokens)");
+    }
+  }
   std::vector<int32_t> generated;
   std::vector<float> logits = decoder.forward(context);
   for (int k = 0; k < max_new; ++k) {
     const int32_t next = sample_token(logits, sampling, uint64_t(k));
     generated.push_back(next);
-    if (eos && next == *eos) break;
+    if (std::find(stop.begin(), stop.end(), next) != stop.end()) break;
     if (decoder.position() >= model.max_seq_len) {
       log::note("generate: stopped after " + std::to_string(generated.size()) +
                  " tokens: the context (model.max_seq_len) is full");
@@ -180,6 +194,9 @@ int run_generate(const Args& args, const VerbContext&) {
     }
     std::printf("%s\n", line.c_str());
   } else {
+    // Special tokens (the stop token, chat markers) are structure, not text: left out unless
+    // asked for, as Hugging Face's decode(skip_special_tokens=True) leaves them.
+    if (!show_special) std::erase_if(all, [&](int32_t id) { return tokenizer->is_special(id); });
     const std::string text = tokenizer->decode(all);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);
@@ -200,7 +217,8 @@ Verb generate_verb() {
   cl.synopsis =
       "trainer generate CONFIG.toml [--set section.key=value ...]\n"
       "                        (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]\n"
-      "                        [--temperature T] [--top-k K] [--top-p P] [--seed S] [--bos] [--ignore-eos] [--ids]";
+      "                        [--temperature T] [--top-k K] [--top-p P] [--seed S] [--bos] [--ignore-eos]\n"
+      "                        [--special] [--ids]";
   cl.description =
       "Continues the prompt with the configured model on one process, with a key/value cache. Weights:\n"
       "the checkpoint checkpoint.resume names (or the newest in checkpoint.dir), else model.init_from.";
@@ -215,7 +233,9 @@ Verb generate_verb() {
       {"--top-k", ValueKind::kInteger, "K", "sample among the K most likely tokens (default 0: all)", {}, 0},
       {"--top-p", ValueKind::kNumber, "P", "sample within the smallest set of probability >= P (default 1)"},
       {"--seed", ValueKind::kInteger, "S", "seed of the draws (default training.seed)", {}, 0, 9.007199254740992e15},
-      {"--ignore-eos", ValueKind::kFlag, "", "go on past the end-of-text token (default: stop there)"},
+      {"--ignore-eos", ValueKind::kFlag, "",
+       "go on past the stop tokens (end-of-text; generation_config.json's eos_token_id)"},
+      {"--special", ValueKind::kFlag, "", "print special tokens (end-of-text, chat markers) in the text"},
       {"--ids", ValueKind::kFlag, "", "print ids (space-separated) instead of text"},
   };
   cl.epilogue =

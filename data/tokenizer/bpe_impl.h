@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,6 +64,7 @@ struct BpeTokenizer::Impl {
   AddedTokenSplitter raw_split, normalized_split;
   int64_t size = 0;
   std::optional<int32_t> eos, bos;
+  std::unordered_set<int32_t> special_ids;  // added tokens marked special
 
   // Words seen before: real text repeats a small set of words, so most pieces are a lookup.
   mutable std::mutex cache_mutex;

@@ -174,6 +174,7 @@ void BpeTokenizer::Impl::set_added_tokens(const std::vector<AddedToken>& tokens)
   for (const AddedToken& t : tokens) {
     if (static_cast<size_t>(t.id) >= token_bytes.size()) token_bytes.resize(t.id + 1);
     token_bytes[t.id] = t.content;
+    if (t.special) special_ids.insert(t.id);
     // Normalized tokens are matched after the normalizer ran, so their content is normalized too.
     if (!t.normalized) {
       raw.push_back(t);
@@ -345,7 +346,11 @@ BpeTokenizer BpeTokenizer::from_vocab_and_merges(const std::string& vocab_json, 
     }
     for (const std::string& name : specials) {
       const auto it = by_content.find(name);
-      if (it != by_content.end()) add(AddedToken{name, it->second, true, false, false, false, false});
+      if (it == by_content.end()) continue;
+      // A special token added_tokens.json listed already (as a plain added token) is special.
+      for (AddedToken& a : added)
+        if (a.content == name) a.special = true;
+      add(AddedToken{name, it->second, true, false, false, false, false});
     }
     m.set_added_tokens(added);
     m.set_special_ids(config_json, by_content, /*gpt2_defaults=*/true);

@@ -274,5 +274,8 @@ std::string BpeTokenizer::decode(std::span<const int32_t> ids) const {
 int64_t BpeTokenizer::vocab_size() const { return impl_->size; }
 std::optional<int32_t> BpeTokenizer::eos_id() const { return impl_->eos; }
 std::optional<int32_t> BpeTokenizer::bos_id() const { return impl_->bos; }
+bool BpeTokenizer::is_special(int32_t id) const {
+  return impl_->special_ids.contains(id) || id == impl_->eos || id == impl_->bos;
+}
 
 }  // namespace feast

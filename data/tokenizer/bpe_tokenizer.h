@@ -43,6 +43,7 @@ class BpeTokenizer final : public Tokenizer {
   std::string decode(std::span<const int32_t> ids) const override;
   std::optional<int32_t> eos_id() const override;
   std::optional<int32_t> bos_id() const override;
+  bool is_special(int32_t id) const override;
 
  private:
   struct Impl;

@@ -28,6 +28,7 @@ class ByteTokenizer final : public Tokenizer {
   // No special tokens: documents are simply concatenated.
   std::optional<int32_t> eos_id() const override { return std::nullopt; }
   std::optional<int32_t> bos_id() const override { return std::nullopt; }
+  bool is_special(int32_t) const override { return false; }
 };
 
 }  // namespace feast

@@ -366,6 +366,12 @@ std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids) const {
 int64_t SentencePieceTokenizer::vocab_size() const { return impl_->size; }
 std::optional<int32_t> SentencePieceTokenizer::eos_id() const { return impl_->eos; }
 std::optional<int32_t> SentencePieceTokenizer::bos_id() const { return impl_->bos; }
+bool SentencePieceTokenizer::is_special(int32_t id) const {
+  const Impl& m = *impl_;
+  if (id == m.eos || id == m.bos) return true;
+  if (const auto it = m.added.find(id); it != m.added.end()) return it->second.special;
+  return id >= 0 && id < m.pieces && (m.model.IsControl(id) || m.model.IsUnknown(id));
+}
 bool SentencePieceTokenizer::splits_at_newlines() const { return impl_->chunk_bytes > 0; }
 void SentencePieceTokenizer::set_chunk_bytes(size_t bytes) {
   if (impl_->chunk_bytes > 0) impl_->chunk_bytes = std::max<size_t>(bytes, 1);

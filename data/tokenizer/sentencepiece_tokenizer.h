@@ -42,6 +42,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string decode(std::span<const int32_t> ids) const override;
   std::optional<int32_t> eos_id() const override;
   std::optional<int32_t> bos_id() const override;
+  bool is_special(int32_t id) const override;
 
   // Whether long runs of text are encoded in chunks cut before a '\n' (only when that gives the
   // same ids as one call: identity normalization that keeps whitespace, no piece holding '\n',

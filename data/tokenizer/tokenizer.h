@@ -43,6 +43,10 @@ class Tokenizer {
   // tokenizer has them.
   virtual std::optional<int32_t> eos_id() const = 0;
   virtual std::optional<int32_t> bos_id() const = 0;
+  // Whether `id` is a special token (end-of-text, BOS, chat markers such as <|im_end|>: added
+  // tokens marked special, the EOS and BOS tokens, SentencePiece's control and unknown pieces):
+  // what Hugging Face's decode(skip_special_tokens=True) leaves out.
+  virtual bool is_special(int32_t id) const = 0;
 };
 
 // The tokenizer of a Hugging Face model folder (or of a path to one of its files):

@@ -95,7 +95,7 @@ for family in gpt2 llama; do
   [[ $all_ids == "$prompt_ids "* ]] || { echo "--ids does not start with the prompt's ids"; exit 1; }
   [[ $(wc -w <<<"$all_ids") -eq $(( $(wc -w <<<"$prompt_ids") + 8 )) ]]
   new_ids=${all_ids#"$prompt_ids "}
-  text=$("${gen[@]}" --prompt "$prompt" --max-new-tokens 8 --temperature 0 --ignore-eos)
+  text=$("${gen[@]}" --prompt "$prompt" --max-new-tokens 8 --temperature 0 --ignore-eos --special)
   expected=$(echo "$all_ids" | "$trainer" tokenize --tokenizer "$work/$family-export" --decode)
   [[ $text == "$expected" ]] || { echo "generate's text differs from its ids decoded"; exit 1; }
   sampled=$("${gen[@]}" --prompt "Question 3" --max-new-tokens 8 --temperature 0.7 --top-k 5 --top-p 0.9 --ignore-eos --ids)

@@ -122,6 +122,33 @@ TEST(Tokenizer, ByteLevelContinuationsAreTheirEncoding) {
   EXPECT_EQ(bytes.encode_continuation(" 4\xff"), (Ids{32, 52, 255}));
 }
 
+// Which tokens are special, as the fixtures were made (make_hf_fixtures.py): added with
+// special=True (<|endoftext|>, <|pad|>, Llama 3's <|eot_id|>), or SentencePiece's control and
+// unknown pieces; an added token that is not special (<|user|>) and ordinary text are not.
+TEST(Tokenizer, SpecialTokensAreThoseHuggingFaceSkips) {
+  const auto single = [](const Tokenizer& tok, const std::string& text) {
+    const Ids ids = tok.encode(text);
+    EXPECT_EQ(ids.size(), 1u) << text;
+    return ids.empty() ? -1 : ids[0];
+  };
+  const auto gpt2 = load_tokenizer(kTokenizers + "/bpe-gpt2");
+  EXPECT_TRUE(gpt2->is_special(single(*gpt2, "<|endoftext|>")));
+  EXPECT_TRUE(gpt2->is_special(single(*gpt2, "<|pad|>")));
+  EXPECT_FALSE(gpt2->is_special(single(*gpt2, "<|user|>")));
+  for (const int32_t id : gpt2->encode("hello world, special tokens")) EXPECT_FALSE(gpt2->is_special(id)) << id;
+  const auto llama3 = load_tokenizer(kTokenizers + "/bpe-llama3");
+  EXPECT_TRUE(llama3->is_special(single(*llama3, "<|eot_id|>")));
+  EXPECT_TRUE(llama3->is_special(*llama3->bos_id()));
+  for (const int32_t id : llama3->encode("hello world")) EXPECT_FALSE(llama3->is_special(id)) << id;
+  const auto sp = load_tokenizer(kTokenizers + "/sentencepiece");
+  EXPECT_TRUE(sp->is_special(*sp->bos_id()));
+  EXPECT_TRUE(sp->is_special(*sp->eos_id()));
+  EXPECT_TRUE(sp->is_special(0));  // <unk>
+  for (const int32_t id : sp->encode("hello world")) EXPECT_FALSE(sp->is_special(id)) << id;
+  const ByteTokenizer bytes;
+  for (int32_t id = 0; id < ByteTokenizer::kVocabSize; ++id) EXPECT_FALSE(bytes.is_special(id));
+}
+
 TEST(LoadTokenizer, ByteIsTheDefault) {
   for (const std::string name : {"", "byte"}) {
     const auto tok = load_tokenizer(name);
