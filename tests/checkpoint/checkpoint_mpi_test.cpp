@@ -364,6 +364,10 @@ TEST(Checkpoint, AnotherModelIsRefusedWithTheDifferences) {
   Config other = make_config("gpt2", Layout{2, 2, 2, 1}, dir);
   other.model.n_layer = 6;
   other.model.n_embd = 128;
+  // Its own run directory (the run directory refuses another model first, tests/train/
+  // run_directory.sh); what is tested here is the checkpoint's own check, met when a run's
+  // checkpoint.dir holds another model's checkpoints.
+  other.logging.dir = dir + "/other_run";
   const std::string msg = error_of<ConfigError>(other);
   EXPECT_NE(msg.find("was saved for another run"), std::string::npos) << msg;
   EXPECT_NE(msg.find("model.n_layer: 4 in the checkpoint, 6 configured"), std::string::npos) << msg;

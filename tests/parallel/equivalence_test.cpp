@@ -105,7 +105,9 @@ Config base_config(const std::string& model_name, int batch) {
   c.parallel.bucket_mb = 0.05;  // several buckets per stage, so bucketing is exercised
   c.data.train = data_dir() + "/train_*.bin";
   c.data.val = data_dir() + "/val_*.bin";
-  c.logging.dir = data_dir() + "/run";  // every rank's: a job's ranks see one checkpoint.dir
+  // Every rank's, one per model: a job's ranks see one checkpoint.dir, and a run directory
+  // refuses a run of another model.
+  c.logging.dir = data_dir() + "/run_" + model_name;
   c.logging.interval = 1000;
   return c;
 }
@@ -136,7 +138,8 @@ const Reference& reference(const std::string& model_name, int batch) {
   };
   const log::Quiet quiet;  // the test prints one line per run, not each run's progress
   Config c = base_config(model_name, batch);
-  c.logging.dir = data_dir() + "/reference_" + std::to_string(world_rank());  // every rank runs it, at once
+  // Every rank runs it, at once, each in its own directory.
+  c.logging.dir = data_dir() + "/reference_" + model_name + "_" + std::to_string(world_rank());
   r.outcome.summary = train(c, make_self_communicator(), hooks);
   return r;
 }

@@ -81,7 +81,9 @@ Config config(const ModelConfig& model, int tp, int pp, Sync sync) {
   c.training.threads = 1;
   c.data.train = data_dir() + "/train_*.bin";
   c.data.val = data_dir() + "/val_*.bin";
-  c.logging.dir = data_dir() + "/run";  // every rank's: a job's ranks see one checkpoint.dir
+  // Every rank's, one per model: a job's ranks see one checkpoint.dir, and a run directory
+  // refuses a run of another model.
+  c.logging.dir = data_dir() + "/run_" + model.arch + "_v" + std::to_string(model.vocab_size);
   c.logging.interval = 1000;
   c.logging.tensorboard = false;
   c.checkpoint.resume = "never";
