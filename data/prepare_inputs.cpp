@@ -19,6 +19,7 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 
 bool is_jsonl(const std::string& path) { return ends_with(path, ".jsonl") || ends_with(path, ".jsonl.gz"); }
+bool is_json_array(const std::string& path) { return ends_with(path, ".json") || ends_with(path, ".json.gz"); }
 
 InputFile::InputFile(const std::string& path) : path_(path) {
   if (ends_with(path, ".gz")) {

@@ -18,6 +18,9 @@ namespace feast::prepare_data {
 bool ends_with(const std::string& s, const std::string& tail);
 
 bool is_jsonl(const std::string& path);
+// Whether `path` names a JSON file (.json, .json.gz): an array of the records a JSON Lines file
+// holds one per line (what `datasets`' to_json(lines=False) and many instruction sets ship).
+bool is_json_array(const std::string& path);
 
 // A plain or gzip file (by name) read in blocks; raw_offset() counts the bytes as stored.
 class InputFile {
@@ -40,7 +43,7 @@ class InputFile {
 
 struct Document {
   uint32_t file = 0;
-  int64_t line = 0;       // 1-based line of a JSON Lines file; 0: a whole text file
+  int64_t line = 0;       // 1-based line of a JSON Lines file, or record of a JSON array; 0: a text file
   std::string text;       // the file's contents, or the JSON line
   int64_t raw_bytes = 0;  // input bytes as stored it accounts for (progress)
 };

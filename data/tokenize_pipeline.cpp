@@ -8,6 +8,8 @@
 #include <thread>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/parallel_for.h"
 #include "data/prepare_inputs.h"
@@ -37,6 +39,8 @@ class Tokenizing {
       int64_t accounted = 0;
       if (is_jsonl(files_[f])) {
         read_lines(f, in, accounted);
+      } else if (is_json_array(files_[f])) {
+        read_array(f, in, accounted);
       } else {
         Document d{f, 0, {}, 0};
         // A plain file in one allocation: its size, plus room for the read that finds the end.
@@ -88,6 +92,32 @@ class Tokenizing {
     }
   }
 
+  // Splits a JSON file, an array of records, into its records, one document each (each is
+  // checked as a JSON Lines line is). Anything but an array is refused: read as text, it would
+  // train on its braces and quotes without a word.
+  void read_array(uint32_t f, InputFile& in, int64_t& accounted) {
+    const std::string& path = files_[f];
+    std::string text;
+    while (in.read_into(text, 1 << 20) > 0) {
+    }
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    const std::string expected =
+        "prepare-data reads a .json file as a JSON array of records, {\"text\": ...} or {\"prompt\": ..., "
+        "\"completion\": ...}, and a .jsonl file as one record per line; to train on the file as plain text, "
+        "give it another extension";
+    if (j.is_discarded()) throw DataError("prepare-data: " + path + ": not valid JSON; " + expected);
+    if (!j.is_array())
+      throw DataError("prepare-data: " + path + ": a JSON " + j.type_name() + ", not an array of records; " + expected);
+    for (size_t i = 0; i < j.size(); ++i) {
+      Document d{f, static_cast<int64_t>(i) + 1, j[i].dump(), 0};
+      // Progress: the file's bytes spread over its records.
+      d.raw_bytes = static_cast<int64_t>((i + 1) * static_cast<size_t>(in.raw_offset()) / j.size() -
+                                         i * static_cast<size_t>(in.raw_offset()) / j.size());
+      accounted += d.raw_bytes;
+      push(std::move(d));
+    }
+  }
+
   void push(Document d) {
     batch_bytes_ += d.text.size();
     batch_.push_back(std::move(d));
@@ -114,7 +144,11 @@ class Tokenizing {
         // Appended, not path + ":" + line: GCC 12 warns (-Wrestrict) on that concatenation inlined.
         std::string where = path;
         if (d.line > 0) {
-          where += ':';
+          if (is_json_array(path)) {
+            where += ": record ";
+          } else {
+            where += ':';
+          }
           where += std::to_string(d.line);
         }
         e.error = where + ": " + e.error;

@@ -149,6 +149,36 @@ TEST(PrepareJsonl, ABadLineNamesFileLineAndProblem) {
   }
 }
 
+// A .json file is an array of the records a .jsonl file holds one per line: read the same way,
+// and anything else refused rather than trained on as text (braces, quotes and all).
+TEST(PrepareJsonl, AJsonArrayIsReadAsRecordsAndAnythingElseIsRefused) {
+  TempDir dir;
+  std::ofstream(dir.file("sft.json")) << R"([{"prompt": "Q: 2+2?", "completion": " 4"},)" << "\n"
+                                      << R"( {"text": "plain text", "id": 3}])";
+  std::ofstream(dir.file("sft.jsonl")) << R"({"prompt": "Q: 2+2?", "completion": " 4"})" << "\n"
+                                       << R"({"text": "plain text", "id": 3})" << "\n";
+  const PreparedData a = prepare_text({dir.file("sft.json")}, PrepareOptions{dir.file("a"), 0.2});
+  const PreparedData b = prepare_text({dir.file("sft.jsonl")}, PrepareOptions{dir.file("b"), 0.2});
+  EXPECT_EQ(bytes_of(a.train_shards) + bytes_of(a.val_shards), "Q: 2+2? 4plain text");
+  EXPECT_EQ(a.instruction_examples, 1);
+  EXPECT_EQ(a.documents, 2);
+  EXPECT_EQ(masks_of(a.train_shards), masks_of(b.train_shards));
+  EXPECT_EQ(a.masked_tokens, b.masked_tokens);
+
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {R"({"text": "an object"})", "sft_bad.json: a JSON object, not an array of records; prepare-data reads a .json file"},
+      {"plain words, not JSON", "sft_bad.json: not valid JSON; prepare-data reads a .json file as a JSON array"},
+      {R"([{"text": "fine"}, {"body": "x"}])", R"(sft_bad.json: record 2: has no "text" field)"},
+  };
+  for (const auto& [content, what] : refused) {
+    std::ofstream(dir.file("sft_bad.json"), std::ios::trunc) << content;
+    const std::string msg =
+        error_of([&] { prepare_text({dir.file("sft_bad.json")}, PrepareOptions{dir.file("c"), 0.2}); });
+    EXPECT_NE(msg.find(what), std::string::npos) << content << " -> " << msg;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("c/meta.json")));
+  }
+}
+
 TEST(PrepareJsonl, GzipLinesReadLikePlainOnes) {
   TempDir dir;
   const std::string text = std::string(R"({"prompt": "p", "completion": "c"})") + "\n" + R"({"text": "t"})" + "\n";
