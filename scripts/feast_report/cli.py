@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from .comm import report_comm
-from .figures import plot_loss_curves
+from .figures import loss_curves_figure
 from .page import Report
 from .runs import Run, Sweep
 from .scaling import report_scaling
@@ -36,10 +36,16 @@ from .systems import report_systems
 from .tables import run_table
 
 
+def runs_figures(runs, stem=""):
+    """(file name, caption, build) of the pictures of loose runs or of a sweep of no known kind."""
+    name = f"{stem}_loss_curves.png" if stem else "loss_curves.png"
+    return [(name, "loss curves", lambda: loss_curves_figure(runs, "training loss"))]
+
+
 def report_runs(rep, runs):
     s = rep.section("Runs")
     s["tables"].append(run_table("custom", runs))
-    rep.picture(s, lambda: plot_loss_curves(runs, rep.out, "loss_curves.png", "training loss"), "loss curves")
+    rep.pictures(s, runs_figures(runs))
 
 
 def classify(path):
@@ -83,8 +89,7 @@ def main(argv):
             else:
                 s = rep.section(f"Sweep: {sweep.name}", sweep.description)
                 s["tables"].append(run_table("custom", sweep.runs))
-                rep.picture(s, lambda: plot_loss_curves(sweep.finished(), out, f"{sweep.name}_loss_curves.png",
-                                                        "training loss"), "loss curves")
+                rep.pictures(s, runs_figures(sweep.finished(), sweep.name))
         elif kind == "run":
             loose.append(Run(path))
         elif kind == "comm":

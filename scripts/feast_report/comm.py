@@ -14,7 +14,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .figures import Skip, new_figure, save
+from .figures import Skip, log_axes, new_figure
 
 
 def parse_comm(path):
@@ -165,20 +165,42 @@ def fit_alpha_beta(sizes, times):
     return max(alpha, 0.0), max(beta, 1e-30)
 
 
-def plot_comm_time(rows, fit_reported, out, stem):
+def timed_rows(rows):
+    """The rows of the plain collectives (not the all-reduce algorithms) with a size and a time."""
+    return [r for r in rows if r["bytes"] and r["time_s"] and not r["algorithm"]]
+
+
+def collective_groups(rows):
+    groups = {}
+    for r in timed_rows(rows):
+        groups.setdefault(r["op"] or "?", []).append(r)
+    for g in groups.values():
+        g.sort(key=lambda r: r["bytes"])
+    return dict(sorted(groups.items()))
+
+
+def collective_fits(rows, fit_reported):
+    """{collective: {alpha_s, beta_s_per_byte}}, least squares for each collective of 2 or more
+    sizes; the ping-pong is left to the bench's own fit of the link when it reports one."""
+    fits = {}
+    for op, g in collective_groups(rows).items():
+        if "ping-pong" in op and fit_reported.get("alpha_s") is not None and fit_reported.get("beta_s_per_byte"):
+            continue
+        if len(g) >= 2:
+            alpha, beta = fit_alpha_beta([r["bytes"] for r in g], [r["time_s"] for r in g])
+            fits[op] = {"alpha_s": alpha, "beta_s_per_byte": beta}
+    return fits
+
+
+def comm_time_figure(rows, fit_reported, fits):
     """Every collective's time against its size, each series with its own least-squares line
     alpha + beta * bytes; the ping-pong between two ranks with the bench's own fit of the link."""
-    data = [r for r in rows if r["bytes"] and r["time_s"] and not r["algorithm"]]
-    if not data:
+    groups = collective_groups(rows)
+    if not groups:
         raise Skip("the communication file has no rows with bytes and time")
     fig, ax = new_figure(width=7.2, height=4.6)
-    groups = {}
-    for r in data:
-        groups.setdefault(r["op"] or "?", []).append(r)
-    fits = {}
     cmap = plt.get_cmap("tab10")
-    for i, (op, g) in enumerate(sorted(groups.items())):
-        g.sort(key=lambda r: r["bytes"])
+    for i, (op, g) in enumerate(groups.items()):
         color = cmap(i % 10)
         ping = "ping-pong" in op
         ax.plot([r["bytes"] for r in g], [r["time_s"] * 1e6 for r in g], "D" if ping else "o", color=color,
@@ -188,23 +210,30 @@ def plot_comm_time(rows, fit_reported, out, stem):
             a, b = fit_reported["alpha_s"], fit_reported["beta_s_per_byte"]
             ax.plot(xs, (a + b * xs) * 1e6, "-", color="black", lw=1.8,
                     label=f"link fit: α = {a * 1e6:.2f} µs, 1/β = {1e-9 / b:.2f} GB/s")
-        elif len(g) >= 2:
-            alpha, beta = fit_alpha_beta([r["bytes"] for r in g], [r["time_s"] for r in g])
-            fits[op] = {"alpha_s": alpha, "beta_s_per_byte": beta}
+        elif op in fits:
+            alpha, beta = fits[op]["alpha_s"], fits[op]["beta_s_per_byte"]
             ax.plot(xs, (alpha + beta * xs) * 1e6, "-", color=color, lw=1, alpha=0.6)
-    ranks = next((r["ranks"] for r in data if r.get("ranks")), None)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    ranks = next((r["ranks"] for r in timed_rows(rows) if r.get("ranks")), None)
+    log_axes(ax)
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("time (µs)")
     ax.set_title("collective time against size" + (f" ({int(ranks)} ranks)" if ranks else "")
                  + "; thin lines: α + β·bytes per collective", fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
-    return save(fig, out, f"{stem}_alpha_beta.png"), fits
+    return fig
 
 
-def plot_allreduce_algorithms(rows, out, stem):
+# Each way's measured line and α-β prediction. The bench predicts the library's all-reduce as
+# the ring, so the two predictions are one curve: the ring's is drawn wide and pale underneath,
+# the library's dashed and narrow on top, and both stay visible.
+ALGORITHM_STYLE = {"library": dict(color="#4c72b0", marker="o", pred=dict(ls="--", lw=1.2, alpha=1.0, zorder=4)),
+                   "ring": dict(color="#55a868", marker="s", pred=dict(ls="-", lw=4.0, alpha=0.35, zorder=3)),
+                   "parameter server": dict(color="#c44e52", marker="^",
+                                            pred=dict(ls="-.", lw=1.2, alpha=1.0, zorder=4))}
+
+
+def allreduce_figure(rows):
     def kind(r):
         text = f"{r['algorithm']} {r['op']}".lower()
         if "parameter" in text or re.search(r"\bps\b", text):
@@ -219,22 +248,37 @@ def plot_allreduce_algorithms(rows, out, stem):
     if len(kinds) < 2:
         raise Skip("the communication file has no rows labelled library, ring and parameter server")
     fig, ax = new_figure(width=7.2, height=4.4)
-    colors = {"library": "#4c72b0", "ring": "#55a868", "parameter server": "#c44e52"}
+    predictions = {}
     for k in kinds:
         g = sorted((r for r in data if kind(r) == k), key=lambda r: r["bytes"])
-        ax.plot([r["bytes"] for r in g], [r["time_s"] * 1e6 for r in g], "o-", color=colors[k], ms=4, label=k)
-        pred = [(r["bytes"], r["predicted_s"]) for r in g if r.get("predicted_s")]
-        if pred:
-            ax.plot([p[0] for p in pred], [p[1] * 1e6 for p in pred], "--", color=colors[k], lw=1,
-                    label=f"{k}: α-β prediction")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+        style = ALGORITHM_STYLE[k]
+        ax.plot([r["bytes"] for r in g], [r["time_s"] * 1e6 for r in g], "-", marker=style["marker"],
+                color=style["color"], ms=4, label=k, zorder=5)
+        predictions[k] = [(r["bytes"], r["predicted_s"]) for r in g if r.get("predicted_s")]
+    for k in kinds:
+        pred = predictions[k]
+        if not pred:
+            continue
+        same = [o for o in kinds if o != k and predictions[o] and len(predictions[o]) == len(pred)
+                and all(b1 == b2 and abs(t1 - t2) <= 1e-9 * t2 for (b1, t1), (b2, t2) in zip(pred, predictions[o]))]
+        ax.plot([p[0] for p in pred], [p[1] * 1e6 for p in pred], color=ALGORITHM_STYLE[k]["color"],
+                label=f"{k}: α-β prediction" + (f" (= {' and '.join(same)}'s)" if same else ""),
+                **ALGORITHM_STYLE[k]["pred"])
+    log_axes(ax)
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("all-reduce time (µs)")
     ax.set_title("all-reduce: library, ring (2(N-1)/N P/B) and parameter server (N P/B)", fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
-    return save(fig, out, f"{stem}_allreduce_algorithms.png")
+    return fig
+
+
+def comm_figures(rows, fit, fits, stem):
+    """(file name, caption, build) of each picture of a bench comm output, in the report's order."""
+    return [(f"{stem}_alpha_beta.png", "time against message size, α-β fit",
+             lambda: comm_time_figure(rows, fit, fits)),
+            (f"{stem}_allreduce_algorithms.png", "library against ring against parameter server",
+             lambda: allreduce_figure(rows))]
 
 
 def report_comm(rep, path):
@@ -250,13 +294,14 @@ def report_comm(rep, path):
     except OSError as e:
         s["notes"].append(f"cannot read {path}: {e}")
         return
-    result = rep.picture(s, lambda: plot_comm_time(rows, fit, rep.out, stem), "time against message size, α-β fit")
+    fits = collective_fits(rows, fit)
+    (time_picture, time_caption, time_build), algorithms = comm_figures(rows, fit, fits, stem)
+    drawn = rep.picture(s, time_picture, time_caption, time_build)
     if fit.get("alpha_s") is not None and fit.get("beta_s_per_byte"):
         s["facts"].append(f"the link (ping-pong between two ranks, the bench's own fit): α = {fit['alpha_s'] * 1e6:.2f} µs, "
                           f"1/β = {1e-9 / fit['beta_s_per_byte']:.3f} GB/s")
-    if result:
-        fits = result[1]
+    if drawn:
         for label, f in fits.items():
             s["facts"].append(f"{label}: α = {f['alpha_s'] * 1e6:.1f} µs, 1/β = {1e-9 / f['beta_s_per_byte']:.3f} GB/s")
         rep.numbers[f"comm:{Path(path).name}"] = {"fits": fits, "reported": fit}
-    rep.picture(s, lambda: plot_allreduce_algorithms(rows, rep.out, stem), "library against ring against parameter server")
+    rep.picture(s, *algorithms)

@@ -1,6 +1,6 @@
 """The report as written: report.html, summary.md and report.json in the output folder.
 
-Owns the sections (heading, text, tables, facts, pictures, notes), drawing a picture or noting
+Owns the sections (heading, text, tables, facts, pictures, notes), saving a picture or noting
 why not, and writing the three files: the HTML with every picture embedded (base64), the same
 tables and fits in Markdown with the pictures linked, and the fitted numbers as JSON.
 """
@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from .figures import Skip
+from .figures import Skip, save
 
 
 def markdown_table(header, rows):
@@ -42,17 +42,22 @@ class Report:
         self.sections.append(s)
         return s
 
-    def picture(self, s, make, caption):
+    def picture(self, s, name, caption, build):
+        """Draws build()'s figure into the output folder as name; a Skip becomes a note."""
         try:
-            result = make()
+            path = save(build(), self.out, name)
         except Skip as e:
             s["notes"].append(f"{caption}: not drawn: {e}")
             print(f"report: skipped {caption}: {e}", file=sys.stderr)
             return None
-        path = result[0] if isinstance(result, tuple) else result
         s["pictures"].append((path, caption))
         print(f"report: {path}")
-        return result
+        return path
+
+    def pictures(self, s, figures):
+        """Each (file name, caption, build) of a section's figures, in order."""
+        for name, caption, build in figures:
+            self.picture(s, name, caption, build)
 
     def write(self):
         md = [f"# {self.title}", ""]

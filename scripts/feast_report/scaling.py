@@ -10,7 +10,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .figures import Skip, new_figure, plain_numbers, plot_loss_curves, save
+from .figures import Skip, log_axes, loss_curves_figure, new_figure
 from .runs import entropy_floor
 from .tables import run_table
 
@@ -106,7 +106,7 @@ def scaling_fits(sweep):
     return result
 
 
-def plot_loss_vs_compute(sweep, fits, out):
+def loss_vs_compute_figure(fits):
     pts = fits["points"]
     fig, ax = new_figure(width=7.2, height=4.6)
     sizes = sorted({p["N"] for p in pts})
@@ -122,23 +122,22 @@ def plot_loss_vs_compute(sweep, fits, out):
     law = fits["law"]
     if law:
         cs = np.logspace(math.log10(min(p["C"] for p in pts)) - 0.2, math.log10(max(p["C"] for p in pts)) + 0.3, 200)
-        ax.plot(cs, law["a"] * cs ** -law["b"] + law["c"], "-", color="black", lw=1.5,
+        # Beneath the runs: the law passes through the best runs and would hide their line.
+        ax.plot(cs, law["a"] * cs ** -law["b"] + law["c"], "-", color="black", lw=1.5, zorder=1.5,
                 label=f"L = {law['a']:.3g} C^-{law['b']:.3f} + {law['c']:.3f}")
     if fits.get("floor"):
         ax.axhline(fits["floor"], color="gray", ls=":", lw=1, label=f"entropy floor {fits['floor']:.3f}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    plain_numbers(ax)
+    log_axes(ax)
     ax.set_xlabel("compute C = 6 N D (FLOPs)")
     kind = "validation" if all(p["loss_kind"] == "val" for p in pts) else "final (validation where measured)"
     ax.set_ylabel(f"{kind} loss (nats/token)")
     ax.set_title("loss against compute" + ("" if law else f" (no fit: {fits['law_note']})"), fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
-    return save(fig, out, f"{sweep.name}_loss_vs_compute.png")
+    return fig
 
 
-def plot_isoflop(sweep, fits, out):
+def isoflop_figure(fits):
     if not fits["isoflop"]:
         raise Skip("no budget has runs of 3 or more model sizes for a parabola")
     fig, (a1, a2) = new_figure(2, width=10.5, height=4.4)
@@ -155,9 +154,7 @@ def plot_isoflop(sweep, fits, out):
             a1.plot(10 ** x, p2 * x * x + p1 * x + p0, "-", color=color, lw=1)
             if f.get("inside"):
                 a1.plot(f["n_opt"], f["l_opt"], "*", color=color, ms=14, mec="black")
-    a1.set_xscale("log")
-    a1.set_yscale("log")
-    plain_numbers(a1)
+    log_axes(a1)
     a1.set_xlabel("parameters N")
     a1.set_ylabel("final validation loss")
     outside = [f"{b:.2g}" for b, f in fits["isoflop"].items() if not f.get("inside")]
@@ -176,8 +173,7 @@ def plot_isoflop(sweep, fits, out):
             a2.plot(cs, nf["coefficient"] * cs ** nf["exponent"], "-", color="black", lw=1,
                     label=f"N_opt = {nf['coefficient']:.3g} C^{nf['exponent']:.2f}")
             a2.legend(fontsize=8)
-        a2.set_xscale("log")
-        a2.set_yscale("log")
+        log_axes(a2)
         a2.set_xlabel("compute budget C (FLOPs)")
         a2.set_ylabel("compute-optimal N")
         a2.set_title("compute-optimal model size (minima within the sampled sizes)", fontsize=9)
@@ -185,22 +181,35 @@ def plot_isoflop(sweep, fits, out):
     else:
         a2.axis("off")
         a2.text(0.5, 0.5, "no parabola has its minimum\nwithin the sampled sizes", ha="center", va="center")
-    return save(fig, out, f"{sweep.name}_isoflop.png")
+    return fig
+
+
+def scaling_figures(sweep, fits):
+    """(file name, caption, build) of each picture of a scaling-law sweep, in the report's order;
+    the fitted pictures only with fits (scaling_fits)."""
+    n = sweep.name
+    figures = [(f"{n}_loss_curves.png", "training curves against compute",
+                lambda: loss_curves_figure(sweep.finished(), "training loss against compute, coloured by model size",
+                                           by_compute=True))]
+    if fits:
+        figures += [(f"{n}_loss_vs_compute.png", "loss against compute with the fitted law",
+                     lambda: loss_vs_compute_figure(fits)),
+                    (f"{n}_isoflop.png", "IsoFLOP profiles and the compute-optimal size", lambda: isoflop_figure(fits))]
+    return figures
 
 
 def report_scaling(rep, sweep):
     s = rep.section(f"Scaling law: {sweep.name}", sweep.description)
     s["tables"].append(run_table("scaling-law", sweep.runs))
-    rep.picture(s, lambda: plot_loss_curves(sweep.finished(), rep.out, f"{sweep.name}_loss_curves.png",
-                                            "training loss against compute, coloured by model size",
-                                            by_compute=True), "training curves against compute")
     try:
         fits = scaling_fits(sweep)
     except Skip as e:
-        s["notes"].append(f"loss against compute and IsoFLOP profiles: not drawn: {e}")
+        fits = None
+        note = f"loss against compute and IsoFLOP profiles: not drawn: {e}"
+    rep.pictures(s, scaling_figures(sweep, fits))
+    if fits is None:
+        s["notes"].append(note)
         return
-    rep.picture(s, lambda: plot_loss_vs_compute(sweep, fits, rep.out), "loss against compute with the fitted law")
-    rep.picture(s, lambda: plot_isoflop(sweep, fits, rep.out), "IsoFLOP profiles and the compute-optimal size")
     numbers = {"kind": "scaling-law", "law": fits["law"], "law_note": fits["law_note"], "floor": fits["floor"],
                "frontier": [{"budget": p["budget"], "C": p["C"], "N": p["N"], "L": p["L"], "run": p["run"].name}
                             for p in fits["frontier"]],

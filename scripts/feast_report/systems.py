@@ -8,7 +8,7 @@ of the report with the planned step time's error.
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .figures import DPI, Skip, new_figure, plot_loss_curves, save
+from .figures import Skip, label_points, log_axes, loss_curves_figure, new_figure
 from .runs import MEMORY_PARTS, MIB, rank_memory
 from .tables import run_table
 
@@ -41,17 +41,21 @@ def layout_marker(run):
     return "*", "#4c72b0", "1 rank"
 
 
+# A marker per run where the runs are named in a legend rather than beside their points.
+RUN_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "*"]
+
+
 def ranks_of(run):
     return int(run.get("world_size") or run.get("np") or 1)
 
 
-def plot_throughput(sweep, out):
+def throughput_figure(sweep):
     """Tokens/s and E of every layout, grouped by rank count: bars measured, hollow markers
     planned, dashes the linear scaling of the best 1-rank run."""
     runs = sorted((r for r in sweep.finished() if r.get("tokens_per_s")), key=lambda r: (ranks_of(r), r.name))
     if len(runs) < 2:
         raise Skip("fewer than 2 finished runs with a measured tokens/s")
-    fig, (a1, a2) = plt.subplots(2, 1, figsize=(max(6.0, 1.2 + 0.55 * len(runs)), 6.2), dpi=DPI, sharex=True)
+    fig, (a1, a2) = new_figure(1, width=max(6.0, 1.2 + 0.55 * len(runs)), height=6.2, nrows=2, sharex=True)
     x = np.arange(len(runs))
     seen = set()
     for i, r in enumerate(runs):
@@ -87,14 +91,14 @@ def plot_throughput(sweep, out):
     a2.grid(True, axis="y", alpha=0.3)
     a2.set_xticks(x)
     a2.set_xticklabels([short_label(r).replace(" dp", "\ndp") for r in runs], fontsize=7)
-    return save(fig, out, f"{sweep.name}_throughput_efficiency.png")
+    return fig
 
 
-def plot_time_split(sweep, out):
+def time_split_figure(sweep):
     runs = [r for r in sweep.finished() if r.get("ms_per_step")]
     if not runs or all(r.get("compute_s") is None for r in runs):
         raise Skip("no run reports a time split (compute_s, tp_comm_s, ...)")
-    fig, ax = new_figure(height=0.9 + 0.32 * len(runs))
+    fig, ax = new_figure(height=max(2.5, 1.0 + 0.3 * len(runs)))
     y = np.arange(len(runs))
     left = np.zeros(len(runs))
     for key, label, color in SPLIT_PARTS:
@@ -108,28 +112,29 @@ def plot_time_split(sweep, out):
     ax.set_yticklabels([f"{r.name} (np {int(r.get('world_size') or r.get('np'))})" for r in runs], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("ms per step (mean over measured steps, averaged over ranks)")
-    ax.set_title("where a step's time goes", fontsize=10, pad=22)
-    ax.legend(fontsize=7, ncol=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ax.set_title("where a step's time goes", fontsize=10)
+    # Beside the bars, an entry a line: one row of eight above them was wider than the picture.
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(True, axis="x", alpha=0.3)
-    return save(fig, out, f"{sweep.name}_time_split.png")
+    return fig
 
 
-def plot_pipeline_idle(sweep, out):
+def pipeline_idle_figure(sweep):
     runs = [r for r in sweep.finished() if (r.get("pp") or 1) > 1 and r.get("pp_idle_fraction") is not None]
     if not runs:
         raise Skip("no finished run with pp > 1 reports pp_idle_fraction")
     fig, ax = new_figure(width=5.6, height=4.6)
     colors = {2: "#4c72b0", 4: "#c44e52", 8: "#55a868"}
     seen = set()
+    points, dots = [], []
     for r in runs:
         p, m = int(r.get("pp")), int(r.get("micro_batches") or 0)
         x, y = r.get("pp_idle_formula"), r.get("pp_idle_fraction")
         label = f"p = {p}" if p not in seen else None
         seen.add(p)
-        ax.plot(x, y, "o", color=colors.get(p, "gray"), ms=7, label=label)
-        ax.annotate(f"p{p} m{m}" + (f" dp{int(r.get('dp'))}" if (r.get("dp") or 1) > 1 else "")
-                    + (f" tp{int(r.get('tp'))}" if (r.get("tp") or 1) > 1 else ""),
-                    (x, y), fontsize=7, xytext=(5, 3), textcoords="offset points")
+        dots += ax.plot(x, y, "o", color=colors.get(p, "gray"), ms=7, label=label)
+        points.append((x, y, f"p{p} m{m}" + (f" dp{int(r.get('dp'))}" if (r.get("dp") or 1) > 1 else "")
+                       + (f" tp{int(r.get('tp'))}" if (r.get("tp") or 1) > 1 else "")))
     top = max(0.05, max(max(r.get("pp_idle_formula"), r.get("pp_idle_fraction")) for r in runs) * 1.15)
     ax.plot([0, top], [0, top], "--", color="gray", lw=1, label="measured = formula")
     ax.set_xlim(0, top)
@@ -139,14 +144,23 @@ def plot_pipeline_idle(sweep, out):
     ax.set_title("pipeline idle: measured against the formula", fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(True, alpha=0.3)
-    return save(fig, out, f"{sweep.name}_pipeline_idle.png")
+    if label_points(ax, points, fontsize=7) is None:
+        # Too close together to label: a marker per run and the names in the legend.
+        for dot in dots:
+            dot.remove()
+        for i, (r, (x, y, text)) in enumerate(zip(runs, points)):
+            ax.plot(x, y, RUN_MARKERS[i % len(RUN_MARKERS)], color=colors.get(int(r.get("pp")), "gray"), ms=7,
+                    label=f"{r.name}: {text}")
+        fig.set_layout_engine("constrained")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1 + len(runs) // 26)
+    return fig
 
 
-def plot_memory(sweep, out):
+def memory_figure(sweep):
     runs = [r for r in sweep.finished() if rank_memory(r)]
     if not runs:
         raise Skip("no run reports memory_bytes_per_rank")
-    fig, ax = new_figure(height=0.9 + 0.32 * len(runs))
+    fig, ax = new_figure(height=max(2.0, 1.0 + 0.3 * len(runs)))
     y = np.arange(len(runs))
     left = np.zeros(len(runs))
     colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
@@ -165,13 +179,13 @@ def plot_memory(sweep, out):
     ax.set_yticklabels([r.name for r in runs], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("MiB on the rank that needs the most")
-    ax.set_title("memory per rank", fontsize=10, pad=22)
-    ax.legend(fontsize=7, ncol=5, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ax.set_title("memory per rank", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(True, axis="x", alpha=0.3)
-    return save(fig, out, f"{sweep.name}_memory.png")
+    return fig
 
 
-def plot_planned(sweep, out):
+def planned_figure(sweep):
     runs = [r for r in sweep.finished() if r.get("plan_time_step_s") and r.get("ms_per_step")]
     if not runs:
         errors = {r.get("plan_error") for r in sweep.runs if r.get("plan_error")}
@@ -179,54 +193,77 @@ def plot_planned(sweep, out):
         raise Skip("the sweep has no planned columns: run it with plan = true and a trainer with `trainer plan`"
                    + why)
     fig, (a1, a2) = new_figure(2, width=10, height=4.4)
-    pairs = [("ms per step", lambda r: r.get("ms_per_step"), lambda r: 1e3 * r.get("plan_time_step_s"), a1)]
     mem = [r for r in runs if rank_memory(r) and all(r.get(f"plan_memory_{p}") is not None for p in MEMORY_PARTS)]
-    for name, meas, plan, ax in pairs:
-        for r in runs:
-            marker, color, _ = layout_marker(r)
-            ax.plot(plan(r), meas(r), marker, color=color, ms=7)
-            ax.annotate(r.name, (plan(r), meas(r)), fontsize=6, xytext=(4, 2), textcoords="offset points")
-        lo = min(min(plan(r), meas(r)) for r in runs) * 0.8
-        hi = max(max(plan(r), meas(r)) for r in runs) * 1.2
-        ax.plot([lo, hi], [lo, hi], "--", color="gray", lw=1)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel(f"planned {name}")
-        ax.set_ylabel(f"measured {name}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.set_title(f"{name}: measured against planned", fontsize=10)
+    # (axes, [(planned, measured, run)]): step time on a1, memory on a2.
+    panels = [(a1, [(1e3 * r.get("plan_time_step_s"), r.get("ms_per_step"), r) for r in runs])]
     if mem:
-        for r in mem:
-            marker, color, _ = layout_marker(r)
-            p = sum(r.get(f"plan_memory_{k}") for k in MEMORY_PARTS) / MIB
-            m = sum(rank_memory(r)) / MIB
-            a2.plot(p, m, marker, color=color, ms=7)
-            a2.annotate(r.name, (p, m), fontsize=6, xytext=(4, 2), textcoords="offset points")
-        vals = [sum(rank_memory(r)) / MIB for r in mem] + \
-               [sum(r.get(f"plan_memory_{k}") for k in MEMORY_PARTS) / MIB for r in mem]
-        a2.plot([min(vals) * 0.9, max(vals) * 1.1], [min(vals) * 0.9, max(vals) * 1.1], "--", color="gray", lw=1)
+        panels.append((a2, [(sum(r.get(f"plan_memory_{k}") for k in MEMORY_PARTS) / MIB, sum(rank_memory(r)) / MIB, r)
+                            for r in mem]))
+
+    def draw(style):
+        drawn = []
+        for ax, pts in panels:
+            for x, y, r in pts:
+                marker, color = style(r)
+                drawn += ax.plot(x, y, marker, color=color, ms=7, label=r.name if ax is a1 else None)
+        return drawn
+
+    dots = draw(lambda r: layout_marker(r)[:2])
+    for ax, pts in panels:
+        vals = [v for x, y, _ in pts for v in (x, y)]
+        lo, hi = min(vals), max(vals)
+        ax.plot([lo * 0.8, hi * 1.2], [lo * 0.8, hi * 1.2], "--", color="gray", lw=1)
+        ax.grid(True, which="both", alpha=0.3)
+    log_axes(a1)
+    a1.set_xlabel("planned ms per step")
+    a1.set_ylabel("measured ms per step")
+    a1.set_title("ms per step: measured against planned", fontsize=10)
+    if mem:
         a2.set_xlabel("planned MiB (largest rank)")
         a2.set_ylabel("reported MiB (largest rank)")
         a2.set_title("memory: reported against planned", fontsize=10)
-        a2.grid(True, alpha=0.3)
     else:
         a2.axis("off")
         a2.text(0.5, 0.5, "no planned memory parts", ha="center")
-    return save(fig, out, f"{sweep.name}_measured_vs_planned.png")
+    labels = []
+    for ax, pts in panels:
+        placed = label_points(ax, [(x, y, r.name) for x, y, r in pts])
+        if placed is None:
+            break
+        labels += placed
+    else:
+        return fig
+    # Too many runs, too close together, to write each name beside its point (a sweep of 16 was
+    # unreadable): a colour per run and the names in one legend beside the panels.
+    for artist in labels + dots:
+        artist.remove()
+    colors = plt.get_cmap("tab20")
+    index = {r.name: i for i, r in enumerate(runs)}
+    draw(lambda r: (layout_marker(r)[0], colors(index[r.name] % 20)))
+    fig.set_layout_engine("constrained")
+    a2.legend(*a1.get_legend_handles_labels(), fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+              ncol=1 + len(runs) // 26, title="run (marker: parallelism)", title_fontsize=7)
+    return fig
+
+
+def systems_figures(sweep):
+    """(file name, caption, build) of each picture of a systems sweep, in the report's order."""
+    n = sweep.name
+    return [(f"{n}_loss_curves.png", "loss curves",
+             lambda: loss_curves_figure(sweep.finished(), f"training loss of the {len(sweep.finished())} layouts (the "
+                                        "same math at every layout: the curves coincide)")),
+            (f"{n}_throughput_efficiency.png", "throughput and E against ranks", lambda: throughput_figure(sweep)),
+            (f"{n}_time_split.png", "time split per layout", lambda: time_split_figure(sweep)),
+            (f"{n}_pipeline_idle.png", "pipeline idle: measured against (p-1)/(m+p-1)",
+             lambda: pipeline_idle_figure(sweep)),
+            (f"{n}_memory.png", "memory per rank", lambda: memory_figure(sweep)),
+            (f"{n}_measured_vs_planned.png", "measured against planned", lambda: planned_figure(sweep))]
 
 
 def report_systems(rep, sweep):
     s = rep.section(f"Systems scaling: {sweep.name}", sweep.description)
     s["tables"].append(run_table("systems", sweep.runs))
-    rep.picture(s, lambda: plot_loss_curves(sweep.finished(), rep.out, f"{sweep.name}_loss_curves.png",
-                                            f"training loss of the {len(sweep.finished())} layouts (the same math "
-                                            "at every layout: the curves coincide)"),
-                "loss curves")
-    rep.picture(s, lambda: plot_throughput(sweep, rep.out), "throughput and E against ranks")
-    rep.picture(s, lambda: plot_time_split(sweep, rep.out), "time split per layout")
-    rep.picture(s, lambda: plot_pipeline_idle(sweep, rep.out), "pipeline idle: measured against (p-1)/(m+p-1)")
-    rep.picture(s, lambda: plot_memory(sweep, rep.out), "memory per rank")
-    rep.picture(s, lambda: plot_planned(sweep, rep.out), "measured against planned")
+    rep.pictures(s, systems_figures(sweep))
     idle = [(r.name, r.get("pp_idle_fraction"), r.get("pp_idle_formula")) for r in sweep.finished()
             if (r.get("pp") or 1) > 1 and r.get("pp_idle_fraction") is not None]
     rep.numbers[sweep.name] = {"kind": "systems", "pipeline_idle": idle}

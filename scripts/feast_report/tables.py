@@ -10,18 +10,22 @@ from .runs import MEMORY_PARTS, MIB, rank_memory
 
 
 def fmt(v, digits=4):
+    """A cell's number as text, one format throughout: thousands separated by commas from 1,000
+    up (9,521 beside 18,892, never 9521), a power of ten beyond 10^15 and below 10^-3, else
+    `digits` significant digits."""
     if v is None or v == "":
         return ""
     if isinstance(v, bool):
         return "yes" if v else "no"
+    if isinstance(v, int):
+        v = float(v)
     if isinstance(v, float):
         if not math.isfinite(v):  # a diverged run's loss, say: int() cannot take it
             return str(v)
-        if v == int(v) and abs(v) < 1e15:
-            return f"{int(v):,}" if abs(v) >= 10000 else str(int(v))
-        if abs(v) >= 1e5 or abs(v) < 1e-3:
+        if v != 0 and not 1e-3 <= abs(v) < 1e15:
             return f"{v:.3g}"
-        return f"{v:.{digits}g}"
+        text = f"{v:.{digits}g}"
+        return f"{v:,.0f}" if abs(float(text)) >= 1000 else text
     return str(v)
 
 

@@ -92,6 +92,7 @@ def main(argv):
 
     rows = {}
     lock = threading.Lock()
+    interrupted_now = threading.Event()  # Ctrl-C or SIGTERM: the runs ended by it are not recorded
     failed = 0
     order = {p.name: i for i, p in enumerate(sweep.points)}
 
@@ -128,7 +129,24 @@ def main(argv):
     if rows:
         flush_csv()
 
+    def end_line(i, p, status, error, seconds, plan):
+        if status != "finished":
+            return (f"[{i}/{total}] {p.name}: FAILED after {seconds:.1f} s: {error} "
+                    f"(log: {os.path.relpath(sweep.out / 'logs' / (p.name + '.log'))})")
+        extra = describe(rows[p.name])
+        expected, got = p.columns.get("parameters_expected"), rows[p.name].get("parameters")
+        if expected and got and abs(got - expected) > 0.005 * expected:
+            extra += f"; warning: the trainer counts N = {got:,.0f}, the sweep planned its steps for {expected:,.0f}"
+        if plan and plan.get("plan_error"):
+            extra += f"; plan: {plan['plan_error']}"
+        return f"[{i}/{total}] {p.name}: finished in {seconds:.1f} s ({extra})"
+
     def work(item):
+        """Runs one point and records it: its files, its row, results.csv and its end line. The
+        worker that ran the point does all of it before it takes the next point, so each run's
+        end line comes before the next run's start line (--jobs 1: strictly in order). Left to
+        the main thread, the end line came after the worker had already started and announced
+        the next run."""
         i, p = item
         with lock:
             print(f"[{i}/{total}] {p.name}: running (np {p.np}) ...", flush=True)
@@ -139,32 +157,21 @@ def main(argv):
         if plan is not None:
             with open(sweep.out / "runs" / p.name / "plan.json", "w") as f:
                 json.dump(plan, f, indent=1)
-        return i, p, status, error, seconds, plan
+        with lock:
+            if interrupted_now.is_set():
+                return status
+            rows[p.name] = row_of(sweep, p, status, error, seconds, plan)
+            flush_csv()
+            print(end_line(i, p, status, error, seconds, plan), flush=True)
+        return status
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = []
-        for item in todo:
-            futures.append(pool.submit(work, item))
+        futures = [pool.submit(work, item) for item in todo]
         try:
             for fut in as_completed(futures):
-                i, p, status, error, seconds, plan = fut.result()
-                with lock:
-                    rows[p.name] = row_of(sweep, p, status, error, seconds, plan)
-                    flush_csv()
-                if status == "finished":
-                    extra = describe(rows[p.name])
-                    expected, got = p.columns.get("parameters_expected"), rows[p.name].get("parameters")
-                    if expected and got and abs(got - expected) > 0.005 * expected:
-                        extra += (f"; warning: the trainer counts N = {got:,.0f}, the sweep planned its steps "
-                                  f"for {expected:,.0f}")
-                    if plan and plan.get("plan_error"):
-                        extra += f"; plan: {plan['plan_error']}"
-                    print(f"[{i}/{total}] {p.name}: finished in {seconds:.1f} s ({extra})", flush=True)
-                else:
-                    failed += 1
-                    print(f"[{i}/{total}] {p.name}: FAILED after {seconds:.1f} s: {error} "
-                          f"(log: {os.path.relpath(sweep.out / 'logs' / (p.name + '.log'))})", flush=True)
+                failed += fut.result() != "finished"
         except KeyboardInterrupt:
+            interrupted_now.set()
             for f in futures:
                 f.cancel()
             with RUNNING_LOCK:

@@ -3,17 +3,34 @@
 # end to end on tiny runs (seconds each):
 #  1. a systems sweep (2 layouts through mpirun, 3 steps) writes results.csv with a row per run
 #     and the identifying and summary columns; run again it runs nothing and keeps the rows;
+#     every sweep's progress lines come in order: run 1 starts, run 1 ends, run 2 starts, ...;
 #  2. a scaling-law sweep (3 model sizes x 3 budgets, no launcher) gets steps with 6 N D close
 #     to each budget;
 #  3. a point that fails is recorded with its error, the sweep goes on and exits 1;
 #  4. report.py draws every picture the data allows: each a valid PNG, over a few KB, with many
-#     colours (not blank), all embedded in report.html; a picture without data is a note;
+#     colours (not blank), all embedded in report.html; a picture without data is a note; each
+#     laid out readably (tests/scripts/report_figures_test.py on these runs: no texts overlap,
+#     legends inside the picture, two tick labels on every log axis; one number format in the tables);
 #  5. a malformed sweep file exits 2 naming the key; --check refuses a point whose layout does
 #     not fit its rank count.
 set -uo pipefail
 trainer=$(realpath "$1") mpiexec=$2 src=$(realpath "$3") corpus=$(realpath "$4") work=$5
 py=/usr/bin/python3
 fail() { echo "FAIL: $*"; exit 1; }
+# A sweep runs one point at a time: each run's start line, then its end line, before any line
+# about the next run.
+in_order() {
+  $py - "$1" <<'EOF' || fail "progress lines out of order in $1: $(cat "$1")"
+import re, sys
+seen, total = [], 0
+for line in open(sys.argv[1]):
+    m = re.match(r"\[(\d+)/(\d+)\] \S+: (running|finished in|FAILED)", line)
+    if m:
+        seen.append((int(m[1]), "start" if m[3] == "running" else "end"))
+        total = int(m[2])
+assert total and seen == [(i, e) for i in range(1, total + 1) for e in ("start", "end")], seen
+EOF
+}
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -115,6 +132,7 @@ for r in rows:
 assert abs(float(rows[0]["final_loss"]) - float(rows[1]["final_loss"])) < 1e-4, rows
 EOF
 grep -q '^\[2/2\] tp1pp2dp1: finished in' sys1.log || fail "no progress line: $(cat sys1.log)"
+in_order sys1.log
 cp sys/results.csv results.first.csv
 stamp=$(stat -c %Y sys/runs/tp1pp2dp1/metrics.jsonl)
 $py "$src/scripts/sweep.py" systems.toml --out sys > sys2.log 2>&1 || fail "resumed sweep: $(tail -5 sys2.log)"
@@ -136,6 +154,7 @@ for r in rows:
     assert abs(c - budget) / budget < 0.1, (r["run"], c, budget)  # steps rounded
     assert r["final_val_loss"] not in ("", None), r["run"]
 EOF
+in_order law.log
 echo "ok: scaling-law sweep"
 
 # 3. A failing point is recorded and the sweep goes on.
@@ -143,6 +162,7 @@ $py "$src/scripts/sweep.py" bad.toml --out bad > bad.log 2>&1
 code=$?
 [[ $code == 1 ]] || fail "a sweep with a failed run exited $code: $(cat bad.log)"
 grep -q "tp3: FAILED" bad.log || fail "no FAILED line: $(cat bad.log)"
+in_order bad.log
 $py - bad/results.csv <<'EOF' || fail "failed run's row"
 import csv, sys
 rows = {r["run"]: r for r in csv.DictReader(open(sys.argv[1]))}
@@ -199,7 +219,9 @@ for r in text:  # printed to 0.1 us
     assert abs(r["time_s"] - times[key(r)]) <= 0.06e-6 + 1e-3 * times[key(r)], (r, times[key(r)])
 assert abs(fit_text["beta_s_per_byte"] / fit_json["beta_s_per_byte"] - 1) < 2e-3, (fit_text, fit_json)
 EOF
-echo "ok: report.html embeds $(ls report/*.png | wc -l) pictures"
+$py "$src/tests/scripts/report_figures_test.py" sys law sys/runs/tp1pp1dp1 comm.txt comm.json > figures.log 2>&1 \
+  || fail "the pictures' layout: $(grep -v '^test_' figures.log | tail -40)"
+echo "ok: report.html embeds $(ls report/*.png | wc -l) pictures, laid out readably"
 
 for case in 'np = "two"|sweep.np' 'np = 0|sweep.np' 'timeout_s = "ten"|sweep.timeout_s' \
             'env = ["x"]|sweep.env' 'plan = "yes"|sweep.plan' 'plan_args = "--gpu-tflops 1"|sweep.plan_args'; do
