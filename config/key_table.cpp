@@ -318,10 +318,11 @@ const std::vector<KeyDesc>& keys() {
       {FEAST_KEY(logging, tensorboard), any(), "TensorBoard event files beside metrics.jsonl",
        "write TensorBoard event files into `<logging.dir>/tensorboard/` (loss, lr, gradient norm, "
        "throughput, MFU and the step's time split), for `tensorboard --logdir runs/`"},
-      {FEAST_KEY(logging, peak_tflops), at_least(0), "MFU's peak per rank, TFLOP/s; 0 = known or measured",
+      {FEAST_KEY(logging, peak_tflops), at_least(0), "MFU's peak per rank, TFLOP/s; 0 = datasheet or FMA peak",
        "the peak a rank's device reaches, in TFLOP/s, that MFU divides by; 0 = the datasheet bf16 dense "
-       "peak of a known GPU, or on the CPU the sgemm rate the ranks measure together at start (the best "
-       "of four rounds; docs/observability.md). Set it to compare runs on a machine other jobs share"},
+       "peak of a known GPU, or on the CPU the FMA peak of the cores the rank may use (vector width x "
+       "2 units x the highest reported clock), or the sgemm rate the ranks measure at start where that "
+       "is higher (docs/observability.md). Set it to compare with another tool's MFU"},
 
       {FEAST_KEY(fault, kill_rank), at_least(-1), "test: this rank SIGKILLs itself at fault.at_step; -1 = none",
        "this rank kills itself with SIGKILL when step `fault.at_step` is about to run (a crash: no "

@@ -119,7 +119,7 @@ TrainSummary train_in(const Config& config, const LayoutPlan& plan, std::unique_
   facts.tokens_per_step = run.tokens_per_step();
   facts.parameters = matmul_parameters(config.model);
   facts.flops_per_token = training_flops_per_token(config.model, tc.seq_len);
-  facts.peak = device_peak(run.world(), tc.device, config.logging.peak_tflops);
+  facts.peak = device_peak(run.world(), tc.device, config.logging.peak_tflops, run.cpu_sharing_ranks());
   facts.memory = run.memory_of_ranks();
   RunStatistics stats;
   // A parameter server's bytes, summed over this rank's steps: push, pull, refresh.
@@ -167,6 +167,7 @@ TrainSummary train_in(const Config& config, const LayoutPlan& plan, std::unique_
       mt.ms_per_step = mt.split.total * 1e3;
       mt.tokens_per_s = double(run.tokens_per_step()) / mt.split.total;
       mt.mfu = mfu(facts.flops_per_token, facts.tokens_per_step, mt.split.total, facts.peak, facts.world_size);
+      mt.peak_kind = facts.peak.kind;
       const bool last = mt.step == tc.steps;
       if (tc.eval_interval > 0 && (mt.step % tc.eval_interval == 0 || last)) mt.val_loss = run.validate();
       mt.elapsed_s = training_wall.seconds();

@@ -76,6 +76,7 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
     log::info(describe_grid(layout, hosts, config.model.tied(), config.logging.verbose));
   }
   const int sharing = ranks_sharing_my_cpus(w, hosts);
+  cpu_sharing_ranks_ = sharing;
   const ThreadChoice choice = config.training.threads > 0 ? ThreadChoice{config.training.threads, ""}
                                                           : thread_policy(sharing);
   const int threads = choice.threads;

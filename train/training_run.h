@@ -98,6 +98,8 @@ class TrainingRun {
   const LayoutPlan& plan() const { return plan_; }
   // The values in use where the config leaves them to inference (dp, micro-batches, threads).
   const InferredValues& inferred() const { return inferred_; }
+  // How many ranks on this rank's host may run on its CPUs, itself included (1 alone).
+  int cpu_sharing_ranks() const { return cpu_sharing_ranks_; }
   // This rank's parameters, optimizer state and data-parallel share, for checkpoints, in host
   // float32. On a GPU these are views of a host copy taken by this call; after a checkpoint has
   // been read into them, rank_state_loaded() puts them in place on the device.
@@ -152,6 +154,7 @@ class TrainingRun {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<PipelineExecutor> executor_;
   InferredValues inferred_;
+  int cpu_sharing_ranks_ = 1;
   std::vector<MemoryBytes> memory_of_ranks_;
   TrainingState state_;
   // The host copy rank_state() hands out when the state lives on a GPU: the parameters in

@@ -6,6 +6,8 @@
 #include <bit>
 #include <cstdlib>
 #include <fstream>
+#include <set>
+#include <utility>
 #include <string>
 
 #include "core/error.h"
@@ -86,6 +88,24 @@ int choose_threads(std::optional<int> omp_num_threads, int available_cpus, int s
 
 int available_cpus() {
   int available = process_cpus().count();
+  if (const std::optional<int> quota = cgroup_cpu_limit()) available = std::min(available, *quota);
+  return available;
+}
+
+int available_cores() {
+  const CpuSet mine = process_cpus();
+  std::set<std::pair<std::string, std::string>> cores;
+  for (size_t w = 0; w < mine.words.size(); ++w)
+    for (int b = 0; b < 64; ++b) {
+      if (!(mine.words[w] >> b & 1)) continue;
+      const std::string topology = "/sys/devices/system/cpu/cpu" + std::to_string(w * 64 + size_t(b)) + "/topology/";
+      std::string package, core;
+      std::ifstream(topology + "physical_package_id") >> package;
+      std::ifstream(topology + "core_id") >> core;
+      if (package.empty() || core.empty()) return available_cpus();  // no topology: count CPUs
+      cores.insert({package, core});
+    }
+  int available = std::max(1, int(cores.size()));
   if (const std::optional<int> quota = cgroup_cpu_limit()) available = std::min(available, *quota);
   return available;
 }

@@ -49,6 +49,11 @@ ThreadChoice thread_policy(int sharing_ranks);
 // The CPUs this process may use: its affinity, capped by a cgroup CPU quota.
 int available_cpus();
 
+// The physical cores among the CPUs this process may use (hyperthreads of one core share its
+// vector units): distinct (package, core) pairs of its affinity mask from sysfs topology, the
+// CPU count where that cannot be read; capped by a cgroup CPU quota.
+int available_cores();
+
 // Whether `sharing_ranks` ranks of `threads` threads each fit in `available_cpus`: then each
 // thread has a core of its own, and a rank waiting for communication may spin (WaitPolicy in
 // comm/mpi_world.h) instead of sleeping between tests.

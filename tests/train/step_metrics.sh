@@ -30,7 +30,7 @@ for m in lines:
         assert k in m and m[k] >= 0, (k, m)
     total = sum(m[k] for k in parts)
     assert abs(total * 1e3 - m["ms_per_step"]) <= 1e-9 * m["ms_per_step"], (total, m["ms_per_step"])
-    assert 0 < m["mfu"] < 5, m["mfu"]
+    assert 0 < m["mfu"] <= 1, m["mfu"]  # of a peak no load undercuts (device_peak.h)
     # What does not apply to the layout is 0: no tensor-parallel all-reduce at tp 1, no bubble at pp 1.
     if tp == 1: assert m["tp_comm_s"] == 0, m
     if pp == 1: assert m["pp_idle_s"] == 0, m

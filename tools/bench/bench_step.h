@@ -24,4 +24,8 @@ struct StepBenchOptions {
 // Exits non-zero (returns 1) if a loss is not finite or the first loss is not near ln(vocab).
 int run_step_bench(const StepBenchOptions& options);
 
+// The median seconds of options.steps timed training steps (after options.warmup) at its one
+// shape, printing nothing (trainer plan --calibrate). Throws feast::Error if a loss is wrong.
+double measure_step_seconds(const StepBenchOptions& options);
+
 }  // namespace feast

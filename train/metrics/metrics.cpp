@@ -61,9 +61,10 @@ std::string format_duration(double seconds) {
 std::string format_progress(const StepMetrics& m, int64_t total_steps) {
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | %.1f ms | %s elapsed",
+                "step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | MFU %.1f%%%s | %.1f ms | %s elapsed",
                 static_cast<long long>(m.step), static_cast<long long>(total_steps), m.loss, m.lr, m.grad_norm,
-                m.tokens_per_s, 100.0 * m.mfu, m.ms_per_step, format_duration(m.elapsed_s).c_str());
+                m.tokens_per_s, 100.0 * m.mfu, m.peak_kind.empty() ? "" : (" of " + m.peak_kind).c_str(),
+                m.ms_per_step, format_duration(m.elapsed_s).c_str());
   std::string s = buf;
   if (m.eta_s >= 0 && m.step < total_steps) s += ", ETA " + format_duration(m.eta_s);
   if (m.val_loss) {

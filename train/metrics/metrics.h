@@ -21,6 +21,7 @@ struct StepMetrics {
   std::optional<double> val_loss;
   TimeSplit split;   // seconds, averaged over ranks; its parts sum to ms_per_step / 1000
   double mfu = 0;    // fraction of the job's peak
+  std::string peak_kind;  // which peak MFU divides by, for the progress line (DevicePeak::kind)
   double elapsed_s = 0;  // wall time since training began (evaluations and checkpoints included)
   double eta_s = -1;     // estimated wall time to training.steps; < 0 = unknown
 };

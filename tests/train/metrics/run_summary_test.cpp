@@ -58,7 +58,7 @@ TEST(Formulas, PipelineIdleAndMfu) {
   EXPECT_DOUBLE_EQ(pipeline_idle_formula(1, 8), 0.0);
   EXPECT_DOUBLE_EQ(pipeline_idle_formula(2, 1), 0.5);
   EXPECT_DOUBLE_EQ(pipeline_idle_formula(4, 8), 3.0 / 11.0);
-  const DevicePeak peak{2.0, "test"};  // 2 TFLOP/s per rank
+  const DevicePeak peak{2.0, "test", "test"};  // 2 TFLOP/s per rank
   // 1e6 FLOPs per token, 4e6 tokens in 1 s on 4 ranks: 4e12 of 8e12.
   EXPECT_DOUBLE_EQ(mfu(1e6, 4'000'000, 1.0, peak, 4), 0.5);
   EXPECT_EQ(mfu(1e6, 1, 0.0, peak, 1), 0.0);
@@ -86,7 +86,7 @@ RunFacts facts_of(const Config& config) {
   facts.micro_batches = 3;
   facts.tokens_per_step = 1000;
   facts.flops_per_token = 1e6;
-  facts.peak = {1.0, "test"};
+  facts.peak = {1.0, "test", "test"};
   facts.memory = {MemoryBytes{1, 2, 3, 4}, MemoryBytes{5, 6, 7, 8}, MemoryBytes{}, MemoryBytes{}};
   return facts;
 }
@@ -159,6 +159,8 @@ TEST(Progress, LineShowsThroughputMfuElapsedAndEta) {
   const std::string line = format_progress(m, 300);
   for (const char* part : {"step     12/300", "1234 tok/s", "MFU 12.3%", "56.7 ms", "1:15 elapsed", "ETA 1:02:05"})
     EXPECT_NE(line.find(part), std::string::npos) << part << " in " << line;
+  m.peak_kind = "FMA peak";  // which peak, in the line
+  EXPECT_NE(format_progress(m, 300).find("| MFU 12.3% of FMA peak |"), std::string::npos) << format_progress(m, 300);
   m.step = 300;
   EXPECT_EQ(format_progress(m, 300).find("ETA"), std::string::npos);  // done: no estimate
 }
