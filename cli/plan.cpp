@@ -7,6 +7,8 @@
 #include "comm/topology/cpu_threads.h"
 #include "config/config.h"
 #include "core/error.h"
+#include "cli/plan_calibrate.h"
+#include "plan/machine_constants.h"
 #include "plan/plan_report.h"
 
 namespace feast {
@@ -17,10 +19,36 @@ int run_plan(const Args& args, const VerbContext&) {
   if (args.config_path().empty()) throw ConfigError("plan: name a config file (trainer plan --help)");
   if (!args.has("--gpus")) throw ConfigError("plan: --gpus N is required: the GPUs (ranks) to plan for (trainer plan --help)");
   const Config config = load_config(args.config_path(), args.overrides());
+  const std::string constants_path = args.text("--constants", default_constants_path());
+  // The ranks that share a host in such a run, and the threads each of them gets.
+  const int gpus = int(args.integer("--gpus", 1));
+  const int ranks_per_node = std::min(gpus, int(args.integer("--gpus-per-node", 8)));
+  const int threads = args.has("--threads")        ? int(args.integer("--threads", 1))
+                      : config.training.threads > 0 ? config.training.threads
+                                                    : thread_policy(ranks_per_node).threads;
+  if (args.flag("--calibrate"))
+    return calibrate_plan(config, CalibrateRequest{ranks_per_node, threads, args.number("--seconds", 20), constants_path});
+
   PlanRequest r;
   r.config_path = args.config_path();
   Cluster& cl = r.options.cluster;
-  cl.gpus = int(args.integer("--gpus", cl.gpus));
+  cl.gpus = gpus;
+  // This machine's figures (trainer plan --calibrate) where the flags leave them, if measured
+  // here for this run's device; else the defaults. The heading says which.
+  const ConstantsChoice figures = choose_machine_constants(constants_path, config.training.device, this_machine());
+  r.figures = figures.said;
+  if (figures.used) {
+    cl.tflops = figures.used->tflops;
+    if (figures.used->link) cl.intra_node = cl.inter_node = *figures.used->link;  // one host's link: all it knows
+  }
+  std::vector<std::string> flagged;
+  for (const char* f : {"--gpu-tflops", "--intra-node-bw", "--inter-node-bw", "--latency"})
+    if (args.has(f)) flagged.push_back(f);
+  if (!flagged.empty()) {
+    std::string list;
+    for (const std::string& f : flagged) list += (list.empty() ? "" : ", ") + f;
+    r.figures = list + " from the command line; the rest: " + r.figures;
+  }
   cl.gpu_memory = args.number("--gpu-memory", cl.gpu_memory);
   cl.gpus_per_node = int(args.integer("--gpus-per-node", cl.gpus_per_node));
   cl.intra_node.bandwidth = args.number("--intra-node-bw", cl.intra_node.bandwidth);
@@ -46,9 +74,7 @@ int run_plan(const Args& args, const VerbContext&) {
   // The threads a CPU run would use (each holds attention scratch): training.threads, else what
   // the thread policy gives the ranks of one node (--gpus-per-node) on a machine like this one,
   // as the run itself decides.
-  memory.threads = args.has("--threads")        ? int(args.integer("--threads", 1))
-                   : config.training.threads > 0 ? config.training.threads
-                                                 : thread_policy(std::min(cl.gpus, cl.gpus_per_node)).threads;
+  memory.threads = threads;
   print_plan(config, r);
   return 0;
 }
@@ -68,7 +94,9 @@ Verb plan_verb() {
       "micro-batch split of the global batch), the memory per GPU, the step time split into compute,\n"
       "tensor-parallel communication, pipeline idle and exposed data-parallel communication, tokens/s\n"
       "and E = compute / step; drops layouts that do not fit and prints the best first. Then the\n"
-      "cluster MTTF and the Young/Daly checkpoint interval. docs/planner.md has the formulas.";
+      "cluster MTTF and the Young/Daly checkpoint interval. docs/planner.md has the formulas.\n"
+      "Times use this machine's figures when `--calibrate` has measured them here (the heading says\n"
+      "which figures a plan used), else an H100 SXM node's; flags override either.";
   c.takes_config = true;
   c.options = {
       {"--gpus", ValueKind::kInteger, "N", "GPUs (ranks) in the job (required)", {}, 1},
@@ -79,8 +107,9 @@ Verb plan_verb() {
       {"--inter-node-bw", ValueKind::kBandwidth, "BW", "per-GPU bandwidth between nodes (default 50GB/s = 400Gb/s)"},
       {"--latency", ValueKind::kDuration, "TIME", "start-up cost of one message, both links (default 5us)"},
       {"--gpu-tflops", ValueKind::kNumber, "X",
-       "ACHIEVED TFLOP/s per GPU on the model's 6N + 6LTC count (default 400,\n"
-       "about 40% of an H100 SXM's 989 dense bf16 peak)",
+       "ACHIEVED TFLOP/s per GPU on the model's 6N + 6LTC count (default: this\n"
+       "machine's, measured by --calibrate, else 400, about 40% of an H100 SXM's\n"
+       "989 dense bf16 peak)",
        {}, 1e-9},
       {"--dtype", ValueKind::kText, "fp32|bf16",
        "fp32: float32 throughout; bf16: mixed precision on a GPU (default: the run's\n"
@@ -100,6 +129,17 @@ Verb plan_verb() {
       {"--top", ValueKind::kInteger, "K", "rows to print (default 10)", {}, 1},
       {"--why", ValueKind::kFlag, "", "also list every dropped layout and why"},
       {"--json", ValueKind::kFlag, "", "print every layout as a JSON array instead"},
+      {"--calibrate", ValueKind::kFlag, "",
+       "measure this machine's figures instead of planning (about a minute): the\n"
+       "config's model's achieved TFLOP/s at one rank's micro-batch and threads (as\n"
+       "--gpus and --gpus-per-node ranks share this host), and on the CPU the link\n"
+       "between two ranks (trainer bench comm through mpiexec, or $FEAST_MPIEXEC);\n"
+       "written to the constants file, which later plans on this machine use"},
+      {"--seconds", ValueKind::kNumber, "S", "with --calibrate: the compute measurement's budget (default 20)", {}, 1e-3},
+      {"--constants", ValueKind::kText, "FILE",
+       "this machine's figures (default $FEAST_PLAN_CONSTANTS, else\n"
+       "$XDG_CACHE_HOME or ~/.cache, /feast/plan-constants.json); used when it was\n"
+       "measured on this machine for the config's training.device; flags override it"},
   };
   c.epilogue = "Sizes: 80GiB, 141GB, 512MiB. Bandwidths: 450GB/s, 400Gb/s (bits), 25GiB/s. Times: 5us, 1.5ms, 2s.";
   v.run = run_plan;

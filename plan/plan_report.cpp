@@ -121,6 +121,7 @@ void print_plan(const Config& config, const PlanRequest& r) {
   const PlanDType dtype = r.options.memory.dtype;
 
   if (r.json) {
+    if (!r.figures.empty()) log::note("plan: figures: " + r.figures);  // stdout is the JSON
     nlohmann::json out = nlohmann::json::array();
     for (const LayoutEstimate& l : layouts) out.push_back(to_json(l, dtype, config));
     log::info(out.dump(2));
@@ -147,10 +148,11 @@ void print_plan(const Config& config, const PlanRequest& r) {
             (r.dtype_given ? "" : " from training.device = \"" + config.training.device + "\", training.dtype = \"" +
                                     config.training.dtype + "\"") +
             "; " +
-            human_bytes(cl.gpu_memory) + " per GPU; " + formatted("%.0f", cl.intra_node.bandwidth / 1e9) +
-            " GB/s within a node, " + formatted("%.0f", cl.inter_node.bandwidth / 1e9) + " GB/s between nodes, " +
-            formatted("%.1f", cl.intra_node.latency * 1e6) + " us per message; " + formatted("%.0f", cl.tflops) +
-            " TFLOP/s achieved per GPU (flags override; defaults are H100 SXM-like)");
+            human_bytes(cl.gpu_memory) + " per GPU; " + formatted("%.3g", cl.intra_node.bandwidth / 1e9) +
+            " GB/s within a node, " + formatted("%.3g", cl.inter_node.bandwidth / 1e9) + " GB/s between nodes, " +
+            formatted("%.3g", cl.intra_node.latency * 1e6) + " us per message; " + formatted("%.4g", cl.tflops) +
+            " TFLOP/s achieved per GPU");
+  if (!r.figures.empty()) log::info("figures: " + r.figures);
   int valid = 0, fit = 0;
   for (const LayoutEstimate& l : layouts) {
     valid += l.valid ? 1 : 0;

@@ -20,6 +20,7 @@ struct PlanRequest {
   int top = 10;                      // table rows
   bool why = false;                  // also list every dropped layout and why
   bool json = false;                 // every layout as a JSON array instead
+  std::string figures;               // which figures the time predictions use, in words (the heading)
 };
 
 // Prints the plan through log::info.

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from .launch import (RUNNING, RUNNING_LOCK, finished_before, kill_group, launcher_env, prepare_data, run_command,
                      run_point)
-from .plan import check_point, plan_columns
+from .plan import check_point, ensure_calibrated, plan_columns
 from .results import describe, read_json, row_of, write_csv
 from .sweepfile import Sweep, SweepError
 
@@ -82,6 +82,7 @@ def main(argv):
             print(f"[{i}/{total}] {p.name}: {shlex.join(run_command(sweep, p, sweep.out / 'runs' / p.name))}{note}")
         return 0
 
+    ensure_calibrated(sweep, env)
     (sweep.out / "logs").mkdir(parents=True, exist_ok=True)
     with open(sweep.out / "sweep.json", "w") as f:
         json.dump({"name": sweep.name, "kind": sweep.kind, "description": sweep.description,

@@ -1,8 +1,10 @@
 """The planner beside the sweep: what `trainer plan` predicts for a point's layout.
 
 Owns asking `trainer plan --json` (never fatal: a missing or failing planner is a plan_error
-column), finding the run's layout among the ones it lists, the plan_* columns of results.csv,
-and --check's verdict on a point (the trainer's print-config, then the planner's layout check).
+column), finding the run's layout among the ones it lists, the plan_* columns of results.csv
+(plan_figures: which figures the prediction used, as the planner says), measuring this machine's
+figures once before a sweep that plans without them (`trainer plan --calibrate`), and --check's
+verdict on a point (the trainer's print-config, then the planner's layout check).
 """
 
 import json
@@ -11,8 +13,47 @@ import subprocess
 from .sweepfile import toml_value
 
 
+def figures_line(stderr):
+    """What `trainer plan --json` says on stderr of the figures it used ("" if nothing)."""
+    return next((l.split("figures:", 1)[1].strip() for l in stderr.splitlines() if l.startswith("plan: figures:")), "")
+
+
+def ensure_calibrated(sweep, env):
+    """Before a sweep plans: when its plan_args leave the compute rate to the planner and the
+    planner has no figures measured on this machine (none, or stale), measure them once with
+    `trainer plan --calibrate` (a minute at most), so that no prediction uses another machine's.
+    Prints what it did; never fatal (the predictions then say which figures they used)."""
+    if not sweep.plan or "--gpu-tflops" in sweep.plan_args or not sweep.points:
+        return
+    np_ = max(p.np for p in sweep.points)
+    # The first point's model and micro-batch (the sweep's [set] applied): what the rate is measured on.
+    sets = []
+    for k, v in sweep.points[0].overrides.items():
+        sets += ["--set", f"{k}={toml_value(v)}"]
+    head = [str(sweep.trainer), "plan", str(sweep.base), "--gpus", str(np_)]
+    res = None
+    for extra in (["--json"], ["--calibrate"]):  # ask which figures; measure them if not this machine's
+        try:
+            res = subprocess.run(head + extra + sweep.plan_args + sets, capture_output=True, text=True,
+                                 timeout=600, env=env, cwd=sweep.here)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            print(f"sweep: trainer plan {extra[0]}: {e}", flush=True)
+            return
+        if extra == ["--calibrate"]:
+            break
+        said = figures_line(res.stderr)
+        if res.returncode != 0 or said.startswith("this machine's figures"):
+            return
+        print(f"sweep: the planner has no figures of this machine ({said.split(';')[0]}): measuring them with "
+              f"`trainer plan --calibrate` first", flush=True)
+    for line in (res.stdout + res.stderr).splitlines():
+        if line.strip():
+            print(f"  {line}", flush=True)
+
+
 def run_plan(sweep, config, np_, extra, env):
-    """`trainer plan CONFIG --gpus NP --json` -> (the layouts it lists, None) or (None, why not)."""
+    """`trainer plan CONFIG --gpus NP --json` -> (the layouts it lists, None) or (None, why not);
+    each layout carries "figures", what the planner says of the figures it used."""
     cmd = [str(sweep.trainer), "plan", str(config), "--gpus", str(np_), "--json"] + sweep.plan_args + extra
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=sweep.here)
@@ -26,11 +67,12 @@ def run_plan(sweep, config, np_, extra, env):
     except ValueError:
         return None, "trainer plan --json printed no JSON"
     layouts = []
+    figures = figures_line(res.stderr)
 
     def collect(node):
         if isinstance(node, dict):
             if all(k in node for k in ("tp", "pp", "dp")):
-                layouts.append(node)
+                layouts.append(dict(node, figures=figures))
             else:
                 for v in node.values():
                     collect(v)

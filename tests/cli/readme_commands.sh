@@ -29,6 +29,8 @@ git=(git -c user.name=readme -c user.email=readme@test -c core.hooksPath=/dev/nu
 "${git[@]}" init -q && "${git[@]}" add -A -f && "${git[@]}" commit -q -m "the clone as a user has it" || fail "git baseline"
 ln -s "$build" build
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1
+# trainer plan --calibrate's figures go into the work folder, not the user's ~/.cache.
+export FEAST_PLAN_CONSTANTS=$work/plan-constants.json
 
 # The code blocks, continuation lines joined, comments dropped.
 commands=$(awk '/^```/{inblock=!inblock; next} inblock' README.md | sed -e ':a' -e '/\\$/N; s/\\\n//; ta' |
@@ -49,6 +51,7 @@ while IFS= read -r cmd; do
     *"bench comm"*) extra="--iters 1 --warmup 0 --max-bytes 64K" ;;
     *"trainer bench"*) extra="--shapes 1x8 --steps 1 --warmup 1 --layers 1" ;;
     *sweep.py*) extra="--set training.steps=2" ;;
+    *"--calibrate"*) extra="--seconds 1" ;;
     *"print-config"*|*"prepare-data"*|*"trainer inspect"*|*"trainer export"*|*"trainer plan"*|*report.py*) ;;
     *"trainer eval"*) extra="$tiny_model --set training.eval_batches=1" ;;
     *"trainer generate"*) extra="$tiny_model --max-new-tokens 8" ;;

@@ -33,6 +33,8 @@ EOF
 }
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The planner's figures of this machine: none yet, so the systems sweep measures them first.
+export FEAST_PLAN_CONSTANTS=$work/plan-constants.json FEAST_MPIEXEC=$mpiexec
 
 # Every run: the demo model on the test corpus, a fixed MFU peak (no start-up GEMM measurement).
 common="
@@ -125,19 +127,24 @@ assert all(r["status"] == "finished" for r in rows), [(r["run"], r["error"]) for
 assert [r["np"] for r in rows] == ["1", "2"] and rows[1]["pp"] == "2", rows
 assert float(rows[1]["pp_idle_formula"]) == 0.2, rows[1]["pp_idle_formula"]  # (2-1)/(4+2-1)
 assert all(float(r["tokens_per_s"]) > 0 and float(r["steps"]) == 3 for r in rows)
-# `trainer plan` for each run's layout (plan = true): predicted columns beside the measured ones.
+# `trainer plan` for each run's layout (plan = true): predicted columns beside the measured ones,
+# with this machine's figures (measured by the sweep before its runs).
 for r in rows:
     assert r.get("plan_tokens_per_s") and r.get("plan_time_step_s") and not r.get("plan_error"), r
+    assert r["plan_figures"].startswith("this machine's figures from "), r["plan_figures"]
 # The same math at both layouts.
 assert abs(float(rows[0]["final_loss"]) - float(rows[1]["final_loss"])) < 1e-4, rows
 EOF
 grep -q '^\[2/2\] tp1pp2dp1: finished in' sys1.log || fail "no progress line: $(cat sys1.log)"
+grep -q "^sweep: the planner has no figures of this machine (no figures measured on this machine" sys1.log &&
+  grep -q "^  wrote $work/plan-constants.json" sys1.log || fail "the sweep did not calibrate the planner: $(cat sys1.log)"
 in_order sys1.log
 cp sys/results.csv results.first.csv
 stamp=$(stat -c %Y sys/runs/tp1pp2dp1/metrics.jsonl)
 $py "$src/scripts/sweep.py" systems.toml --out sys > sys2.log 2>&1 || fail "resumed sweep: $(tail -5 sys2.log)"
 grep -q "2 of 2 finished (0 run now, 2 before)" sys2.log || fail "the second sweep ran again: $(cat sys2.log)"
 [[ $(grep -c "finished before, skipped" sys2.log) == 2 ]] || fail "skipped lines: $(cat sys2.log)"
+grep -q "planner has no figures" sys2.log && fail "the second sweep calibrated again: $(cat sys2.log)"
 [[ $(stat -c %Y sys/runs/tp1pp2dp1/metrics.jsonl) == "$stamp" ]] || fail "a finished run was touched"
 cmp -s results.first.csv sys/results.csv || fail "results.csv changed on resume"
 echo "ok: systems sweep, resumed without running anything"

@@ -5,17 +5,24 @@
 #  2. --json is a JSON array whose layouts carry the fields the sweep scripts read, consistent
 #     with each other (step = the sum of its parts, tokens/s = tokens per step / step);
 #  3. bad input exits non-zero with one "error:" line naming the flag (or the key); --help
-#     prints the usage and exits 0.
+#     prints the usage and exits 0;
+#  4. --calibrate measures this machine's figures (compute, and the link through MPIEXEC) into a
+#     constants file that later plans use, saying so; flags override it; a file of another
+#     machine or device is stale and said to be; a corrupt one is an error naming it.
 set -uo pipefail
-trainer=$1
+trainer=$1 mpiexec=${2:-mpiexec}
 work=$(mktemp -d) || exit 1
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# No calibration of the machine running the tests may change what these plans print.
+export FEAST_PLAN_CONSTANTS=$work/none.json
 
 # 1. The table.
 "$trainer" plan configs/demo.toml --gpus 8 > "$work/out" 2> "$work/err" || fail "plan exited $?: $(cat "$work/err")"
 grep -q '^plan: configs/demo.toml on 8 GPUs (1 node of 8)' "$work/out" || fail "no header: $(head -3 "$work/out")"
 grep -q '^assumed: fp32 .* from training.device = "cpu"' "$work/out" || fail "no assumptions line"
+grep -q "^figures: no figures measured on this machine ($work/none.json); .trainer plan CONFIG --gpus N --calibrate. measures" \
+  "$work/out" || fail "the plan does not say which figures it used: $(grep -A1 '^assumed' "$work/out")"
 # The run's own dtype decides: a GPU run in fp32 is planned as fp32 on GPUs, one in auto as bf16.
 "$trainer" plan configs/demo.toml --gpus 8 --set training.device=cuda --set training.dtype=fp32 > "$work/gpu32" ||
   fail "plan of a GPU fp32 run exited $?"
@@ -103,3 +110,50 @@ expect_error "unknown key 'model.n_layers'" configs/demo.toml --gpus 8 --set mod
 "$trainer" plan --help > "$work/out" || fail "--help exited $?"
 [[ $(head -1 "$work/out") == usage:* ]] || fail "--help does not start with usage:"
 echo "ok: bad input and --help"
+
+# 4. --calibrate, then plans with this machine's figures.
+c=$work/constants.json
+FEAST_MPIEXEC=$mpiexec OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  "$trainer" plan configs/demo.toml --gpus 2 --calibrate --seconds 2 --constants "$c" > "$work/cal" 2>&1 ||
+  fail "plan --calibrate exited $?: $(cat "$work/cal")"
+grep -q '^compute: [0-9]* steps of 8 x 64 tokens' "$work/cal" || fail "no compute line: $(cat "$work/cal")"
+grep -q '^link: two ranks through MPI, ' "$work/cal" || fail "the link was not measured: $(cat "$work/cal")"
+grep -q "^wrote $c" "$work/cal" || fail "no 'wrote' line: $(cat "$work/cal")"
+tflops=$(python3 - "$c" <<'EOF'
+import json, socket, sys
+c = json.load(open(sys.argv[1]))
+assert c["format"] == "feast plan constants 1" and c["device"] == "cpu", c
+assert c["machine"]["host"] == socket.gethostname() and c["machine"]["cores"] >= 1, c
+assert 0 < c["tflops_per_rank"] < 100, c
+assert c["link"]["bandwidth_bytes_per_s"] > 1e6 and 0 <= c["link"]["latency_s"] < 1e-2, c
+assert c["ranks_per_node"] == 2 and c["threads_per_rank"] >= 1, c
+print("%.4g" % c["tflops_per_rank"])
+EOF
+) || fail "the constants file: $(cat "$c")"
+"$trainer" plan configs/demo.toml --gpus 2 --constants "$c" > "$work/out" 2>&1 || fail "plan with figures exited $?"
+grep -q "^figures: this machine's figures from $c (trainer plan --calibrate, .*): $tflops TFLOP/s per rank, links " \
+  "$work/out" || fail "the plan does not use the calibration: $(grep -A1 '^assumed' "$work/out")"
+grep -q "; $tflops TFLOP/s achieved per GPU" "$work/out" || fail "not planned at $tflops: $(grep '^assumed' "$work/out")"
+FEAST_PLAN_CONSTANTS=$c "$trainer" plan configs/demo.toml --gpus 1 --json > "$work/one.json" 2> "$work/one.err" ||
+  fail "plan --json with figures exited $?"
+grep -q "^plan: figures: this machine's figures" "$work/one.err" || fail "--json: no figures line on stderr"
+python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$work/one.json" || fail "--json with figures: not JSON"
+"$trainer" plan configs/demo.toml --gpus 2 --constants "$c" --gpu-tflops 7 > "$work/out" || fail "plan --gpu-tflops exited $?"
+grep -q "^figures: --gpu-tflops from the command line; the rest: this machine's" "$work/out" &&
+  grep -q "; 7 TFLOP/s achieved" "$work/out" || fail "--gpu-tflops does not override: $(grep -A1 '^assumed' "$work/out")"
+"$trainer" plan configs/demo.toml --gpus 2 --constants "$c" --set training.device=cuda > "$work/out" || fail "cuda plan exited $?"
+grep -q "holds this machine's cpu figures, and this run trains on cuda" "$work/out" && grep -q "; 400 TFLOP/s achieved" "$work/out" ||
+  fail "a GPU run planned with the CPU's figures: $(grep -A1 '^assumed' "$work/out")"
+python3 - "$c" "$work/other.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["machine"]["host"] = "elsewhere"
+json.dump(c, open(sys.argv[2], "w"))
+EOF
+"$trainer" plan configs/demo.toml --gpus 2 --constants "$work/other.json" > "$work/out" || fail "stale plan exited $?"
+grep -q "was measured on another machine (host elsewhere, .*): stale; .trainer plan CONFIG --gpus N --calibrate" "$work/out" ||
+  fail "a stale file not said: $(grep -A1 '^assumed' "$work/out")"
+echo '{"format": "feast plan constants 1", "machine": 3}' > "$work/bad.json"
+expect_error "bad.json: .*; run .trainer plan CONFIG --gpus N --calibrate. to measure this machine again" \
+  configs/demo.toml --gpus 2 --constants "$work/bad.json"
+echo "ok: --calibrate ($tflops TFLOP/s per rank), its figures used, overridden, stale, corrupt"
