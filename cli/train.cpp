@@ -6,6 +6,7 @@
 #include "cli/verb.h"
 #include "comm/mpi_world.h"
 #include "config/config.h"
+#include "backend/cpu/blas_library.h"
 #include "core/device_info.h"
 #include "core/log.h"
 #include "core/plural.h"
@@ -20,6 +21,7 @@ int run_train(const Args& args, const VerbContext& context) {
   config.command_line = context.command_line;
   log::info("feast trainer: " + args.config_path() + " (" + describe_devices() + "; " +
             std::to_string(context.world_size) + " rank(s))");
+  if (config.training.device == "cpu") log::info("cpu kernels: " + cpu::describe_blas());
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000));
   const TrainSummary s = train(config, make_mpi_world(timeout));
   if (s.ended != "finished") {

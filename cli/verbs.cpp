@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "backend/cpu/blas_library.h"
 #include "core/device_info.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -99,8 +100,8 @@ int dispatch(const std::vector<std::string>& argv, const VerbContext& context) {
     return argv.empty() ? 2 : 0;
   }
   if (argv[0] == "--version") {
-    log::info("feast trainer 0.1 (" + describe_devices() + "; MPI thread support " + context.thread_support +
-              ")");
+    log::info("feast trainer 0.1 (" + describe_devices() + "; " + cpu::describe_blas() + "; MPI thread support " +
+              context.thread_support + ")");
     return 0;
   }
   if (const Verb* verb = find(verbs(), argv[0]))

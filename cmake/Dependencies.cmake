@@ -37,9 +37,18 @@ if(NOT FEAST_OPENBLAS_LIB)
   message(FATAL_ERROR "OpenBLAS (OpenMP build) not found in ${FEAST_OPENBLAS_DIR}: run scripts/setup.sh "
                       "(Debian package libopenblas-openmp-dev) or set FEAST_OPENBLAS_DIR")
 endif()
+# Not linked: backend/cpu/blas_library.cpp opens it at first use, after choosing its kernels from
+# the CPU's features (OpenBLAS reads OPENBLAS_CORETYPE once, when it loads). Its runtime name
+# (libopenblas.so.0) where there is one, so the -dev package's symlink is not needed to run.
+set(FEAST_OPENBLAS_RUNTIME "${FEAST_OPENBLAS_LIB}")
+get_filename_component(_openblas_dir "${FEAST_OPENBLAS_LIB}" DIRECTORY)
+if(EXISTS "${_openblas_dir}/libopenblas.so.0")
+  set(FEAST_OPENBLAS_RUNTIME "${_openblas_dir}/libopenblas.so.0")
+endif()
 add_library(feast_blas INTERFACE)
-target_link_libraries(feast_blas INTERFACE ${FEAST_OPENBLAS_LIB} OpenMP::OpenMP_CXX)
+target_link_libraries(feast_blas INTERFACE OpenMP::OpenMP_CXX ${CMAKE_DL_LIBS})
 target_include_directories(feast_blas SYSTEM INTERFACE ${FEAST_OPENBLAS_INCLUDE})
+target_compile_definitions(feast_blas INTERFACE FEAST_OPENBLAS_LIB="${FEAST_OPENBLAS_RUNTIME}")
 
 # The CUDA backend (model/cuda/) needs nvcc and the toolkit's cuBLAS; with it off nothing needs
 # CUDA. It is built for the A100 (sm_80) and H100/H200 (sm_90) unless CMAKE_CUDA_ARCHITECTURES

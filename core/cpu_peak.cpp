@@ -10,8 +10,14 @@
 namespace feast {
 namespace {
 
-// The flags of the first processor that lists them ("flags" on x86, "Features" on Arm).
-std::set<std::string> cpu_flags(const std::string& cpuinfo) {
+std::string proc_cpuinfo() {
+  std::ifstream in("/proc/cpuinfo");
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+std::set<std::string> cpu_flags_from(const std::string& cpuinfo) {
   std::istringstream in(cpuinfo);
   std::string line;
   while (std::getline(in, line)) {
@@ -28,11 +34,14 @@ std::set<std::string> cpu_flags(const std::string& cpuinfo) {
   return {};
 }
 
-}  // namespace
+const std::set<std::string>& cpu_flags() {
+  static const std::set<std::string> flags = cpu_flags_from(proc_cpuinfo());
+  return flags;
+}
 
 std::optional<CpuCorePeak> cpu_core_peak_from(const std::string& cpuinfo, double max_freq_ghz) {
   CpuCorePeak p;
-  const std::set<std::string> flags = cpu_flags(cpuinfo);
+  const std::set<std::string> flags = cpu_flags_from(cpuinfo);
   const auto has = [&](const char* f) { return flags.count(f) > 0; };
   // Two FMA units per core everywhere: the most any of these cores has (Arm's Neoverse V2 has
   // four 128-bit units, counted as such), so the figure is an upper bound.
@@ -86,8 +95,7 @@ std::optional<CpuCorePeak> cpu_core_peak_from(const std::string& cpuinfo, double
 
 std::optional<CpuCorePeak> cpu_core_peak() {
   static const std::optional<CpuCorePeak> peak = [] {
-    std::ifstream in("/proc/cpuinfo");
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string text = proc_cpuinfo();
     double max_ghz = 0;
     std::error_code ec;
     for (std::filesystem::directory_iterator it("/sys/devices/system/cpu", ec), end; !ec && it != end;

@@ -9,9 +9,15 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 
 namespace feast {
+
+// The feature flags of the first processor /proc/cpuinfo's text lists ("flags" on x86,
+// "Features" on Arm); this machine's, read once.
+std::set<std::string> cpu_flags_from(const std::string& cpuinfo);
+const std::set<std::string>& cpu_flags();
 
 struct CpuCorePeak {
   double ghz = 0;               // the highest clock reported

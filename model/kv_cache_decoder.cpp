@@ -70,7 +70,7 @@ void KvCacheDecoder::linear(float* out, const float* inp, const float* w, const 
   }
   // One token: a matrix-vector product (OpenBLAS 0.3.21's sgemm does not route M = 1 to gemv).
   if (b) std::copy_n(b, OC, out);
-  cblas_sgemv(CblasRowMajor, CblasNoTrans, OC, K, 1.0f, w, K, inp, 1, b ? 1.0f : 0.0f, out, 1);
+  cpu::gemv(OC, K, 1.0f, w, K, inp, b ? 1.0f : 0.0f, out);
 }
 
 void KvCacheDecoder::norm(float* out, const float* inp, const Norm& w, int n) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <optional>
 
+#include "backend/cpu/blas_library.h"
 #include "core/error.h"
 #include "core/formatted.h"
 #include "core/plural.h"
@@ -120,6 +121,7 @@ TrainSummary train_in(const Config& config, const LayoutPlan& plan, std::unique_
   facts.parameters = matmul_parameters(config.model);
   facts.flops_per_token = training_flops_per_token(config.model, tc.seq_len);
   facts.peak = device_peak(run.world(), tc.device, config.logging.peak_tflops, run.cpu_sharing_ranks());
+  if (tc.device == "cpu") facts.cpu_kernels = cpu::describe_blas();
   facts.memory = run.memory_of_ranks();
   RunStatistics stats;
   // A parameter server's bytes, summed over this rank's steps: push, pull, refresh.

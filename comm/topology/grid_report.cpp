@@ -16,8 +16,6 @@
 namespace feast {
 namespace {
 
-constexpr size_t kNameWords = (MPI_MAX_PROCESSOR_NAME + 3) / 4;  // fixed size, NUL padded
-
 // One line listing every distinct group of one kind, in order of its first rank; `brief` lists
 // the first two and the last with the count ("32 groups: [0, 1] [2, 3] ... [62, 63]").
 template <typename GroupOf>
@@ -74,23 +72,26 @@ int local_rank(const std::vector<std::string>& hosts, int rank) {
 }
 
 std::vector<std::string> gather_host_names(Communicator& world) {
-  std::vector<int32_t> mine(kNameWords, 0);
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   int length = 0;
   FEAST_MPI_CHECK(MPI_Get_processor_name(name, &length));
-  std::memcpy(mine.data(), name, std::min<size_t>(static_cast<size_t>(length), MPI_MAX_PROCESSOR_NAME - 1));
+  return gather_strings(world, std::string(name, std::min<size_t>(static_cast<size_t>(length), MPI_MAX_PROCESSOR_NAME - 1)));
+}
 
+std::vector<std::string> gather_strings(Communicator& world, const std::string& text) {
+  constexpr size_t kWords = 64;  // fixed size, NUL padded: 255 bytes and the NUL
+  std::vector<int32_t> mine(kWords, 0);
+  std::memcpy(mine.data(), text.data(), std::min<size_t>(text.size(), kWords * 4 - 1));
   const auto n = static_cast<size_t>(world.size());
-  std::vector<int32_t> all(n * kNameWords);
-  const std::vector<size_t> counts(n, kNameWords);
+  std::vector<int32_t> all(n * kWords);
+  const std::vector<size_t> counts(n, kWords);
   world.allgather(mine.data(), all.data(), counts, DType::kInt32)->wait();
-
-  std::vector<std::string> hosts(n);
+  std::vector<std::string> out(n);
   for (size_t r = 0; r < n; ++r) {
-    const char* bytes = reinterpret_cast<const char*>(all.data() + r * kNameWords);
-    hosts[r] = std::string(bytes, strnlen(bytes, kNameWords * 4));
+    const char* bytes = reinterpret_cast<const char*>(all.data() + r * kWords);
+    out[r] = std::string(bytes, strnlen(bytes, kWords * 4));
   }
-  return hosts;
+  return out;
 }
 
 std::string describe_grid(const ParallelLayout& layout, const std::vector<std::string>& hosts, bool tied_embedding,

@@ -13,6 +13,8 @@ namespace feast {
 
 // Every rank's host name (MPI_Get_processor_name), indexed by world rank. Collective over world.
 std::vector<std::string> gather_host_names(Communicator& world);
+// Every rank's `mine` (its first 255 bytes), indexed by world rank. Collective over world.
+std::vector<std::string> gather_strings(Communicator& world, const std::string& mine);
 
 // Rank `rank`'s place among the ranks on its host (0, 1, ...: which of the host's GPUs it takes),
 // from gather_host_names' list (one entry, rank 0, in a job of one).

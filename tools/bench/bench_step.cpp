@@ -15,6 +15,7 @@
 #include "core/rng.h"
 #include "core/timer.h"
 #include "backend/backend.h"
+#include "backend/cpu/blas_library.h"
 #include "model/decoder_stage.h"
 #include "model/flop_count.h"
 #include "optim/adamw.h"
@@ -123,8 +124,9 @@ int run_step_bench(const StepBenchOptions& o) {
     // MFU(sheet) on the CPU: against the FMA peak of the cores the threads may use.
     const auto fma = cpu_fma_peak_tflops(std::min(double(omp_get_max_threads()), double(available_cores())));
     if (fma) datasheet_gflops = fma->first * 1e3;
-    std::printf("device: cpu, %d OpenMP threads; sgemm ceiling %.1f GFLOP/s (best 1536^3 sgemm); %s\n",
-                omp_get_max_threads(), ceiling, fma ? fma->second.c_str() : "no FMA peak known for this CPU");
+    std::printf("device: cpu, %d OpenMP threads, %s; sgemm ceiling %.1f GFLOP/s (best 1536^3 sgemm); %s\n",
+                omp_get_max_threads(), cpu::describe_blas().c_str(), ceiling,
+                fma ? fma->second.c_str() : "no FMA peak known for this CPU");
   } else {
     ceiling = measure_backend_gemm_gflops(*backend, 8192);
     const std::string gpu = cuda_device_name();

@@ -139,6 +139,7 @@ std::string summary_json(const RunFacts& f, const RunOutcome& o) {
       {"peak_tflops_per_rank", f.peak.tflops_per_rank},
       {"peak_source", f.peak.source},
   };
+  if (!f.cpu_kernels.empty()) j["cpu_kernels"] = f.cpu_kernels;
   if (o.server_traffic) {
     const ServerTraffic& t = *o.server_traffic;
     j["parameter_server_bytes_per_step"] = {{"push", t.push},

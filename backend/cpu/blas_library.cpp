@@ -1,0 +1,125 @@
+#include "backend/cpu/blas_library.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <mutex>
+
+#include "core/cpu_peak.h"
+#include "core/error.h"
+
+#ifndef FEAST_OPENBLAS_LIB
+#error "FEAST_OPENBLAS_LIB (the OpenBLAS library's path) comes from cmake/Dependencies.cmake"
+#endif
+
+namespace feast::cpu {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
+}
+
+template <typename F>
+void resolve(void* handle, const char* name, F& f, const std::string& path) {
+  f = reinterpret_cast<F>(dlsym(handle, name));
+  if (!f) throw Error(path + ": has no " + name + " (not an OpenBLAS library?); rebuild with FEAST_OPENBLAS_DIR "
+                      "naming Debian's libopenblas-openmp-dev");
+}
+
+BlasLibrary load() {
+  BlasLibrary b;
+  b.path = FEAST_OPENBLAS_LIB;
+  const std::set<std::string>& flags = cpu_flags();
+  const char* user = std::getenv("OPENBLAS_CORETYPE");
+  // A child of a feast process (plan --calibrate's bench comm) inherits the parent's choice.
+  const char* ours = std::getenv("FEAST_CHOSEN_OPENBLAS_CORETYPE");
+  std::string forced;
+  if (user && ours && std::string(user) == ours) {
+    b.chosen_by = std::string("the CPU's features: OPENBLAS_CORETYPE=") + user;
+  } else if (user) {
+    b.chosen_by = std::string("OPENBLAS_CORETYPE=") + user + ", set by the user";
+  } else if (forced = openblas_core_for(flags); !forced.empty()) {
+    // Read by OpenBLAS's constructor when the library loads, just below. Set once, on the first
+    // product, before this process starts threads of its own that read the environment.
+    setenv("OPENBLAS_CORETYPE", forced.c_str(), 0);
+    setenv("FEAST_CHOSEN_OPENBLAS_CORETYPE", forced.c_str(), 1);
+    b.chosen_by = "the CPU's features: OPENBLAS_CORETYPE=" + forced;
+  } else {
+    b.chosen_by = "OpenBLAS's own choice";
+  }
+  void* handle = dlopen(b.path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (!handle)
+    throw Error(std::string("cannot open OpenBLAS: ") + dlerror() + "; install Debian's libopenblas0-openmp "
+                "(scripts/setup.sh) or rebuild with FEAST_OPENBLAS_DIR naming where it is");
+  resolve(handle, "cblas_sgemm", b.sgemm, b.path);
+  resolve(handle, "cblas_dgemm", b.dgemm, b.path);
+  resolve(handle, "cblas_sgemv", b.sgemv, b.path);
+  char* (*corename)() = nullptr;
+  char* (*config)() = nullptr;
+  resolve(handle, "openblas_get_corename", corename, b.path);
+  resolve(handle, "openblas_get_config", config, b.path);
+  b.core = corename();
+  b.config = config();
+  return b;
+}
+
+}  // namespace
+
+const BlasLibrary& blas_library() {
+  static const BlasLibrary library = load();
+  return library;
+}
+
+std::string describe_blas() {
+  const BlasLibrary& b = blas_library();
+  // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...": its first two words.
+  std::string version = b.config.substr(0, b.config.find(' ', b.config.find(' ') + 1));
+  const int level = openblas_core_level(b.core), cpu = vector_level(cpu_flags());
+  std::string s = version + " " + b.core + " kernels (" + vector_level_name(level) + "; " + b.chosen_by + ")";
+  if (level < cpu)
+    s += std::string("; warning: this CPU has ") + vector_level_name(cpu) +
+         ", which these kernels do not use: unset OPENBLAS_CORETYPE or set it to " + openblas_core_for(cpu_flags());
+  return s;
+}
+
+int vector_level(const std::set<std::string>& flags) {
+  const auto has = [&](const char* f) { return flags.count(f) > 0; };
+  if (has("avx512f")) return 4;
+  if (has("avx2") && has("fma")) return 3;
+  if (has("avx")) return 2;
+  return 1;
+}
+
+const char* vector_level_name(int level) {
+  switch (level) {
+    case 4: return "AVX-512";
+    case 3: return "AVX2";
+    case 2: return "AVX";
+    default: return "SSE";
+  }
+}
+
+int openblas_core_level(const std::string& core) {
+  const std::string c = lower(core);
+  for (const char* n : {"skylakex", "cooperlake", "sapphirerapids"})
+    if (c == n) return 4;
+  for (const char* n : {"haswell", "zen", "excavator", "skylake"})
+    if (c == n) return 3;
+  for (const char* n : {"sandybridge", "bulldozer", "piledriver", "steamroller"})
+    if (c == n) return 2;
+  return 1;
+}
+
+std::string openblas_core_for(const std::set<std::string>& flags) {
+  const auto has = [&](const char* f) { return flags.count(f) > 0; };
+  if (has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq"))
+    return has("avx512_bf16") ? "COOPERLAKE" : "SKYLAKEX";
+  if (has("avx2") && has("fma")) return has("sse4a") ? "ZEN" : "HASWELL";
+  if (has("avx")) return "SANDYBRIDGE";
+  return "";
+}
+
+}  // namespace feast::cpu
