@@ -167,7 +167,8 @@ Verb prepare_data_verb() {
       "  - a .jsonl (or .jsonl.gz) file holds one JSON object per line: {\"text\": ...} is a document;\n"
       "    {\"prompt\": ..., \"completion\": ...} an instruction example whose completion (and end-of-text\n"
       "    token) alone count in the loss: the shards then get loss masks (DIR/train_NNN.mask);\n"
-      "  - a .json (or .json.gz) file is a JSON array of such records; anything else in it is refused.";
+      "  - a .json (or .json.gz) file is a JSON array of such records (or of texts); anything else in it\n"
+      "    is refused.";
   cl.positional = "input text files or --synthetic";
   cl.max_positional = -1;
   cl.options = {

@@ -92,8 +92,8 @@ class Tokenizing {
     }
   }
 
-  // Splits a JSON file, an array of records, into its records, one document each (each is
-  // checked as a JSON Lines line is). Anything but an array is refused: read as text, it would
+  // Splits a JSON file, an array of records (or of texts), into its records, one document each
+  // (each is checked as a JSON Lines line is). Anything but an array is refused: read as text, it would
   // train on its braces and quotes without a word.
   void read_array(uint32_t f, InputFile& in, int64_t& accounted) {
     const std::string& path = files_[f];
@@ -103,13 +103,15 @@ class Tokenizing {
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     const std::string expected =
         "prepare-data reads a .json file as a JSON array of records, {\"text\": ...} or {\"prompt\": ..., "
-        "\"completion\": ...}, and a .jsonl file as one record per line; to train on the file as plain text, "
-        "give it another extension";
+        "\"completion\": ...}, or of texts, and a .jsonl file as one record per line; to train on the file as "
+        "plain text, give it another extension";
     if (j.is_discarded()) throw DataError("prepare-data: " + path + ": not valid JSON; " + expected);
     if (!j.is_array())
       throw DataError("prepare-data: " + path + ": a JSON " + j.type_name() + ", not an array of records; " + expected);
     for (size_t i = 0; i < j.size(); ++i) {
-      Document d{f, static_cast<int64_t>(i) + 1, j[i].dump(), 0};
+      // A string is a document's text (["first text", "second text"]); anything else a record.
+      const nlohmann::json& r = j[i];
+      Document d{f, static_cast<int64_t>(i) + 1, r.is_string() ? nlohmann::json{{"text", r}}.dump() : r.dump(), 0};
       // Progress: the file's bytes spread over its records.
       d.raw_bytes = static_cast<int64_t>((i + 1) * static_cast<size_t>(in.raw_offset()) / j.size() -
                                          i * static_cast<size_t>(in.raw_offset()) / j.size());

@@ -165,10 +165,18 @@ TEST(PrepareJsonl, AJsonArrayIsReadAsRecordsAndAnythingElseIsRefused) {
   EXPECT_EQ(masks_of(a.train_shards), masks_of(b.train_shards));
   EXPECT_EQ(a.masked_tokens, b.masked_tokens);
 
+  // An array of texts: each a document, as {"text": ...} would be.
+  std::ofstream(dir.file("texts.json")) << R"(["Q: 2+2? 4", "plain text"])";
+  const PreparedData t = prepare_text({dir.file("texts.json")}, PrepareOptions{dir.file("t"), 0.2});
+  EXPECT_EQ(bytes_of(t.train_shards) + bytes_of(t.val_shards), "Q: 2+2? 4plain text");
+  EXPECT_EQ(t.documents, 2);
+  EXPECT_EQ(t.instruction_examples, 0);
+
   const std::vector<std::pair<std::string, std::string>> refused = {
       {R"({"text": "an object"})", "sft_bad.json: a JSON object, not an array of records; prepare-data reads a .json file"},
       {"plain words, not JSON", "sft_bad.json: not valid JSON; prepare-data reads a .json file as a JSON array"},
       {R"([{"text": "fine"}, {"body": "x"}])", R"(sft_bad.json: record 2: has no "text" field)"},
+      {R"(["fine", 3])", "sft_bad.json: record 2: "},
   };
   for (const auto& [content, what] : refused) {
     std::ofstream(dir.file("sft_bad.json"), std::ios::trunc) << content;
