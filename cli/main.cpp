@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/blas_library.h"
 #include "cli/verb.h"
 #include "comm/runtime.h"
 #include "core/error.h"
@@ -30,6 +31,13 @@ std::string quoted_command_line(const char* program, const std::vector<std::stri
 }  // namespace
 
 int main(int argc, char** argv) {
+  // OpenBLAS is opened, its kernels chosen (setting OPENBLAS_CORETYPE), while this process has
+  // one thread: setenv must not race with MPI's threads reading the environment. A failure here
+  // is not fatal (a GPU run may not need it); the first product reports it.
+  try {
+    feast::cpu::blas_library();
+  } catch (const std::exception&) {
+  }
   std::optional<feast::Runtime> runtime;
   try {
     runtime.emplace(&argc, &argv);
