@@ -143,7 +143,7 @@ int calibrate_plan(const Config& config, const CalibrateRequest& r) {
             std::to_string(r.threads) + " thread(s)");
 
   // Compute: full training steps of the config's model at one rank's micro-batch, on one rank's
-  // threads; the step count fits the budget after two warm-up steps time one.
+  // threads: two warm-up steps, then steps while the budget lasts (at least one, at most 50).
   omp_set_num_threads(r.threads);
   StepBenchOptions o;
   o.model = mc;
@@ -151,11 +151,10 @@ int calibrate_plan(const Config& config, const CalibrateRequest& r) {
   o.device = config.training.device;
   o.dtype = config.training.dtype;
   o.warmup = 2;
-  o.steps = 1;
-  const double first = measure_step_seconds(o);
-  o.warmup = 1;
-  o.steps = std::clamp(int(r.seconds / std::max(first, 1e-6)), 3, 50);
-  const double step = measure_step_seconds(o);
+  o.steps = 50;
+  const StepTiming timed = measure_step_seconds(o, r.seconds);
+  const double step = timed.median_s;
+  o.steps = timed.steps;
   const double tflops = training_flops_per_token(mc, T) * double(B) * T / step / 1e12;
   log::info("compute: " + std::to_string(o.steps) + " steps of " + std::to_string(B) + " x " + std::to_string(T) +
             " tokens, median " + formatted("%.1f", step * 1e3) + " ms: " + formatted("%.4g", tflops) +

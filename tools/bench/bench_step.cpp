@@ -58,16 +58,19 @@ class StepRig {
   size_t parameters() const { return n_total_; }
 
   // Seconds of each timed step (after `warmup` untimed ones) at shape s; false in `ok` when a
-  // loss is not finite or the first is not near ln(vocab).
+  // loss is not finite or the rig's first is not near ln(vocab).
   std::vector<double> time_steps(const BatchShape& s, int warmup, int steps, bool& ok) {
     const size_t n = size_t(s.B) * s.T;
     std::vector<int32_t> x(n), y(n);
     std::vector<double> times;
     for (int it = 0; it < warmup + steps; ++it) {
-      for (size_t i = 0; i < n; ++i) {  // fresh random tokens each step, outside the timer
-        x[i] = int32_t(uniform_index(7, uint64_t(it), 2 * i, uint64_t(mc_.vocab_size)));
-        y[i] = int32_t(uniform_index(7, uint64_t(it), 2 * i + 1, uint64_t(mc_.vocab_size)));
+      // Fresh random tokens each step of the rig (not of this call: a model shown one batch again
+      // and again would learn it), outside the timer.
+      for (size_t i = 0; i < n; ++i) {
+        x[i] = int32_t(uniform_index(7, uint64_t(t_), 2 * i, uint64_t(mc_.vocab_size)));
+        y[i] = int32_t(uniform_index(7, uint64_t(t_), 2 * i + 1, uint64_t(mc_.vocab_size)));
       }
+      const bool first = t_ == 0;
       Timer timer;
       backend_->zero(grads_.view());
       const float loss = model_->forward(0, x.data(), y.data(), s.B, s.T, 1.0f / float(n));
@@ -77,7 +80,7 @@ class StepRig {
       backend_->stream().synchronize();  // a GPU's update is queued, not done
       const double sec = timer.seconds();
       if (it >= warmup) times.push_back(sec);
-      if (!std::isfinite(loss) || (it == 0 && std::abs(loss - std::log(double(mc_.vocab_size))) > 0.5)) {
+      if (!std::isfinite(loss) || (first && std::abs(loss - std::log(double(mc_.vocab_size))) > 0.5)) {
         std::fprintf(stderr, "bench: shape %dx%d step %d: loss %f is wrong (expected about ln(V) = %.3f at start)\n",
                      s.B, s.T, it, double(loss), std::log(double(mc_.vocab_size)));
         ok = false;
@@ -99,13 +102,19 @@ class StepRig {
 
 }  // namespace
 
-double measure_step_seconds(const StepBenchOptions& o) {
+StepTiming measure_step_seconds(const StepBenchOptions& o, double budget_s) {
   FEAST_CHECK(o.shapes.size() == 1, "measure_step_seconds: one shape");
   StepRig rig(o);
   bool ok = true;
-  const double s = median(rig.time_steps(o.shapes.front(), o.warmup, o.steps, ok));
+  // The warm-up and one timed step, then one step at a time while the budget lasts.
+  std::vector<double> times = rig.time_steps(o.shapes.front(), o.warmup, 1, ok);
+  double spent = times.front();
+  while (ok && int(times.size()) < o.steps && spent < budget_s) {
+    times.push_back(rig.time_steps(o.shapes.front(), 0, 1, ok).front());
+    spent += times.back();
+  }
   if (!ok) throw Error("bench: the model's loss was wrong while timing its steps");
-  return s;
+  return {median(times), int(times.size())};
 }
 
 int run_step_bench(const StepBenchOptions& o) {

@@ -24,8 +24,13 @@ struct StepBenchOptions {
 // Exits non-zero (returns 1) if a loss is not finite or the first loss is not near ln(vocab).
 int run_step_bench(const StepBenchOptions& options);
 
-// The median seconds of options.steps timed training steps (after options.warmup) at its one
-// shape, printing nothing (trainer plan --calibrate). Throws feast::Error if a loss is wrong.
-double measure_step_seconds(const StepBenchOptions& options);
+// The median seconds of timed training steps at options' one shape, printing nothing (trainer
+// plan --calibrate): options.warmup untimed steps, then at least one timed and more, up to
+// options.steps, while their total stays under budget_s. Throws feast::Error if a loss is wrong.
+struct StepTiming {
+  double median_s = 0;
+  int steps = 0;  // timed
+};
+StepTiming measure_step_seconds(const StepBenchOptions& options, double budget_s);
 
 }  // namespace feast
