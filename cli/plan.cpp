@@ -35,7 +35,7 @@ int run_plan(const Args& args, const VerbContext&) {
   cl.gpus = gpus;
   // This machine's figures (trainer plan --calibrate) where the flags leave them, if measured
   // here for this run's device; else the defaults. The heading says which.
-  const ConstantsChoice figures = choose_machine_constants(constants_path, config.training.device, this_machine());
+  const ConstantsChoice figures = choose_machine_constants(constants_path, config.training.device);
   r.figures = figures.said;
   if (figures.used) {
     cl.tflops = figures.used->tflops;

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -21,6 +20,7 @@
 #include "core/error.h"
 #include "core/formatted.h"
 #include "core/log.h"
+#include "core/timer.h"
 #include "model/flop_count.h"
 #include "plan/machine_constants.h"
 #include "tools/bench/bench_step.h"
@@ -29,15 +29,6 @@ extern char** environ;
 
 namespace feast {
 namespace {
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
-  return buf;
-}
 
 // Runs argv with this environment less what ties a process to this one's MPI job (a singleton's
 // PMIx and Open MPI settings would make the child's mpiexec join it), plus `extra`; its output
@@ -114,8 +105,8 @@ std::optional<Link> measure_link(const std::string& work, std::string& why) {
     std::string last, line;
     while (std::getline(in, line))
       if (!line.empty()) last = line;
-    why = "`" + mpiexec + " -np 2 trainer bench comm` failed (" + (last.empty() ? "no output" : last) +
-          "; set FEAST_MPIEXEC to the MPI launcher)";
+    why = "`" + mpiexec + " -np 2 trainer bench comm` failed (" + (last.empty() ? "no output" : last) + "; log " +
+          log + "; set FEAST_MPIEXEC to the MPI launcher)";
     return std::nullopt;
   }
   std::ifstream in(json);
@@ -138,7 +129,8 @@ int calibrate_plan(const Config& config, const CalibrateRequest& r) {
   const ModelConfig& mc = config.model;
   const int B = config.parallel.micro_batch_size > 0 ? config.parallel.micro_batch_size : 1;
   const int T = config.training.seq_len;
-  log::info("plan --calibrate: measuring this machine (" + this_machine().describe() + ") for training.device = \"" +
+  const MachineIdentity machine = this_machine();
+  log::info("plan --calibrate: measuring this machine (" + machine.describe() + ") for training.device = \"" +
             config.training.device + "\", " + std::to_string(r.ranks_per_node) + " rank(s) per host of " +
             std::to_string(r.threads) + " thread(s)");
 
@@ -154,16 +146,15 @@ int calibrate_plan(const Config& config, const CalibrateRequest& r) {
   o.steps = 50;
   const StepTiming timed = measure_step_seconds(o, r.seconds);
   const double step = timed.median_s;
-  o.steps = timed.steps;
   const double tflops = training_flops_per_token(mc, T) * double(B) * T / step / 1e12;
-  log::info("compute: " + std::to_string(o.steps) + " steps of " + std::to_string(B) + " x " + std::to_string(T) +
+  log::info("compute: " + std::to_string(timed.steps) + " steps of " + std::to_string(B) + " x " + std::to_string(T) +
             " tokens, median " + formatted("%.1f", step * 1e3) + " ms: " + formatted("%.4g", tflops) +
             " TFLOP/s per rank (6N + 6LTC)");
 
   MachineConstants c;
-  c.machine = this_machine();
+  c.machine = machine;
   c.device = config.training.device;
-  c.measured_at = utc_now();
+  c.measured_at = utc_stamp("%Y-%m-%d %H:%M UTC");
   c.measured_on = mc.arch + " " + std::to_string(mc.n_layer) + " layers x " + std::to_string(mc.n_embd) + ", " +
                   std::to_string(B) + " x " + std::to_string(T) + " tokens";
   c.tflops = tflops;

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -146,6 +148,9 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
 // [model] key, so model.init_from is kept as a value and its folder, which may be gone, is not
 // read. Throws ConfigError.
 Config parse_saved_config(const std::string& toml_text, const std::string& source_name);
+// The same, leniently: nothing when there is no text or it does not parse (another tool's file,
+// an older version's), for the comparisons that then have nothing to go by.
+std::optional<Config> read_saved_config(const std::string& toml_text, const std::string& source_name);
 
 // checkpoint.dir's default, <logging.dir>/checkpoints: derived here only.
 std::string default_checkpoint_dir(const std::string& logging_dir);
@@ -191,5 +196,14 @@ std::vector<std::pair<std::string, std::string>> config_values(const Config& con
 // The value of `key` ("section.key") in `config`, as TOML text; throws ConfigError for an
 // unknown key.
 std::string config_value(const Config& config, const std::string& key);
+
+// A key whose value differs between two configs, each value as TOML text.
+struct KeyDifference {
+  std::string key, theirs, mine;
+};
+// The keys `compared` accepts whose values differ between `theirs` (a saved run's) and `mine`, in
+// the key table's order.
+std::vector<KeyDifference> key_differences(const Config& theirs, const Config& mine,
+                                           const std::function<bool(const std::string&)>& compared);
 
 }  // namespace feast

@@ -380,6 +380,15 @@ Config parse_saved_config(const std::string& toml_text, const std::string& sourc
   return c;
 }
 
+std::optional<Config> read_saved_config(const std::string& toml_text, const std::string& source_name) {
+  if (toml_text.empty()) return std::nullopt;
+  try {
+    return parse_saved_config(toml_text, source_name);
+  } catch (const ConfigError&) {
+    return std::nullopt;
+  }
+}
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   if (path.empty()) return parse_config("", "(no config file)", overrides);
   if (std::filesystem::is_directory(path)) {

@@ -97,4 +97,14 @@ std::string config_value(const Config& config, const std::string& key) {
     if (k.full() == key) return value_text(k, c);
   throw ConfigError("unknown key '" + key + "'");
 }
+
+std::vector<KeyDifference> key_differences(const Config& theirs, const Config& mine,
+                                           const std::function<bool(const std::string&)>& compared) {
+  const auto a = config_values(theirs), b = config_values(mine);  // both in the key table's order
+  std::vector<KeyDifference> out;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (compared(a[i].first) && a[i].second != b[i].second) out.push_back({a[i].first, a[i].second, b[i].second});
+  return out;
+}
+
 }  // namespace feast

@@ -39,19 +39,37 @@ const std::set<std::string>& cpu_flags() {
   return flags;
 }
 
+int vector_level(const std::set<std::string>& flags) {
+  const auto has = [&](const char* f) { return flags.count(f) > 0; };
+  if (has("avx512f")) return 4;
+  if (has("avx2") && has("fma")) return 3;
+  if (has("avx")) return 2;
+  return 1;
+}
+
+const char* vector_level_name(int level) {
+  switch (level) {
+    case 4: return "AVX-512";
+    case 3: return "AVX2";
+    case 2: return "AVX";
+    default: return "SSE";
+  }
+}
+
 std::optional<CpuCorePeak> cpu_core_peak_from(const std::string& cpuinfo, double max_freq_ghz) {
   CpuCorePeak p;
   const std::set<std::string> flags = cpu_flags_from(cpuinfo);
   const auto has = [&](const char* f) { return flags.count(f) > 0; };
   // Two FMA units per core everywhere: the most any of these cores has (Arm's Neoverse V2 has
   // four 128-bit units, counted as such), so the figure is an upper bound.
-  if (has("avx512f")) {
+  const int level = vector_level(flags);
+  if (level == 4) {
     p.flops_per_cycle = 16 * 2 * 2;
     p.vector_unit = "AVX-512: 2 FMA units of 16 fp32 lanes";
-  } else if (has("avx2") && has("fma")) {
+  } else if (level == 3) {
     p.flops_per_cycle = 8 * 2 * 2;
     p.vector_unit = "AVX2: 2 FMA units of 8 fp32 lanes";
-  } else if (has("avx")) {
+  } else if (level == 2) {
     p.flops_per_cycle = 8 * 2;
     p.vector_unit = "AVX: a multiply and an add unit of 8 fp32 lanes";
   } else if (has("sse2")) {

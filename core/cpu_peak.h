@@ -19,6 +19,11 @@ namespace feast {
 std::set<std::string> cpu_flags_from(const std::string& cpuinfo);
 const std::set<std::string>& cpu_flags();
 
+// The widest x86 vector extension a set of those flags names: 4 AVX-512, 3 AVX2 with FMA, 2 AVX,
+// 1 SSE or older (and any other architecture); its name.
+int vector_level(const std::set<std::string>& flags);
+const char* vector_level_name(int level);
+
 struct CpuCorePeak {
   double ghz = 0;               // the highest clock reported
   std::string clock_from;       // where it was read: "cpuinfo_max_freq", "cpu MHz", "model name"

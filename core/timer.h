@@ -1,8 +1,10 @@
-// Wall-clock timing for progress output and benchmarks.
+// Wall-clock timing for progress output and benchmarks, and the time of day as runs stamp it.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
+#include <string>
 #include <vector>
 
 namespace feast {
@@ -24,6 +26,16 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t m = v.size() / 2;
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// Now, in UTC, through a strftime format ("%Y-%m-%d %H:%M UTC").
+inline std::string utc_stamp(const char* format) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, format, &tm);
+  return buf;
 }
 
 }  // namespace feast

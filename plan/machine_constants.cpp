@@ -107,11 +107,11 @@ void write_machine_constants(const std::string& path, const MachineConstants& c)
   write_file_atomically(path, j.dump(1) + "\n");
 }
 
-ConstantsChoice choose_machine_constants(const std::string& path, const std::string& device,
-                                         const MachineIdentity& here) {
+ConstantsChoice choose_machine_constants(const std::string& path, const std::string& device) {
   const std::string calibrate = "`trainer plan CONFIG --gpus N --calibrate` measures this machine's (about a minute)";
   std::optional<MachineConstants> c = read_machine_constants(path);
   if (!c) return {std::nullopt, "no figures measured on this machine (" + path + "); " + calibrate};
+  const MachineIdentity here = this_machine();
   if (c->machine != here)
     return {std::nullopt, path + " was measured on another machine (" + c->machine.describe() + "; this is " +
                               here.describe() + "): stale; " + calibrate};

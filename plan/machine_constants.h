@@ -43,12 +43,12 @@ std::optional<MachineConstants> read_machine_constants(const std::string& path);
 void write_machine_constants(const std::string& path, const MachineConstants& constants);
 
 // The figures a plan of a `device` run uses where the command line leaves them: this machine's
-// from `path` when they were measured here for that device; else the defaults, with why.
+// from `path` when they were measured here for that device; else the defaults, with why. This
+// machine's identity (which asks CUDA for its GPU) is looked up only when there is a file.
 struct ConstantsChoice {
   std::optional<MachineConstants> used;  // nothing: Cluster's defaults
   std::string said;                      // one line for the plan's heading
 };
-ConstantsChoice choose_machine_constants(const std::string& path, const std::string& device,
-                                         const MachineIdentity& here);
+ConstantsChoice choose_machine_constants(const std::string& path, const std::string& device);
 
 }  // namespace feast

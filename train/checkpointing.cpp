@@ -43,22 +43,17 @@ CheckpointMeta meta_of(TrainingRun& run, const Config& config) {
 }  // namespace
 
 std::vector<std::string> model_differences(const Config& config, const CheckpointMeta& meta, const std::string& path) {
+  // Written by another tool, the file stores no config: the tensors' shapes decide.
+  const std::optional<Config> saved = read_saved_config(meta.config, path + " (stored config)");
+  if (!saved) return {};
+  // The initialisation (random or imported) and the tokenizer's place do not matter once the
+  // weights come from the checkpoint.
   std::vector<std::string> out;
-  if (meta.config.empty()) return out;  // written by another tool: the tensors' shapes decide
-  Config saved;
-  try {
-    saved = parse_saved_config(meta.config, path + " (stored config)");
-  } catch (const ConfigError&) {
-    return out;
-  }
-  for (const std::string& key : config_keys()) {
-    // The initialisation (random or imported) and the tokenizer's place do not matter once the
-    // weights come from the checkpoint.
-    if (!key.starts_with("model.") || key == "model.init_std" || key == "model.init_from" || key == "model.tokenizer")
-      continue;
-    const std::string theirs = config_value(saved, key), mine = config_value(config, key);
-    if (theirs != mine) out.push_back(key + ": " + theirs + " in the checkpoint, " + mine + " configured");
-  }
+  for (const KeyDifference& d : key_differences(*saved, config, [](const std::string& key) {
+         return key.starts_with("model.") && key != "model.init_std" && key != "model.init_from" &&
+                key != "model.tokenizer";
+       }))
+    out.push_back(d.key + ": " + d.theirs + " in the checkpoint, " + d.mine + " configured");
   return out;
 }
 
@@ -108,21 +103,16 @@ namespace {
 // the step and these keys, so the rate jumps at the resumed step. "" when they agree or the file
 // stores no config.
 std::string schedule_change(const Config& config, const CheckpointMeta& meta, const std::string& path, int64_t step) {
-  if (meta.config.empty()) return "";
-  Config saved;
-  try {
-    saved = parse_saved_config(meta.config, path + " (stored config)");
-  } catch (const ConfigError&) {
-    return "";
-  }
+  const std::optional<Config> saved = read_saved_config(meta.config, path + " (stored config)");
+  if (!saved) return "";
   std::vector<std::string> changed;
-  for (const char* key : {"training.steps", "training.lr", "training.min_lr", "training.warmup_steps",
-                          "training.lr_schedule"}) {
-    const std::string theirs = config_value(saved, key), mine = config_value(config, key);
-    if (theirs != mine) changed.push_back(std::string(key) + " " + theirs + " in the checkpoint's run, " + mine + " here");
-  }
+  for (const KeyDifference& d : key_differences(*saved, config, [](const std::string& key) {
+         return key == "training.steps" || key == "training.lr" || key == "training.min_lr" ||
+                key == "training.warmup_steps" || key == "training.lr_schedule";
+       }))
+    changed.push_back(d.key + " " + d.theirs + " in the checkpoint's run, " + d.mine + " here");
   if (changed.empty()) return "";
-  const LrSchedule before = lr_schedule_of(saved.training), now = lr_schedule_of(config.training);
+  const LrSchedule before = lr_schedule_of(saved->training), now = lr_schedule_of(config.training);
   char rates[200];
   if (step >= before.steps)  // the run that saved it had finished its schedule
     std::snprintf(rates, sizeof rates, "step %lld runs at lr %.3g, where that run's schedule ended at %.3g",

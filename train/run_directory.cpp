@@ -18,21 +18,13 @@
 #include "checkpoint/checkpoint_store.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/timer.h"
 #include "comm/agreement.h"
 
 namespace fs = std::filesystem;
 
 namespace feast {
 namespace {
-
-std::string utc_stamp(const char* format) {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, format, &tm);
-  return buf;
-}
 
 std::string stem_of(const Config& config) {
   return config.source.empty() ? "run" : fs::path(config.source).stem().string();
@@ -63,29 +55,22 @@ std::vector<std::string> another_runs_differences(const Config& config, const st
   // A resolved config is a few kB; anything else (a device, a huge file) is not one to read.
   if (!fs::is_regular_file(saved_path, ec) || fs::file_size(saved_path, ec) > (1u << 20)) return {};
   std::ifstream in(saved_path);
-  if (!in) return {};
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  Config saved;
-  try {
-    saved = parse_saved_config(text, saved_path.string());
-  } catch (const ConfigError&) {
-    return {};
-  }
-  const auto path_of = [](const Config& c, const std::string& key) -> const std::string& {
-    return key == "data.train" ? c.data.train : key == "data.val" ? c.data.val : c.model.init_from;
+  const std::optional<Config> saved =
+      read_saved_config(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()),
+                        saved_path.string());
+  if (!saved) return {};
+  // config.toml holds paths absolute; both sides' are compared that way.
+  const auto absolute_paths = [](Config c) {
+    for (std::string* p : {&c.data.train, &c.data.val, &c.model.init_from})
+      if (!p->empty()) *p = fs::absolute(*p).lexically_normal().string();
+    return c;
   };
-  // config.toml holds paths absolute; this run's are compared the same way.
-  const auto absolute = [](const std::string& p) { return p.empty() ? p : fs::absolute(p).lexically_normal().string(); };
   std::vector<std::string> out;
-  for (const std::string& key : config_keys()) {
-    if (key == "data.train" || key == "data.val" || key == "model.init_from") {
-      const std::string theirs = absolute(path_of(saved, key)), mine = absolute(path_of(config, key));
-      if (theirs != mine) out.push_back(key + " = \"" + theirs + "\" there, \"" + mine + "\" here");
-    } else if (key.starts_with("model.") && key != "model.init_std" && key != "model.tokenizer") {
-      const std::string theirs = config_value(saved, key), mine = config_value(config, key);
-      if (theirs != mine) out.push_back(key + " = " + theirs + " there, " + mine + " here");
-    }
-  }
+  for (const KeyDifference& d : key_differences(absolute_paths(*saved), absolute_paths(config), [](const std::string& key) {
+         return key == "data.train" || key == "data.val" ||
+                (key.starts_with("model.") && key != "model.init_std" && key != "model.tokenizer");
+       }))
+    out.push_back(d.key + " = " + d.theirs + " there, " + d.mine + " here");
   return out;
 }
 

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <mutex>
 
 #include "core/cpu_peak.h"
 #include "core/error.h"
@@ -83,23 +82,6 @@ std::string describe_blas() {
     s += std::string("; warning: this CPU has ") + vector_level_name(cpu) +
          ", which these kernels do not use: unset OPENBLAS_CORETYPE or set it to " + openblas_core_for(cpu_flags());
   return s;
-}
-
-int vector_level(const std::set<std::string>& flags) {
-  const auto has = [&](const char* f) { return flags.count(f) > 0; };
-  if (has("avx512f")) return 4;
-  if (has("avx2") && has("fma")) return 3;
-  if (has("avx")) return 2;
-  return 1;
-}
-
-const char* vector_level_name(int level) {
-  switch (level) {
-    case 4: return "AVX-512";
-    case 3: return "AVX2";
-    case 2: return "AVX";
-    default: return "SSE";
-  }
 }
 
 int openblas_core_level(const std::string& core) {

@@ -11,6 +11,8 @@
 #include <set>
 #include <string>
 
+#include "core/cpu_peak.h"  // vector_level: the CPU's widest extension, to which a core's is compared
+
 namespace feast::cpu {
 
 // The OpenBLAS entry points feast calls (cblas.h's signatures), resolved from the loaded library.
@@ -35,13 +37,10 @@ const BlasLibrary& blas_library();
 // CPU's features)".
 std::string describe_blas();
 
-// The widest x86 vector extension a set of /proc/cpuinfo flags names: 4 AVX-512, 3 AVX2 with FMA,
-// 2 AVX, 1 SSE or older (and any other architecture); its name.
-int vector_level(const std::set<std::string>& flags);
-const char* vector_level_name(int level);
-// The widest extension an OpenBLAS core's kernels use, by the name openblas_get_corename() gives
-// (case-insensitive): 4 SkylakeX, Cooperlake, SapphireRapids; 3 Haswell, Zen, Excavator; 2
-// Sandybridge, Bulldozer, Piledriver, Steamroller; 1 the rest (Prescott, Core2, Nehalem, ...).
+// The widest extension an OpenBLAS core's kernels use, on vector_level's scale, by the name
+// openblas_get_corename() gives (case-insensitive): 4 SkylakeX, Cooperlake, SapphireRapids; 3
+// Haswell, Zen, Excavator; 2 Sandybridge, Bulldozer, Piledriver, Steamroller; 1 the rest
+// (Prescott, Core2, Nehalem, ...).
 int openblas_core_level(const std::string& core);
 // The OPENBLAS_CORETYPE for a CPU with these flags: COOPERLAKE (AVX-512 with BF16), SKYLAKEX
 // (AVX-512 F/BW/VL/DQ), ZEN or HASWELL (AVX2 and FMA; AMD by its sse4a flag), SANDYBRIDGE (AVX);

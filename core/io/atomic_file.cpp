@@ -17,6 +17,21 @@ namespace {
 
 std::string reason(int err) { return std::strerror(err); }
 
+void rename_or_throw(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0)
+    throw Error("cannot rename " + from + " to " + to + ": " + reason(errno));
+}
+
+// Opens `path` with `flags` and runs `sync` (fsync, syncfs) on it; throws Error naming both.
+void sync_with(const std::string& path, int flags, int (*sync)(int), const char* name) {
+  const int fd = ::open(path.c_str(), flags);
+  if (fd < 0) throw Error(path + ": cannot open to sync: " + reason(errno));
+  const int rc = sync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw Error(path + ": " + name + " failed: " + reason(err));
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path, Durability durability)
@@ -68,16 +83,11 @@ void AtomicFile::commit() {
     std::remove(temporary_.c_str());
     throw Error(temporary_ + ": close failed: " + reason(close_err));
   }
-  if (durability_ == Durability::kByCaller) {
-    if (std::rename(temporary_.c_str(), path_.c_str()) != 0) {
-      const int err = errno;
-      std::remove(temporary_.c_str());
-      throw Error("cannot rename " + temporary_ + " to " + path_ + ": " + reason(err));
-    }
-    return;
-  }
   try {
-    rename_durably(temporary_, path_);
+    if (durability_ == Durability::kNow)
+      rename_durably(temporary_, path_);
+    else
+      rename_or_throw(temporary_, path_);
   } catch (...) {
     std::remove(temporary_.c_str());
     throw;
@@ -91,26 +101,13 @@ void write_file_atomically(const std::string& path, std::string_view contents) {
 }
 
 void sync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
-  if (fd < 0) throw Error(path + ": cannot open to sync: " + reason(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) throw Error(path + ": fsync failed: " + reason(err));
+  sync_with(path, O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0), ::fsync, "fsync");
 }
 
-void sync_file_system(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open to sync: " + reason(errno));
-  const int rc = ::syncfs(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) throw Error(path + ": syncfs failed: " + reason(err));
-}
+void sync_file_system(const std::string& path) { sync_with(path, O_RDONLY | O_CLOEXEC, ::syncfs, "syncfs"); }
 
 void rename_durably(const std::string& from, const std::string& to) {
-  if (std::rename(from.c_str(), to.c_str()) != 0)
-    throw Error("cannot rename " + from + " to " + to + ": " + reason(errno));
+  rename_or_throw(from, to);
   const std::filesystem::path folder = std::filesystem::path(to).parent_path();
   sync_path(folder.empty() ? "." : folder.string(), /*directory=*/true);
 }

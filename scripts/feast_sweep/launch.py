@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from .results import read_json
-from .sweepfile import SweepError, toml_value
+from .sweepfile import SweepError
 
 
 def launcher_env(sweep):
@@ -43,9 +43,7 @@ def run_command(sweep, point, run_dir):
                 cmd += ["-x", k]
     elif point.np != 1:
         raise SweepError(f"{sweep.file}: point {point.name} has np = {point.np} but sweep.mpirun = [] (no launcher)")
-    cmd += [str(sweep.trainer), str(sweep.base)]
-    for k, v in point.overrides.items():
-        cmd += ["--set", f"{k}={toml_value(v)}"]
+    cmd += [str(sweep.trainer), str(sweep.base)] + point.set_args()
     cmd += ["--set", f"logging.dir={run_dir}"]
     return cmd
 

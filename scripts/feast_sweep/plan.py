@@ -10,7 +10,6 @@ verdict on a point (the trainer's print-config, then the planner's layout check)
 import json
 import subprocess
 
-from .sweepfile import toml_value
 
 
 def figures_line(stderr):
@@ -27,25 +26,19 @@ def ensure_calibrated(sweep, env):
         return
     np_ = max(p.np for p in sweep.points)
     # The first point's model and micro-batch (the sweep's [set] applied): what the rate is measured on.
-    sets = []
-    for k, v in sweep.points[0].overrides.items():
-        sets += ["--set", f"{k}={toml_value(v)}"]
-    head = [str(sweep.trainer), "plan", str(sweep.base), "--gpus", str(np_)]
-    res = None
-    for extra in (["--json"], ["--calibrate"]):  # ask which figures; measure them if not this machine's
-        try:
-            res = subprocess.run(head + extra + sweep.plan_args + sets, capture_output=True, text=True,
-                                 timeout=600, env=env, cwd=sweep.here)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            print(f"sweep: trainer plan {extra[0]}: {e}", flush=True)
-            return
-        if extra == ["--calibrate"]:
-            break
-        said = figures_line(res.stderr)
-        if res.returncode != 0 or said.startswith("this machine's figures"):
-            return
-        print(f"sweep: the planner has no figures of this machine ({said.split(';')[0]}): measuring them with "
-              f"`trainer plan --calibrate` first", flush=True)
+    sets = sweep.points[0].set_args()
+    layouts, error = run_plan(sweep, sweep.base, np_, sets, env)
+    said = layouts[0]["figures"] if layouts else ""
+    if error or said.startswith("this machine's figures"):
+        return
+    print(f"sweep: the planner has no figures of this machine ({said.split(';')[0]}): measuring them with "
+          f"`trainer plan --calibrate` first", flush=True)
+    cmd = [str(sweep.trainer), "plan", str(sweep.base), "--gpus", str(np_), "--calibrate"] + sweep.plan_args + sets
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=sweep.here)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"sweep: trainer plan --calibrate: {e}", flush=True)
+        return
     for line in (res.stdout + res.stderr).splitlines():
         if line.strip():
             print(f"  {line}", flush=True)
@@ -129,9 +122,7 @@ def plan_columns(sweep, point, summary, env):
 def check_point(sweep, point, env):
     """Without training: the trainer's own check of the point's config (`print-config --world`),
     then, when the sweep plans, whether `trainer plan` finds its layout valid and fitting."""
-    sets = []
-    for k, v in point.overrides.items():
-        sets += ["--set", f"{k}={toml_value(v)}"]
+    sets = point.set_args()
     cmd = [str(sweep.trainer), "print-config", str(sweep.base)] + sets + ["--world", str(point.np)]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=sweep.here)
     if res.returncode != 0:

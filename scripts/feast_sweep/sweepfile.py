@@ -124,6 +124,10 @@ class Point:
     def identity(self):
         return {"np": self.np, "overrides": {k: toml_value(v) for k, v in self.overrides.items()}}
 
+    def set_args(self):
+        """The overrides as the trainer's --set arguments."""
+        return [a for k, v in self.overrides.items() for a in ("--set", f"{k}={toml_value(v)}")]
+
 
 class Sweep:
     def __init__(self, path, cli_sets, out=None, trainer=None):
