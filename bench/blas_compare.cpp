@@ -73,15 +73,19 @@ int main(int argc, char** argv) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1, 1);
   std::printf("%d OpenMP threads; ms per training step's linear products (forward, input and weight gradients), "
-              "median of %d rounds; 'repeats' = the same bits twice\n",
+              "median of %d interleaved rounds; 'repeats' = the same bits twice\n",
               omp_get_max_threads(), rounds);
-  std::printf("%-16s %8s %10s %10s %10s %8s\n", "library", "tokens", "forward", "backward", "total", "repeats");
+  std::printf("%-16s %8s %10s %10s %10s %10s %8s\n", "library", "tokens", "forward", "input grad", "weight grad",
+              "total", "repeats");
   for (const int M : {4 * 64, 8 * 256}) {
-    for (const Library& l : libs) {
-      std::vector<double> fwd, bwd;
-      bool same = true;
-      for (int r = 0; r < rounds; ++r) {
-        double f = 0, b = 0;
+    // Interleaved: each round times every library once, so a slow minute of a shared machine
+    // falls on all of them alike.
+    std::vector<std::vector<double>> fwd(libs.size()), dgrad(libs.size()), wgrad(libs.size()), total(libs.size());
+    std::vector<bool> same(libs.size(), true);
+    for (int r = 0; r < rounds; ++r) {
+      for (size_t li = 0; li < libs.size(); ++li) {
+        const Library& l = libs[li];
+        double f = 0, d = 0, g = 0;
         for (const Linear& lin : model) {
           std::vector<float> x(size_t(M) * lin.in), w(size_t(lin.out) * lin.in), y(size_t(M) * lin.out),
               dy(size_t(M) * lin.out), dx(size_t(M) * lin.in), dw(size_t(lin.out) * lin.in, 0.0f);
@@ -93,28 +97,35 @@ int main(int argc, char** argv) {
             l.gemm(false, true, M, lin.out, lin.in, x.data(), lin.in, w.data(), lin.in, 0.0f, y.data(), lin.out);
             auto t1 = std::chrono::steady_clock::now();
             l.gemm(false, false, M, lin.in, lin.out, dy.data(), lin.out, w.data(), lin.in, 0.0f, dx.data(), lin.in);
-            l.gemm(true, false, lin.out, lin.in, M, dy.data(), lin.out, x.data(), lin.in, 1.0f, dw.data(), lin.in);
             auto t2 = std::chrono::steady_clock::now();
+            l.gemm(true, false, lin.out, lin.in, M, dy.data(), lin.out, x.data(), lin.in, 1.0f, dw.data(), lin.in);
+            auto t3 = std::chrono::steady_clock::now();
             f += std::chrono::duration<double>(t1 - t0).count();
-            b += std::chrono::duration<double>(t2 - t1).count();
+            d += std::chrono::duration<double>(t2 - t1).count();
+            g += std::chrono::duration<double>(t3 - t2).count();
           }
           if (r == 0 && lin.count == 12 && lin.out == 4 * C) {  // repeatability on one shape
             std::vector<float> y2(y.size()), dx2(dx.size());
             l.gemm(false, true, M, lin.out, lin.in, x.data(), lin.in, w.data(), lin.in, 0.0f, y2.data(), lin.out);
             l.gemm(false, false, M, lin.in, lin.out, dy.data(), lin.out, w.data(), lin.in, 0.0f, dx2.data(), lin.in);
-            same = same && std::memcmp(y.data(), y2.data(), y.size() * 4) == 0 &&
-                   std::memcmp(dx.data(), dx2.data(), dx.size() * 4) == 0;
+            same[li] = same[li] && std::memcmp(y.data(), y2.data(), y.size() * 4) == 0 &&
+                       std::memcmp(dx.data(), dx2.data(), dx.size() * 4) == 0;
           }
         }
-        fwd.push_back(f);
-        bwd.push_back(b);
+        fwd[li].push_back(f);
+        dgrad[li].push_back(d);
+        wgrad[li].push_back(g);
+        total[li].push_back(f + d + g);
       }
-      std::sort(fwd.begin(), fwd.end());
-      std::sort(bwd.begin(), bwd.end());
-      const double mf = fwd[fwd.size() / 2] * 1e3, mb = bwd[bwd.size() / 2] * 1e3;
-      std::printf("%-16s %8d %10.1f %10.1f %10.1f %8s\n", l.name, M, mf, mb, mf + mb, same ? "yes" : "NO");
-      std::fflush(stdout);
     }
+    const auto median_ms = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2] * 1e3;
+    };
+    for (size_t li = 0; li < libs.size(); ++li)
+      std::printf("%-16s %8d %10.1f %10.1f %10.1f %10.1f %8s\n", libs[li].name, M, median_ms(fwd[li]),
+                  median_ms(dgrad[li]), median_ms(wgrad[li]), median_ms(total[li]), same[li] ? "yes" : "NO");
+    std::fflush(stdout);
   }
   return 0;
 }
