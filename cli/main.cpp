@@ -8,10 +8,12 @@
 #include <vector>
 
 #include "backend/cpu/blas_library.h"
+#include "backend/cpu/onednn_library.h"
 #include "cli/verb.h"
 #include "comm/runtime.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "train/stop_signals.h"
 
 namespace {
 
@@ -31,11 +33,15 @@ std::string quoted_command_line(const char* program, const std::vector<std::stri
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any other thread starts (OpenMP's, MPI's, oneDNN's): Ctrl-C, SIGTERM and SIGUSR1 are
+  // taken by a thread of their own, never by one computing (train/stop_signals.h says why).
+  feast::route_stop_signals();
   // OpenBLAS is opened, its kernels chosen (setting OPENBLAS_CORETYPE), while this process has
   // one thread: setenv must not race with MPI's threads reading the environment. A failure here
   // is not fatal (a GPU run may not need it); the first product reports it.
   try {
     feast::cpu::blas_library();
+    feast::cpu::onednn_library();
   } catch (const std::exception&) {
   }
   std::optional<feast::Runtime> runtime;

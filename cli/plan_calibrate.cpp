@@ -24,6 +24,7 @@
 #include "model/flop_count.h"
 #include "plan/machine_constants.h"
 #include "tools/bench/bench_step.h"
+#include "train/stop_signals.h"
 
 extern char** environ;
 
@@ -55,9 +56,19 @@ int run_child(const std::vector<std::string>& argv, const std::vector<std::strin
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  // The child starts with the stop signals unblocked and at their default actions: a signal
+  // mask is inherited across exec, and this process blocks them in every thread.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setsigdefault(&attributes, &stop_signal_set());
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  const int rc = posix_spawnp(&pid, args[0], &actions, &attributes, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   if (rc != 0) {
     std::ofstream(log, std::ios::app) << argv[0] << ": " << std::strerror(rc) << "\n";
     return -1;

@@ -50,6 +50,31 @@ target_link_libraries(feast_blas INTERFACE OpenMP::OpenMP_CXX ${CMAKE_DL_LIBS})
 target_include_directories(feast_blas SYSTEM INTERFACE ${FEAST_OPENBLAS_INCLUDE})
 target_compile_definitions(feast_blas INTERFACE FEAST_OPENBLAS_LIB="${FEAST_OPENBLAS_RUNTIME}")
 
+# oneDNN's sgemm does the CPU's float32 products where it is installed: it was the fastest of
+# OpenBLAS, BLIS and oneDNN on a training step's products (docs/benchmarks.md, "Which BLAS") and
+# chooses kernels by the CPU's features. Optional (the GPU machine's build has no Debian packages):
+# without it OpenBLAS does every product. Opened at run time like OpenBLAS, by its soname, so the
+# runtime package (libdnnl2) is what a run needs.
+option(FEAST_ONEDNN "float32 CPU products through oneDNN's sgemm where Debian's libdnnl-dev is installed" ON)
+if(FEAST_ONEDNN)
+  find_path(FEAST_ONEDNN_INCLUDE oneapi/dnnl/dnnl.h)
+  find_library(FEAST_ONEDNN_LIB NAMES dnnl)
+endif()
+if(FEAST_ONEDNN AND FEAST_ONEDNN_INCLUDE AND FEAST_ONEDNN_LIB)
+  file(STRINGS "${FEAST_ONEDNN_INCLUDE}/oneapi/dnnl/dnnl_version.h" _dnnl_major REGEX "define DNNL_VERSION_MAJOR ")
+  string(REGEX REPLACE ".*DNNL_VERSION_MAJOR ([0-9]+).*" "\\1" _dnnl_major "${_dnnl_major}")
+  get_filename_component(_dnnl_dir "${FEAST_ONEDNN_LIB}" DIRECTORY)
+  set(FEAST_ONEDNN_RUNTIME "${FEAST_ONEDNN_LIB}")
+  if(EXISTS "${_dnnl_dir}/libdnnl.so.${_dnnl_major}")
+    set(FEAST_ONEDNN_RUNTIME "${_dnnl_dir}/libdnnl.so.${_dnnl_major}")
+  endif()
+  target_include_directories(feast_blas SYSTEM INTERFACE ${FEAST_ONEDNN_INCLUDE})
+  target_compile_definitions(feast_blas INTERFACE FEAST_ONEDNN_LIB="${FEAST_ONEDNN_RUNTIME}")
+  message(STATUS "oneDNN ${_dnnl_major}: float32 CPU products through ${FEAST_ONEDNN_RUNTIME}")
+else()
+  message(STATUS "oneDNN not used (FEAST_ONEDNN=${FEAST_ONEDNN}, libdnnl-dev not found): OpenBLAS does every CPU product")
+endif()
+
 # The CUDA backend (model/cuda/) needs nvcc and the toolkit's cuBLAS; with it off nothing needs
 # CUDA. It is built for the A100 (sm_80) and H100/H200 (sm_90) unless CMAKE_CUDA_ARCHITECTURES
 # says otherwise (scripts/gpu_check.sh builds for the GPU it runs on only).

@@ -13,7 +13,8 @@ packages=(
   nlohmann-json3-dev              # metrics, metadata, safetensors headers, tokenizer.json
   libpcre2-dev                    # the pre-tokenizer regex of byte-level BPE tokenizers
   libsentencepiece-dev            # SentencePiece tokenizers (Llama-2 style tokenizer.model)
-  libopenblas-openmp-dev          # sgemm for the CPU backend, sharing OpenMP's threads
+  libopenblas-openmp-dev          # dgemm and sgemv for the CPU backend, sharing OpenMP's threads
+  libdnnl-dev                     # oneDNN's sgemm: the CPU backend's float32 products (the fastest here)
   libgtest-dev                    # unit tests
   libboost-dev                    # CRC-32C (Boost.CRC) framing TensorBoard records
   python3-matplotlib python3-numpy  # scripts/report.py: pictures of runs and sweeps

@@ -1,51 +1,77 @@
 #include "train/stop_signals.h"
 
-#include <signal.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
-#include <cstring>
+#include <mutex>
+#include <thread>
 
 namespace feast {
 namespace {
 
-// Lock-free atomics: the handler may run on any thread (OpenMP's, the checkpoint writer's) while
-// the main thread reads the flags.
+std::atomic<int> g_listening{0};  // a StopSignals is alive
 std::atomic<int> g_interrupted{0};
 std::atomic<int> g_terminated{0};
-static_assert(std::atomic<int>::is_always_lock_free, "signal handlers need lock-free atomics");
-struct sigaction g_previous[3];
-constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGUSR1};
 
-void on_signal(int sig) {
-  if (sig == SIGINT) {
-    if (g_interrupted.load()) {
-      // The second Ctrl-C: give up on the clean stop and die of SIGINT now.
-      signal(SIGINT, SIG_DFL);
-      raise(SIGINT);
-      return;
+sigset_t make_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGUSR1);
+  return set;
+}
+
+// What the default action of `sig` does: ends the process of it. Unblocked in this thread only,
+// so the raise below is delivered here, with SIG_DFL.
+[[noreturn]] void die_of(int sig) {
+  signal(sig, SIG_DFL);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+  raise(sig);
+  _exit(128 + sig);  // not reached: SIGINT, SIGTERM and SIGUSR1 all terminate by default
+}
+
+void take_signals(sigset_t set) {
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (!g_listening.load()) die_of(sig);
+    if (sig == SIGINT) {
+      if (g_interrupted.load()) die_of(sig);  // the second Ctrl-C: give up on the clean stop
+      g_interrupted.store(1);
+    } else {
+      g_terminated.store(1);
     }
-    g_interrupted.store(1);
-  } else {
-    g_terminated.store(1);
   }
 }
 
 }  // namespace
 
-StopSignals::StopSignals() {
-  g_interrupted.store(0);
-  g_terminated.store(0);
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;  // system calls in flight (file I/O, MPI's polling) just continue
-  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &sa, &g_previous[i]);
+const sigset_t& stop_signal_set() {
+  static const sigset_t set = make_set();
+  return set;
 }
 
-StopSignals::~StopSignals() {
-  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &g_previous[i], nullptr);
+void route_stop_signals() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    pthread_sigmask(SIG_BLOCK, &stop_signal_set(), nullptr);
+    std::thread(take_signals, stop_signal_set()).detach();
+  });
 }
+
+StopSignals::StopSignals() {
+  route_stop_signals();
+  g_interrupted.store(0);
+  g_terminated.store(0);
+  g_listening.store(1);
+}
+
+StopSignals::~StopSignals() { g_listening.store(0); }
 
 bool StopSignals::interrupted() const { return g_interrupted.load() != 0; }
 bool StopSignals::terminated() const { return g_terminated.load() != 0; }

@@ -77,16 +77,16 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
     log::info(describe_grid(layout, hosts, config.model.tied(), config.logging.verbose));
   }
   if (config.training.device == "cpu") {
-    // Every rank opens OpenBLAS now, with the kernels its CPU's features call for, and the ranks
-    // compare them: hosts of different CPUs would run different kernels (and round differently).
-    const std::string kernels = cpu::blas_library().core;
+    // Every rank opens its BLAS libraries now, with the kernels its CPU's features call for, and
+    // the ranks compare them: hosts of different CPUs would run different kernels (and round differently).
+    const std::string kernels = cpu::cpu_kernels_id();
     if (w.size() > 1) {
       const std::vector<std::string> all = gather_strings(w, kernels);
       std::string listed;
       for (size_t r = 0; r < all.size(); ++r)
         if (all[r] != all[0]) listed += (listed.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " " + all[r];
       if (!listed.empty())
-        log::info("warning: the ranks run different OpenBLAS kernels (rank 0 " + all[0] + "; " + listed +
+        log::info("warning: the ranks run different CPU kernels (rank 0 " + all[0] + "; " + listed +
                   "): their products round differently, so layouts no longer repeat one another bit for bit");
     }
   }

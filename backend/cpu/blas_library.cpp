@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "backend/cpu/onednn_library.h"
 #include "core/cpu_peak.h"
 #include "core/error.h"
 
@@ -74,14 +75,26 @@ const BlasLibrary& blas_library() {
 
 std::string describe_blas() {
   const BlasLibrary& b = blas_library();
+  const OnednnLibrary* onednn = onednn_library();
   // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...": its first two words.
   std::string version = b.config.substr(0, b.config.find(' ', b.config.find(' ') + 1));
   const int level = openblas_core_level(b.core), cpu = vector_level(cpu_flags());
   std::string s = version + " " + b.core + " kernels (" + vector_level_name(level) + "; " + b.chosen_by + ")";
+  if (onednn)
+    s = onednn->version + " " + onednn->isa + " kernels (" + vector_level_name(onednn->level) +
+        ") for float32 products; " + s + " for float64 and GEMV";
   if (level < cpu)
     s += std::string("; warning: this CPU has ") + vector_level_name(cpu) +
          ", which these kernels do not use: unset OPENBLAS_CORETYPE or set it to " + openblas_core_for(cpu_flags());
+  if (onednn && onednn->level < cpu)
+    s += std::string("; warning: oneDNN's kernels do not use this CPU's ") + vector_level_name(cpu) +
+         ": unset DNNL_MAX_CPU_ISA";
   return s;
+}
+
+std::string cpu_kernels_id() {
+  const OnednnLibrary* onednn = onednn_library();
+  return (onednn ? "oneDNN " + onednn->isa + " + " : std::string()) + "OpenBLAS " + blas_library().core;
 }
 
 int openblas_core_level(const std::string& core) {

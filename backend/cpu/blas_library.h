@@ -33,9 +33,15 @@ struct BlasLibrary {
 // cannot be opened or lacks an entry point.
 const BlasLibrary& blas_library();
 
-// One line for banners and summaries: "OpenBLAS 0.3.21 SkylakeX kernels (AVX-512; chosen by the
-// CPU's features)".
+// One line for banners and summaries, naming the float32 products' library and OpenBLAS's kernels:
+// "oneDNN 2.6.3 avx512_core_bf16 kernels (AVX-512) for float32 products; OpenBLAS 0.3.21 Cooperlake
+// kernels (AVX-512; the CPU's features: OPENBLAS_CORETYPE=COOPERLAKE) for float64 and GEMV", or
+// "OpenBLAS 0.3.21 SkylakeX kernels (AVX-512; ...)" alone where OpenBLAS does every product. A
+// warning follows where either uses a narrower extension than the CPU has.
 std::string describe_blas();
+
+// The kernels, short, for comparing ranks: "oneDNN avx512_core_bf16 + OpenBLAS Cooperlake".
+std::string cpu_kernels_id();
 
 // The widest extension an OpenBLAS core's kernels use, on vector_level's scale, by the name
 // openblas_get_corename() gives (case-insensitive): 4 SkylakeX, Cooperlake, SapphireRapids; 3
