@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/blas_library.h"
 #include "core/error.h"
 #include "core/formatted.h"
 #include "core/log.h"
@@ -171,6 +172,7 @@ int calibrate_plan(const Config& config, const CalibrateRequest& r) {
   c.tflops = tflops;
   c.threads = r.threads;
   c.ranks_per_node = r.ranks_per_node;
+  if (c.device == "cpu") c.cpu_kernels = cpu::cpu_kernels_id();
 
   // The link: between two ranks of this host (a GPU run's NCCL links are another matter: given
   // by flags).

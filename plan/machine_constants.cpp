@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "backend/cpu/blas_library.h"
 #include "comm/topology/cpu_threads.h"
 #include "core/device_info.h"
 #include "core/error.h"
@@ -76,6 +77,7 @@ std::optional<MachineConstants> read_machine_constants(const std::string& path) 
     c.tflops = j.at("tflops_per_rank").get<double>();
     c.threads = j.at("threads_per_rank").get<int>();
     c.ranks_per_node = j.at("ranks_per_node").get<int>();
+    c.cpu_kernels = j.value("cpu_kernels", "");  // absent in files calibrated before it was recorded
     if (!(c.tflops > 0)) throw ConfigError(path + ": tflops_per_rank must be > 0" + fix);
     if (const auto& l = j.at("link"); !l.is_null()) {
       c.link = Link{l.at("bandwidth_bytes_per_s").get<double>(), l.at("latency_s").get<double>()};
@@ -98,6 +100,7 @@ void write_machine_constants(const std::string& path, const MachineConstants& c)
       {"tflops_per_rank", c.tflops},
       {"threads_per_rank", c.threads},
       {"ranks_per_node", c.ranks_per_node},
+      {"cpu_kernels", c.cpu_kernels},
       {"link", c.link ? nlohmann::json{{"bandwidth_bytes_per_s", c.link->bandwidth}, {"latency_s", c.link->latency}}
                       : nlohmann::json(nullptr)},
   };
@@ -118,6 +121,13 @@ ConstantsChoice choose_machine_constants(const std::string& path, const std::str
   if (c->device != device)
     return {std::nullopt, path + " holds this machine's " + c->device + " figures, and this run trains on " + device +
                               "; " + calibrate + " with training.device = \"" + device + "\""};
+  if (device == "cpu") {
+    const std::string kernels = cpu::cpu_kernels_id();
+    if (c->cpu_kernels != kernels)
+      return {std::nullopt, path + " was measured with other CPU kernels (" +
+                                (c->cpu_kernels.empty() ? std::string("not recorded") : c->cpu_kernels) +
+                                "; this run's: " + kernels + "): stale; " + calibrate};
+  }
   std::string said = "this machine's figures from " + path + " (trainer plan --calibrate, " + c->measured_at +
                      ", on " + c->measured_on + "): " + formatted("%.4g", c->tflops) + " TFLOP/s per rank";
   if (c->link)

@@ -29,6 +29,7 @@ struct MachineConstants {
   double tflops = 0;          // achieved TFLOP/s per rank in the model's 6N + 6LTC count
   int threads = 0;            // OpenMP threads per rank it was measured with (CPU)
   int ranks_per_node = 0;     // ranks sharing the host it was measured for
+  std::string cpu_kernels;    // the CPU's BLAS kernels it was measured with (cpu_kernels_id(); "" on a GPU)
   std::optional<Link> link;   // α and 1/β of bench comm's ping-pong fit between two ranks
 };
 
@@ -43,7 +44,8 @@ std::optional<MachineConstants> read_machine_constants(const std::string& path);
 void write_machine_constants(const std::string& path, const MachineConstants& constants);
 
 // The figures a plan of a `device` run uses where the command line leaves them: this machine's
-// from `path` when they were measured here for that device; else the defaults, with why. This
+// from `path` when they were measured here for that device (on the CPU, with the BLAS kernels
+// the CPU backend runs now: another library or core changes the rate); else the defaults, with why. This
 // machine's identity (which asks CUDA for its GPU) is looked up only when there is a file.
 struct ConstantsChoice {
   std::optional<MachineConstants> used;  // nothing: Cluster's defaults

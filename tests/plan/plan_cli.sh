@@ -8,7 +8,7 @@
 #     prints the usage and exits 0;
 #  4. --calibrate measures this machine's figures (compute, and the link through MPIEXEC) into a
 #     constants file that later plans use, saying so; flags override it; a file of another
-#     machine or device is stale and said to be; a corrupt one is an error naming it.
+#     machine, device or CPU kernels is stale and said to be; a corrupt one is an error naming it.
 set -uo pipefail
 trainer=$1 mpiexec=${2:-mpiexec}
 work=$(mktemp -d) || exit 1
@@ -127,6 +127,7 @@ assert c["machine"]["host"] == socket.gethostname() and c["machine"]["cores"] >=
 assert 0 < c["tflops_per_rank"] < 100, c
 assert c["link"]["bandwidth_bytes_per_s"] > 1e6 and 0 <= c["link"]["latency_s"] < 1e-2, c
 assert c["ranks_per_node"] == 2 and c["threads_per_rank"] >= 1, c
+assert "OpenBLAS " in c["cpu_kernels"], c
 print("%.4g" % c["tflops_per_rank"])
 EOF
 ) || fail "the constants file: $(cat "$c")"
@@ -153,7 +154,16 @@ EOF
 "$trainer" plan configs/demo.toml --gpus 2 --constants "$work/other.json" > "$work/out" || fail "stale plan exited $?"
 grep -q "was measured on another machine (host elsewhere, .*): stale; .trainer plan CONFIG --gpus N --calibrate" "$work/out" ||
   fail "a stale file not said: $(grep -A1 '^assumed' "$work/out")"
+python3 - "$c" "$work/kernels.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["cpu_kernels"] = "OpenBLAS Prescott"
+json.dump(c, open(sys.argv[2], "w"))
+EOF
+"$trainer" plan configs/demo.toml --gpus 2 --constants "$work/kernels.json" > "$work/out" || fail "stale plan exited $?"
+grep -q "was measured with other CPU kernels (OpenBLAS Prescott; this run's: .*OpenBLAS .*): stale; " "$work/out" ||
+  fail "figures of other kernels not said to be stale: $(grep -A1 '^assumed' "$work/out")"
 echo '{"format": "feast plan constants 1", "machine": 3}' > "$work/bad.json"
 expect_error "bad.json: .*; run .trainer plan CONFIG --gpus N --calibrate. to measure this machine again" \
   configs/demo.toml --gpus 2 --constants "$work/bad.json"
-echo "ok: --calibrate ($tflops TFLOP/s per rank), its figures used, overridden, stale, corrupt"
+echo "ok: --calibrate ($tflops TFLOP/s per rank), its figures used, overridden, stale (host, kernels), corrupt"
