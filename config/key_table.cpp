@@ -213,7 +213,7 @@ const std::vector<KeyDesc>& keys() {
       {FEAST_KEY(training, seed), at_least(0), "seeds the initialisation and the data order",
        "seeds the initialisation and the data order"},
       {FEAST_KEY(training, device), one_of({"cpu", "cuda"}), "compute backend",
-       "compute backend: `\"cpu\"` (OpenBLAS, float32) or `\"cuda\"` (one GPU per rank: the rank's "
+       "compute backend: `\"cpu\"` (oneDNN and OpenBLAS, float32) or `\"cuda\"` (one GPU per rank: the rank's "
        "local rank on its node, modulo the GPUs it sees). Asking for `\"cuda\"` where no GPU is "
        "visible, or in a build without the CUDA backend, stops every rank with that message"},
       {FEAST_KEY(training, dtype), one_of({"auto", "fp32", "bf16"}), "compute dtype; auto = fp32 on cpu, bf16 on cuda",
