@@ -2,7 +2,7 @@
 // forward, input gradient and weight gradient, as backend/cpu/matmul.cpp calls them; attention's
 // small per-head products left out) through OpenBLAS, BLIS and oneDNN, in one sitting, each
 // library opened at run time (nothing links them), with a check that each repeats its results bit
-// for bit. docs/benchmarks.md ("Which BLAS") holds its table; Debian 12's packages:
+// for bit. docs/benchmarks.md ("The CPU's BLAS") holds its table; Debian 12's packages:
 //   apt-get install libopenblas-openmp-dev libblis-openmp-dev libdnnl-dev
 //   g++ -O2 -std=c++20 -fopenmp bench/blas_compare.cpp -ldl -o /tmp/blas_compare
 //   OPENBLAS_CORETYPE=COOPERLAKE /tmp/blas_compare [rounds]

@@ -28,8 +28,8 @@ pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
 
 # OpenBLAS built against OpenMP shares the OpenMP thread pool with our own loops, so BLAS calls
 # and element-wise passes never oversubscribe the cores. Debian ships that build in its own
-# directory; we link it by full path (the build RPATH then points there, not at the
-# pthread build that the system alternative may select).
+# directory; it is opened by full path there, not through the system alternative, which may
+# select the pthread build.
 set(FEAST_OPENBLAS_DIR "/usr/lib/x86_64-linux-gnu/openblas-openmp" CACHE PATH "OpenBLAS (OpenMP build) library dir")
 set(FEAST_OPENBLAS_INCLUDE "/usr/include/x86_64-linux-gnu/openblas-openmp" CACHE PATH "OpenBLAS (OpenMP build) headers")
 find_library(FEAST_OPENBLAS_LIB NAMES openblas PATHS ${FEAST_OPENBLAS_DIR} NO_DEFAULT_PATH)
@@ -37,21 +37,26 @@ if(NOT FEAST_OPENBLAS_LIB)
   message(FATAL_ERROR "OpenBLAS (OpenMP build) not found in ${FEAST_OPENBLAS_DIR}: run scripts/setup.sh "
                       "(Debian package libopenblas-openmp-dev) or set FEAST_OPENBLAS_DIR")
 endif()
+# The path a run opens a library found at `lib` by: its soname beside it where that exists (the
+# runtime package's file, so the -dev package's symlink is not needed to run), else `lib`.
+function(feast_runtime_path out lib soname)
+  get_filename_component(dir "${lib}" DIRECTORY)
+  if(EXISTS "${dir}/${soname}")
+    set(${out} "${dir}/${soname}" PARENT_SCOPE)
+  else()
+    set(${out} "${lib}" PARENT_SCOPE)
+  endif()
+endfunction()
 # Not linked: backend/cpu/blas_library.cpp opens it at first use, after choosing its kernels from
-# the CPU's features (OpenBLAS reads OPENBLAS_CORETYPE once, when it loads). Its runtime name
-# (libopenblas.so.0) where there is one, so the -dev package's symlink is not needed to run.
-set(FEAST_OPENBLAS_RUNTIME "${FEAST_OPENBLAS_LIB}")
-get_filename_component(_openblas_dir "${FEAST_OPENBLAS_LIB}" DIRECTORY)
-if(EXISTS "${_openblas_dir}/libopenblas.so.0")
-  set(FEAST_OPENBLAS_RUNTIME "${_openblas_dir}/libopenblas.so.0")
-endif()
+# the CPU's features (OpenBLAS reads OPENBLAS_CORETYPE once, when it loads).
+feast_runtime_path(FEAST_OPENBLAS_RUNTIME "${FEAST_OPENBLAS_LIB}" libopenblas.so.0)
 add_library(feast_blas INTERFACE)
 target_link_libraries(feast_blas INTERFACE OpenMP::OpenMP_CXX ${CMAKE_DL_LIBS})
 target_include_directories(feast_blas SYSTEM INTERFACE ${FEAST_OPENBLAS_INCLUDE})
 target_compile_definitions(feast_blas INTERFACE FEAST_OPENBLAS_LIB="${FEAST_OPENBLAS_RUNTIME}")
 
 # oneDNN's sgemm does the CPU's float32 products where it is installed: it was the fastest of
-# OpenBLAS, BLIS and oneDNN on a training step's products (docs/benchmarks.md, "Which BLAS") and
+# OpenBLAS, BLIS and oneDNN on a training step's products (docs/benchmarks.md, "The CPU's BLAS") and
 # chooses kernels by the CPU's features. Optional (the GPU machine's build has no Debian packages):
 # without it OpenBLAS does every product. Opened at run time like OpenBLAS, by its soname, so the
 # runtime package (libdnnl2) is what a run needs.
@@ -63,11 +68,7 @@ endif()
 if(FEAST_ONEDNN AND FEAST_ONEDNN_INCLUDE AND FEAST_ONEDNN_LIB)
   file(STRINGS "${FEAST_ONEDNN_INCLUDE}/oneapi/dnnl/dnnl_version.h" _dnnl_major REGEX "define DNNL_VERSION_MAJOR ")
   string(REGEX REPLACE ".*DNNL_VERSION_MAJOR ([0-9]+).*" "\\1" _dnnl_major "${_dnnl_major}")
-  get_filename_component(_dnnl_dir "${FEAST_ONEDNN_LIB}" DIRECTORY)
-  set(FEAST_ONEDNN_RUNTIME "${FEAST_ONEDNN_LIB}")
-  if(EXISTS "${_dnnl_dir}/libdnnl.so.${_dnnl_major}")
-    set(FEAST_ONEDNN_RUNTIME "${_dnnl_dir}/libdnnl.so.${_dnnl_major}")
-  endif()
+  feast_runtime_path(FEAST_ONEDNN_RUNTIME "${FEAST_ONEDNN_LIB}" libdnnl.so.${_dnnl_major})
   target_include_directories(feast_blas SYSTEM INTERFACE ${FEAST_ONEDNN_INCLUDE})
   target_compile_definitions(feast_blas INTERFACE FEAST_ONEDNN_LIB="${FEAST_ONEDNN_RUNTIME}")
   message(STATUS "oneDNN ${_dnnl_major}: float32 CPU products through ${FEAST_ONEDNN_RUNTIME}")

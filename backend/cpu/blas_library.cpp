@@ -1,12 +1,11 @@
 #include "backend/cpu/blas_library.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
 #include "backend/cpu/onednn_library.h"
+#include "backend/cpu/shared_library.h"
 #include "core/cpu_peak.h"
 #include "core/error.h"
 
@@ -20,13 +19,6 @@ namespace {
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   return s;
-}
-
-template <typename F>
-void resolve(void* handle, const char* name, F& f, const std::string& path) {
-  f = reinterpret_cast<F>(dlsym(handle, name));
-  if (!f) throw Error(path + ": has no " + name + " (not an OpenBLAS library?); rebuild with FEAST_OPENBLAS_DIR "
-                      "naming Debian's libopenblas-openmp-dev");
 }
 
 BlasLibrary load() {
@@ -50,17 +42,20 @@ BlasLibrary load() {
   } else {
     b.chosen_by = "OpenBLAS's own choice";
   }
-  void* handle = dlopen(b.path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  if (!handle)
-    throw Error(std::string("cannot open OpenBLAS: ") + dlerror() + "; install Debian's libopenblas0-openmp "
-                "(scripts/setup.sh) or rebuild with FEAST_OPENBLAS_DIR naming where it is");
-  resolve(handle, "cblas_sgemm", b.sgemm, b.path);
-  resolve(handle, "cblas_dgemm", b.dgemm, b.path);
-  resolve(handle, "cblas_sgemv", b.sgemv, b.path);
+  void* handle = open_shared_library(b.path, "OpenBLAS",
+                                     "install Debian's libopenblas0-openmp (scripts/setup.sh) or rebuild with "
+                                     "FEAST_OPENBLAS_DIR naming where it is");
+  const auto resolve = [&](const char* name, auto& f) {
+    resolve_symbol(handle, name, f, b.path,
+                   "not an OpenBLAS library?; rebuild with FEAST_OPENBLAS_DIR naming Debian's libopenblas-openmp-dev");
+  };
+  resolve("cblas_sgemm", b.sgemm);
+  resolve("cblas_dgemm", b.dgemm);
+  resolve("cblas_sgemv", b.sgemv);
   char* (*corename)() = nullptr;
   char* (*config)() = nullptr;
-  resolve(handle, "openblas_get_corename", corename, b.path);
-  resolve(handle, "openblas_get_config", config, b.path);
+  resolve("openblas_get_corename", corename);
+  resolve("openblas_get_config", config);
   b.core = corename();
   b.config = config();
   return b;

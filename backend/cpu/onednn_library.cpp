@@ -1,9 +1,8 @@
 #include "backend/cpu/onednn_library.h"
 
-#include <dlfcn.h>
-
 #include <cstdlib>
 
+#include "backend/cpu/shared_library.h"
 #include "core/error.h"
 
 #ifdef FEAST_ONEDNN_LIB
@@ -38,26 +37,20 @@ std::string requested() {
 #ifdef FEAST_ONEDNN_LIB
 namespace {
 
-template <typename F>
-void resolve(void* handle, const char* name, F& f, const std::string& path) {
-  f = reinterpret_cast<F>(dlsym(handle, name));
-  if (!f) throw Error(path + ": has no " + name + " (not oneDNN " + std::to_string(DNNL_VERSION_MAJOR) + "?)");
-}
-
 OnednnLibrary load() {
   OnednnLibrary d;
   d.path = FEAST_ONEDNN_LIB;
-  void* handle = dlopen(d.path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  if (!handle)
-    throw Error(std::string("cannot open oneDNN: ") + dlerror() + "; install Debian's libdnnl" +
-                std::to_string(DNNL_VERSION_MAJOR) + " (scripts/setup.sh), or set FEAST_CPU_GEMM=openblas");
-  resolve(handle, "dnnl_sgemm", d.sgemm, d.path);
+  const std::string major = std::to_string(DNNL_VERSION_MAJOR);
+  void* handle = open_shared_library(
+      d.path, "oneDNN", "install Debian's libdnnl" + major + " (scripts/setup.sh), or set FEAST_CPU_GEMM=openblas");
+  const auto resolve = [&](const char* name, auto& f) { resolve_symbol(handle, name, f, d.path, "not oneDNN " + major + "?"); };
+  resolve("dnnl_sgemm", d.sgemm);
   const dnnl_version_t* (*version)() = nullptr;
   dnnl_cpu_isa_t (*effective_isa)() = nullptr;
   const char* (*isa_name)(dnnl_cpu_isa_t) = nullptr;
-  resolve(handle, "dnnl_version", version, d.path);
-  resolve(handle, "dnnl_get_effective_cpu_isa", effective_isa, d.path);
-  resolve(handle, "dnnl_cpu_isa2str", isa_name, d.path);
+  resolve("dnnl_version", version);
+  resolve("dnnl_get_effective_cpu_isa", effective_isa);
+  resolve("dnnl_cpu_isa2str", isa_name);
   const dnnl_version_t* v = version();
   d.version = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
   const dnnl_cpu_isa_t isa = effective_isa();
@@ -77,7 +70,9 @@ const OnednnLibrary* onednn_library() {
 }
 #else
 const OnednnLibrary* onednn_library() {
-  if (requested() == "onednn")
+  // Asked once, like the build with oneDNN does: this is on every float32 product's path.
+  static const bool refused = requested() == "onednn";
+  if (refused)
     throw Error("FEAST_CPU_GEMM=onednn: this feast was built without oneDNN; install Debian's libdnnl-dev "
                 "(scripts/setup.sh) and rebuild, or unset FEAST_CPU_GEMM");
   return nullptr;

@@ -1,6 +1,6 @@
 // oneDNN's sgemm, for the CPU backend's float32 products. Measured side by side with OpenBLAS
 // (with the kernels the CPU's features call for) and BLIS on every product of a GPT-2 training
-// step, it was the fastest of the three (docs/benchmarks.md, "Which BLAS"), and it picks its
+// step, it was the fastest of the three (docs/benchmarks.md, "The CPU's BLAS"), and it picks its
 // kernels by the CPU's features (cpuid), never by a table of CPU models. Like OpenBLAS it is not
 // linked but opened on first use, so a build without it (no libdnnl-dev: the GPU machine) runs
 // every product through OpenBLAS instead; FEAST_CPU_GEMM=openblas asks for that too.

@@ -11,7 +11,6 @@ import json
 import subprocess
 
 
-
 def figures_line(stderr):
     """What `trainer plan --json` says on stderr of the figures it used ("" if nothing)."""
     return next((l.split("figures:", 1)[1].strip() for l in stderr.splitlines() if l.startswith("plan: figures:")), "")

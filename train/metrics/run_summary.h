@@ -70,7 +70,7 @@ struct RunFacts {
   double parameters = 0;       // N of model/flop_count.h
   double flops_per_token = 0;  // 6 N + 6 L T C
   DevicePeak peak;
-  std::string cpu_kernels;          // the OpenBLAS kernels in use on the CPU ("" on a GPU)
+  std::string cpu_kernels;          // the BLAS kernels in use on the CPU: describe_blas() ("" on a GPU)
   std::vector<MemoryBytes> memory;  // every rank's, by world rank
 };
 
