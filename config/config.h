@@ -74,6 +74,11 @@ struct TrainingConfig {
   // Steps whose loss or gradient norm is not finite that may be skipped (no update) before the
   // run fails; 0 = the first one fails the run.
   int64_t skip_nonfinite = 0;
+  // Activation recomputation: "none", "selective" (the attention core and the MLP activation
+  // are recomputed in the backward) or "full" (each block keeps only its output and reruns its
+  // forward); for the first recompute_layers blocks of each stage (0 = every block).
+  std::string recompute = "none";
+  int recompute_layers = 0;
 };
 
 struct DataConfig {

@@ -269,6 +269,20 @@ const std::vector<KeyDesc>& keys() {
        "counted in the checkpoint) before the run fails; 0 = the first one fails the run, naming the "
        "step and the first rank that saw it, with no checkpoint written from that state"},
 
+      {FEAST_KEY(training, recompute), one_of({"none", "selective", "full"}),
+       "activation recomputation: none, selective or full",
+       "what each block keeps of its forward for its backward, trading compute for activation memory "
+       "(docs/memory.md): `\"none\"` keeps everything; `\"selective\"` keeps the matrix products' "
+       "outputs and recomputes the attention core and the MLP activation at the start of the block's "
+       "backward (Megatron-LM's selective recomputation: the CPU attention's T x T probabilities are "
+       "its largest activation); `\"full\"` keeps only the block's output and reruns the block's "
+       "forward (one more tensor-parallel all-reduce per block). The results are those of `\"none\"` "
+       "to the bit on the CPU; the activation memory per micro-batch is printed at the start"},
+      {FEAST_KEY(training, recompute_layers), at_least(0), "blocks per stage that recompute; 0 = all",
+       "how many blocks of each pipeline stage recompute, counted from the stage's first block (the "
+       "first stages of a 1F1B pipeline hold the most micro-batches); 0 = every block. Needs "
+       "`training.recompute` other than `\"none\"`"},
+
       {FEAST_KEY(data, train), non_empty(), "training shards: file, directory or glob",
        "training token shards: a file, a directory (its training shards: see docs/data.md), or a glob "
        "such as `\"datasets/demo/train_*.bin\"`", nullptr, "non-empty when set"},

@@ -45,6 +45,12 @@ void validate_config(const Config& c) {
     fail(c.where(key), key + " is set but fault.at_step = " + std::to_string(c.fault.at_step) +
                            "; give the step (>= 1) at which the fault strikes");
   }
+  if (c.training.recompute_layers > 0 && c.training.recompute == "none") {
+    fail(c.where("training.recompute_layers"),
+         "training.recompute_layers = " + std::to_string(c.training.recompute_layers) +
+             " names blocks that recompute, but training.recompute = \"none\" (" + c.where("training.recompute") +
+             "); set training.recompute = \"selective\" or \"full\", or remove training.recompute_layers");
+  }
   if (c.parallel.dp_sync == "parameter-server" && c.parallel.zero_stage != 0) {
     fail(c.where("parallel.zero_stage"),
          "parallel.zero_stage = " + std::to_string(c.parallel.zero_stage) + " cannot be combined with " +

@@ -29,7 +29,8 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
       backend_(backend),
       tp_(spec.tp > 1 ? tp_comm : nullptr, spec.tp_rank, spec.tp),
       logical_(decoder_param_table(config)),
-      table_(logical_, spec) {
+      table_(logical_, spec),
+      activations_(backend, shape.slots) {
   FEAST_CHECK(shape.max_seq <= config.max_seq_len,
               "sequence length " << shape.max_seq << " exceeds model.max_seq_len " << config.max_seq_len);
   FEAST_CHECK(config.n_embd % config.n_head == 0, "model.n_embd must be divisible by model.n_head");
@@ -55,18 +56,23 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   }
   if (spec.has_embedding)
     embedding_ = std::make_unique<TokenEmbedding>(table_, params_.view(), arch_.learned_positions, C, vocab_begin);
-  for (int i = 0; i < spec.num_layers; ++i)
+  FEAST_CHECK(shape.recompute_layers >= 0, "recompute_layers must not be negative");
+  for (int i = 0; i < spec.num_layers; ++i) {
+    const bool recomputed = shape.recompute_layers == 0 || i < shape.recompute_layers;
+    activations_.begin_block();
     blocks_.emplace_back(config, arch_, table_, params_.view(), spec.first_layer + i, t, shape.max_batch,
-                         shape.max_seq, shape.slots, backend, rope_cos_.view(), rope_sin_.view());
+                         shape.max_seq, activations_, recomputed ? shape.recompute : Recompute::kNone,
+                         rope_cos_.view(), rope_sin_.view());
+  }
   if (spec.has_head) {
     final_norm_ = std::make_unique<Norm>(arch_.norm, float(config.norm_eps), table_, params_.view(), "ln_f", C, rows,
-                                         shape.slots, backend);
+                                         activations_, true);
     head_ = std::make_unique<LmHead>(table_.at("lm_head.weight"), params_.view(), C, vocab_begin, config.vocab_size,
-                                     rows, shape.slots, backend);
+                                     rows, activations_);
   }
-  input_ = per_slot(backend, shape.slots, dt, NC);
-  if (spec.has_embedding) tokens_ = per_slot(backend, shape.slots, DType::kInt32, rows);
-  if (spec.has_head) targets_ = per_slot(backend, shape.slots, DType::kInt32, rows);
+  input_ = activations_.take(true, dt, NC);
+  if (spec.has_embedding) tokens_ = activations_.take(true, DType::kInt32, rows);
+  if (spec.has_head) targets_ = activations_.take(true, DType::kInt32, rows);
 
   // Scratch shared by the layers (one runs at a time).
   const int hs = config.head_dim(), NHl = config.n_head / t, NKVl = config.kv_heads() / t;
@@ -112,11 +118,13 @@ std::vector<GradRange> DecoderStage::gradient_ranges() const {
   return out;
 }
 
-size_t DecoderStage::activation_bytes() const {
-  size_t total = bytes_of(input_) + bytes_of(tokens_) + bytes_of(targets_) + bytes_of(scratch_tensors_);
-  for (const DecoderBlock& b : blocks_) total += b.activation_bytes();
-  if (final_norm_) total += final_norm_->activation_bytes() + head_->activation_bytes();
-  return total;
+ActivationBytes DecoderStage::activation_bytes() const {
+  ActivationBytes a;
+  a.slots = shape_.slots;
+  a.per_slot = activations_.saved_bytes() / size_t(shape_.slots);
+  a.recompute = activations_.recompute_bytes();
+  for (const Tensor& t : scratch_tensors_) a.scratch += t.bytes();
+  return a;
 }
 
 TensorView DecoderStage::output(int slot) { return blocks_.empty() ? input(slot) : blocks_.back().output(slot); }
@@ -132,18 +140,18 @@ float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targ
   const LayerContext ctx = context();
   const size_t s = size_t(slot), N = size_t(B) * size_t(T);
   if (embedding_) {
-    backend_.copy(tokens_[s].view().first(N), host_view(tokens, N));
-    embedding_->forward(ctx, input_[s].view(), tokens_[s].view(), B, T);
+    backend_.copy(tokens_[s].first(N), host_view(tokens, N));
+    embedding_->forward(ctx, input_[s], tokens_[s], B, T);
   }
-  TensorView x = input_[s].view();
+  TensorView x = input_[s];
   for (DecoderBlock& b : blocks_) {
     b.forward(ctx, slot, x, B, T);
     x = b.output(slot);
   }
   if (!head_) return 0.0f;
-  backend_.copy(targets_[s].view().first(N), host_view(targets, N));
+  backend_.copy(targets_[s].first(N), host_view(targets, N));
   final_norm_->forward(ctx, slot, x, int(N));
-  return head_->forward(ctx, slot, final_norm_->out(slot), targets_[s].view(), int(N), loss_scale);
+  return head_->forward(ctx, slot, final_norm_->out(slot), targets_[s], int(N), loss_scale);
 }
 
 void DecoderStage::backward(int slot, int B, int T) {
@@ -155,7 +163,7 @@ void DecoderStage::backward(int slot, int B, int T) {
   // dres carries d loss / d (residual stream) backwards through the blocks (on non-last stages
   // it arrives from the next stage).
   if (head_) {
-    const TensorView x_last = blocks_.empty() ? input_[s].view() : blocks_.back().output(slot);
+    const TensorView x_last = blocks_.empty() ? input_[s] : blocks_.back().output(slot);
     head_->backward(ctx, slot, final_norm_->out(slot), scratch_.tmp, N, *sink_);
     const size_t NC = size_t(N) * size_t(config_.n_embd);
     tp_.copy_to_tp_backward(scratch_.tmp.first(NC));
@@ -163,10 +171,10 @@ void DecoderStage::backward(int slot, int B, int T) {
     final_norm_->backward(ctx, slot, scratch_.dres, scratch_.tmp, x_last, N, *sink_);
   }
   for (int i = int(blocks_.size()) - 1; i >= 0; --i) {
-    const TensorView x = i > 0 ? blocks_[size_t(i) - 1].output(slot) : input_[s].view();
+    const TensorView x = i > 0 ? blocks_[size_t(i) - 1].output(slot) : input_[s];
     blocks_[size_t(i)].backward(ctx, slot, x, B, T, *sink_);
   }
-  if (embedding_) embedding_->backward(ctx, scratch_.dres, tokens_[s].view(), B, T, *sink_);
+  if (embedding_) embedding_->backward(ctx, scratch_.dres, tokens_[s], B, T, *sink_);
 }
 
 void initialize_parameters(PipelineStage& stage, uint64_t seed) {

@@ -11,6 +11,7 @@
 
 #include "comm/communicator.h"
 #include "model/architecture.h"
+#include "model/layers/activation_memory.h"
 #include "model/layers/block.h"
 #include "model/layers/embedding.h"
 #include "model/layers/lm_head.h"
@@ -19,9 +20,12 @@
 
 namespace feast {
 
-// The largest micro-batch a stage is built for, and how many it holds at once.
+// The largest micro-batch a stage is built for, how many it holds at once, and what its blocks
+// recompute rather than keep: the first recompute_layers blocks of the stage (0: every block).
 struct StageShape {
   int max_batch = 1, max_seq = 1, slots = 1;
+  Recompute recompute = Recompute::kNone;
+  int recompute_layers = 0;
 };
 
 class DecoderStage final : public PipelineStage {
@@ -37,13 +41,13 @@ class DecoderStage final : public PipelineStage {
   const LocalTable& table() const override { return table_; }
   TensorView parameters() override { return params_.view(); }
   int slots() const override { return shape_.slots; }
-  size_t activation_bytes() const override;
+  ActivationBytes activation_bytes() const override;
 
   void set_gradient_sink(GradientSink* sink) override { sink_ = sink; }
   void set_gradient_range_limit(size_t max_elems) override;
   std::vector<GradRange> gradient_ranges() const override;
 
-  TensorView input(int slot) override { return input_[size_t(slot)].view(); }
+  TensorView input(int slot) override { return input_[size_t(slot)]; }
   TensorView output(int slot) override;
   TensorView output_grad() override { return scratch_.dres; }
   TensorView input_grad() override { return scratch_.dres; }
@@ -54,7 +58,7 @@ class DecoderStage final : public PipelineStage {
   double take_tp_comm_seconds() override { return tp_.take_seconds(); }
 
   // This rank's (N, Vl) logits of `slot` after a forward with loss_scale == 0 (tests).
-  TensorView logits(int slot) const { return head_->logits(slot); }
+  const TensorView& logits(int slot) const { return head_->logits(slot); }
 
  private:
   LayerContext context() { return {backend_, tp_, scratch_}; }
@@ -70,12 +74,13 @@ class DecoderStage final : public PipelineStage {
   LocalTable table_;
   Tensor params_;
   Tensor rope_cos_, rope_sin_;  // (maxT, hs/2) float32, rotary families only
+  ActivationMemory activations_;
   GradientSink* sink_ = nullptr;
   std::unique_ptr<TokenEmbedding> embedding_;  // first stage
   std::vector<DecoderBlock> blocks_;
   std::unique_ptr<Norm> final_norm_;           // last stage
   std::unique_ptr<LmHead> head_;               // last stage
-  std::vector<Tensor> input_, tokens_, targets_;  // per slot: (N, C); (N) first stage; (N) last stage
+  std::vector<TensorView> input_, tokens_, targets_;  // per slot: (N, C); (N) first stage; (N) last stage
   std::vector<Tensor> scratch_tensors_;
   StageScratch scratch_;
 };

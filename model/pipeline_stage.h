@@ -25,6 +25,16 @@ struct GradRange {
   bool tied = false;        // shared with another stage: summed over the embedding group
 };
 
+// A stage's activation memory: what each slot keeps for its backward, the buffers its
+// recomputed blocks share, and the scratch its layers share.
+struct ActivationBytes {
+  size_t per_slot = 0;
+  int slots = 0;
+  size_t recompute = 0;
+  size_t scratch = 0;
+  size_t total() const { return per_slot * size_t(slots) + recompute + scratch; }
+};
+
 class PipelineStage {
  public:
   virtual ~PipelineStage() = default;
@@ -35,7 +45,7 @@ class PipelineStage {
   virtual TensorView parameters() = 0;
   // Activation slots (micro-batches whose activations it can hold at once).
   virtual int slots() const = 0;
-  virtual size_t activation_bytes() const = 0;
+  virtual ActivationBytes activation_bytes() const = 0;
 
   // Where backward adds parameter gradients; set before the first backward.
   virtual void set_gradient_sink(GradientSink* sink) = 0;

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "model/architecture.h"
+#include "model/layers/activation_memory.h"
 #include "model/parameters.h"
 #include "model/pipeline_stage.h"
 #include "parallel/pipeline/pipeline_executor.h"
@@ -65,6 +66,21 @@ int effective_zero_stage(const Config& config, const LayoutPlan& plan) {
   return plan.layout.dp() == 1 ? 0 : config.parallel.zero_stage;
 }
 
+// The blocks of a stage that recompute (DecoderStage: its first training.recompute_layers, 0 = all).
+int recomputed_blocks(const Config& config, const StageSpec& spec) {
+  if (config.training.recompute == "none") return 0;
+  const int n = config.training.recompute_layers;
+  return n == 0 ? spec.num_layers : std::min(n, spec.num_layers);
+}
+
+// One block's parameters (all blocks are alike), for the FLOPs of recomputing it.
+double block_parameters(const ParamTable& logical) {
+  double n = 0;
+  for (const ParamSpec& s : logical.specs())
+    if (s.name.rfind("layers.0.", 0) == 0) n += double(s.numel);
+  return n;
+}
+
 PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const ParamTable& logical,
                         const StageSpec& spec, int stage, int dp_rank, const MemoryOptions& o) {
   const ModelConfig& mc = config.model;
@@ -111,15 +127,27 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   const double att_state = o.gpu ? double(B) * NHl * T * f32 : double(B) * NHl * T * T * f32;
   const double att_work = o.gpu ? 0.0 : double(o.threads) * T * T * e;
   const double norm = rows * C * e + rows * f32 * (arch.norm == NormKind::kLayerNorm ? 2 : 1);  // out, rstd[, mean]
-  const double block = 2 * norm + rows * qkv_w * e + att_state + rows * out_w * e  // ln_1, ln_2, attention
-                       + rows * Fl * e + rows * Il * e                             // MLP
-                       + 2 * rows * C * e;                                         // two residual sums
-  double per_slot = rows * C * e + spec.num_layers * block;  // the slot's input and its blocks
+  // A block's activations by what recomputation does with them (model/layers/block.h): the
+  // output is always kept; the rest of the products' side (norms, QKV, fc, the first residual
+  // sum) unless the block recomputes fully; the attention core and MLP activation only without
+  // recomputation. What a recomputing block does not keep lives once per stage.
+  const double output = rows * C * e;
+  const double products = 2 * norm + rows * qkv_w * e + rows * Fl * e + rows * C * e;
+  const double core = att_state + rows * out_w * e + rows * Il * e;
+  const Recompute recompute = recompute_from_name(config.training.recompute);
+  const int layers = spec.num_layers, recomputed = recomputed_blocks(config, spec);
+  auto kept = [&](Recompute r) {
+    return output + (r == Recompute::kFull ? 0.0 : products) + (r == Recompute::kNone ? core : 0.0);
+  };
+  const double block_kept = recomputed * kept(recompute) + (layers - recomputed) * kept(Recompute::kNone);
+  const double recompute_set = recomputed > 0 ? kept(Recompute::kNone) - kept(recompute) : 0.0;
+  double per_slot = rows * C * e + block_kept;  // the slot's input and its blocks
   if (spec.has_embedding) per_slot += rows * i32;                              // tokens
   if (spec.has_head) per_slot += rows * i32 + norm + rows * Vl * e + rows * f32;  // targets, ln_f, logits, losses
   const double scratch = 2 * rows * C * e + rows * qkv_w * e + rows * out_w * e + rows * Fl * e +
                          (arch.mlp == MlpKind::kSwiGlu ? rows * Il * e : 0.0) + 3 * rows * f32 + att_work;
-  mem.activations = slots * per_slot + scratch;
+  mem.activations = slots * per_slot + recompute_set + scratch;
+  mem.activations_per_micro_batch = per_slot;
 
   // Rotary tables (max_seq_len, hs/2) twice, float32.
   if (!arch.learned_positions && spec.num_layers > 0) mem.buffers = 2.0 * mc.max_seq_len * (hs / 2) * f32;
@@ -279,14 +307,21 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
     if (s == 0 || mem.total() > est.memory.total()) est.memory = mem;
 
     // Compute: 6 N + 6 L T C per token (model/flop_count.h) for the stage's part, split over tp.
-    const double flops = 6.0 * stage_flop_parameters(logical, spec, mc) + 6.0 * spec.num_layers * double(T) * mc.n_embd;
+    double flops = 6.0 * stage_flop_parameters(logical, spec, mc) + 6.0 * spec.num_layers * double(T) * mc.n_embd;
+    // Recomputation adds, per recomputed block, the attention core's forward (2 T C per token:
+    // selective) or the block's whole forward (full; one more all-reduce with tp, below).
+    const int recomputed = recomputed_blocks(config, spec);
+    const Recompute recompute = recompute_from_name(config.training.recompute);
+    if (recompute == Recompute::kSelective) flops += 2.0 * recomputed * double(T) * mc.n_embd;
+    if (recompute == Recompute::kFull) flops += recomputed * (2.0 * block_parameters(logical) + 2.0 * double(T) * mc.n_embd);
     compute[size_t(s)] = rows * flops / (t * rate);
     // Megatron's tensor parallelism: per layer two all-reduces of (B, T, C) forward (attention
     // and MLP outputs) and two backward (their inputs' gradients); the vocab-parallel embedding
     // sums its output, the head its input's gradient, the cross-entropy the row maxima and then
     // two sums per row.
     if (t > 1) {
-      const int full = 4 * spec.num_layers + (spec.has_embedding ? 1 : 0) + (spec.has_head ? 1 : 0);
+      const int full = 4 * spec.num_layers + (spec.has_embedding ? 1 : 0) + (spec.has_head ? 1 : 0) +
+                       (recompute == Recompute::kFull ? recomputed : 0);
       tp_comm[size_t(s)] = full * ring_allreduce_seconds(act_bytes, t, tp_link);
       if (spec.has_head)
         tp_comm[size_t(s)] += ring_allreduce_seconds(rows * 4, t, tp_link) + ring_allreduce_seconds(rows * 8, t, tp_link);

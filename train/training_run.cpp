@@ -116,7 +116,8 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
   const int slots = PipelineExecutor::slots_needed(plan_.schedule, layout.pp(), me_.pp, m);
   backend_ = make_backend(tc.device, tc.dtype, local_rank(hosts, world_rank));
   if (tc.device != "cpu") connect_gpus(hosts);
-  stage_ = std::make_unique<DecoderStage>(config.model, spec, StageShape{B, T, slots}, *backend_,
+  const StageShape shape{B, T, slots, recompute_from_name(tc.recompute), tc.recompute_layers};
+  stage_ = std::make_unique<DecoderStage>(config.model, spec, shape, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr);
   initialize_parameters(*stage_, tc.seed);
 
@@ -238,7 +239,7 @@ void TrainingRun::open_data() {
 
 MemoryBytes TrainingRun::memory_bytes() const {
   return {double(stage_->parameters().bytes()), double(sync_->gradient_bytes()), double(optimizer_->state_bytes()),
-          double(stage_->activation_bytes())};
+          double(stage_->activation_bytes().total()), double(stage_->activation_bytes().per_slot)};
 }
 
 DpTraffic TrainingRun::dp_bytes_last_step() const { return ps_ ? ps_->traffic_last_step() : DpTraffic{}; }

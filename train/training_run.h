@@ -64,6 +64,8 @@ struct MemoryBytes {
   double optimizer = 0;    // AdamW's master copy and moments of what this rank updates
   double activations = 0;  // the stage's activation slots and work buffers
   double total() const { return parameters + gradients + optimizer + activations; }
+  // Of the activations: what one micro-batch in flight keeps for its backward (one slot).
+  double activations_per_micro_batch = 0;
 };
 
 class TrainingRun {

@@ -4,7 +4,8 @@ namespace feast {
 
 SelfAttention::SelfAttention(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table,
                              const TensorView& params, const std::string& prefix, int tp, int max_batch, int max_seq,
-                             int slots, Backend& backend, const TensorView& cos, const TensorView& sin)
+                             ActivationMemory& memory, Recompute recompute, const TensorView& cos,
+                             const TensorView& sin)
     : C_(config.n_embd),
       n_head_(config.n_head / tp),
       n_kv_head_(config.kv_heads() / tp),
@@ -14,9 +15,10 @@ SelfAttention::SelfAttention(const ModelConfig& config, const DecoderArch& arch,
       cos_(cos),
       sin_(sin) {
   const AttentionShape max = shape(max_batch, max_seq);
-  qkv_out_ = per_slot(backend, slots, backend.compute_dtype(), max.rows() * size_t(max.qkv_width()));
-  state_ = per_slot(backend, slots, DType::kFloat32, backend.attention_state_size(max));
-  y_ = per_slot(backend, slots, backend.compute_dtype(), max.rows() * size_t(max.out_width()));
+  const bool keep_products = recompute != Recompute::kFull, keep_core = recompute == Recompute::kNone;
+  qkv_out_ = memory.take(keep_products, memory.dtype(), max.rows() * size_t(max.qkv_width()));
+  state_ = memory.take(keep_core, DType::kFloat32, memory.backend().attention_state_size(max));
+  y_ = memory.take(keep_core, memory.dtype(), max.rows() * size_t(max.out_width()));
 }
 
 void SelfAttention::forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int B,
@@ -24,10 +26,15 @@ void SelfAttention::forward(const LayerContext& ctx, int slot, const TensorView&
   const size_t s = size_t(slot);
   const AttentionShape sh = shape(B, T);
   const int N = B * T;
-  qkv_.forward(ctx, qkv_out_[s].view(), x, N);
-  if (cos_) ctx.backend.rope_forward(qkv_out_[s].view(), cos_, sin_, sh);
-  ctx.backend.attention_forward(y_[s].view(), state_[s].view(), qkv_out_[s].view(), sh);
-  proj_.forward(ctx, out, y_[s].view(), N);
+  qkv_.forward(ctx, qkv_out_[s], x, N);
+  if (cos_) ctx.backend.rope_forward(qkv_out_[s], cos_, sin_, sh);
+  ctx.backend.attention_forward(y_[s], state_[s], qkv_out_[s], sh);
+  proj_.forward(ctx, out, y_[s], N);
+}
+
+void SelfAttention::recompute_core(const LayerContext& ctx, int slot, int B, int T) {
+  const size_t s = size_t(slot);
+  ctx.backend.attention_forward(y_[s], state_[s], qkv_out_[s], shape(B, T));
 }
 
 void SelfAttention::backward(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx,
@@ -36,8 +43,8 @@ void SelfAttention::backward(const LayerContext& ctx, int slot, const TensorView
   const AttentionShape sh = shape(B, T);
   const int N = B * T;
   const StageScratch& sc = ctx.scratch;
-  proj_.backward(ctx, sc.dy, dout, y_[s].view(), N, sink);
-  ctx.backend.attention_backward(sc.dqkv, sc.dy, qkv_out_[s].view(), y_[s].view(), state_[s].view(),
+  proj_.backward(ctx, sc.dy, dout, y_[s], N, sink);
+  ctx.backend.attention_backward(sc.dqkv, sc.dy, qkv_out_[s], y_[s], state_[s],
                                  sc.attention_workspace, sh);
   if (cos_) ctx.backend.rope_backward(sc.dqkv, cos_, sin_, sh);
   qkv_.backward(ctx, dx, sc.dqkv, x, N, sink);

@@ -4,12 +4,16 @@
 // the output projection (row-parallel, its partial outputs summed over the tensor-parallel
 // group). Legend: N = B*T rows, C channels, NHl / NKVl this rank's query / key-value heads,
 // hs head size, Wl = (NHl + 2 NKVl) hs, Cq = NHl hs.
+// It keeps the QKV output (after the rotary embedding), the core's state and its output y per
+// slot; under selective recomputation the core's state and y are recomputed from the QKV
+// output (recompute_core), under full recomputation the block reruns the whole forward.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "model/architecture.h"
+#include "model/layers/activation_memory.h"
 #include "model/layers/linear.h"
 
 namespace feast {
@@ -18,17 +22,18 @@ class SelfAttention {
  public:
   // cos and sin: the rotary tables (maxT, hs/2), empty views for learned positions.
   SelfAttention(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table, const TensorView& params,
-                const std::string& prefix, int tp, int max_batch, int max_seq, int slots, Backend& backend,
-                const TensorView& cos, const TensorView& sin);
+                const std::string& prefix, int tp, int max_batch, int max_seq, ActivationMemory& memory,
+                Recompute recompute, const TensorView& cos, const TensorView& sin);
 
   // out (N, C) = attention(x) summed over the tensor-parallel group.
   void forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int B, int T);
+  // The core's state and y of `slot` again from its QKV output (selective recomputation).
+  void recompute_core(const LayerContext& ctx, int slot, int B, int T);
   // dx (N, C) = d loss / d x (summed over the group) from dout (N, C); adds parameter gradients.
   void backward(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx, const TensorView& x,
                 int B, int T, GradientSink& sink);
 
   std::vector<FlatRange> grad_ranges() const { return {qkv_.grad_range(), proj_.grad_range()}; }
-  size_t activation_bytes() const { return bytes_of(qkv_out_) + bytes_of(state_) + bytes_of(y_); }
   AttentionShape shape(int B, int T) const { return {B, T, n_head_, n_kv_head_, head_dim_}; }
 
  private:
@@ -36,7 +41,7 @@ class SelfAttention {
   ColumnParallelLinear qkv_;
   RowParallelLinear proj_;
   TensorView cos_, sin_;
-  std::vector<Tensor> qkv_out_, state_, y_;  // per slot: (N, Wl), backend's attention state, (N, Cq)
+  std::vector<TensorView> qkv_out_, state_, y_;  // per slot: (N, Wl), backend's attention state, (N, Cq)
 };
 
 }  // namespace feast

@@ -5,20 +5,22 @@
 namespace feast {
 
 DecoderBlock::DecoderBlock(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table,
-                           const TensorView& params, int layer, int tp, int max_batch, int max_seq, int slots,
-                           Backend& backend, const TensorView& cos, const TensorView& sin)
+                           const TensorView& params, int layer, int tp, int max_batch, int max_seq,
+                           ActivationMemory& memory, Recompute recompute, const TensorView& cos,
+                           const TensorView& sin)
     : C_(config.n_embd),
+      recompute_(recompute),
       ln1_(arch.norm, float(config.norm_eps), table, params, "layers." + std::to_string(layer) + ".ln_1", C_,
-           size_t(max_batch) * size_t(max_seq), slots, backend),
-      attn_(config, arch, table, params, "layers." + std::to_string(layer) + ".", tp, max_batch, max_seq, slots,
-            backend, cos, sin),
+           size_t(max_batch) * size_t(max_seq), memory, recompute != Recompute::kFull),
+      attn_(config, arch, table, params, "layers." + std::to_string(layer) + ".", tp, max_batch, max_seq, memory,
+            recompute, cos, sin),
       ln2_(arch.norm, float(config.norm_eps), table, params, "layers." + std::to_string(layer) + ".ln_2", C_,
-           size_t(max_batch) * size_t(max_seq), slots, backend),
+           size_t(max_batch) * size_t(max_seq), memory, recompute != Recompute::kFull),
       mlp_(config, arch, table, params, "layers." + std::to_string(layer) + ".", tp,
-           size_t(max_batch) * size_t(max_seq), slots, backend) {
+           size_t(max_batch) * size_t(max_seq), memory, recompute) {
   const size_t rows = size_t(max_batch) * size_t(max_seq);
-  res2_ = per_slot(backend, slots, backend.compute_dtype(), rows * size_t(C_));
-  res3_ = per_slot(backend, slots, backend.compute_dtype(), rows * size_t(C_));
+  res2_ = memory.take(recompute != Recompute::kFull, memory.dtype(), rows * size_t(C_));
+  res3_ = memory.take(true, memory.dtype(), rows * size_t(C_));
 }
 
 void DecoderBlock::forward(const LayerContext& ctx, int slot, const TensorView& x, int B, int T) {
@@ -28,21 +30,40 @@ void DecoderBlock::forward(const LayerContext& ctx, int slot, const TensorView& 
   const TensorView tmp = ctx.scratch.tmp;
   ln1_.forward(ctx, slot, x, N);
   attn_.forward(ctx, slot, ln1_.out(slot), tmp, B, T);
-  ctx.backend.add(res2_[s].view(), x, tmp, NC);
-  ln2_.forward(ctx, slot, res2_[s].view(), N);
+  ctx.backend.add(res2_[s], x, tmp, NC);
+  ln2_.forward(ctx, slot, res2_[s], N);
   mlp_.forward(ctx, slot, ln2_.out(slot), tmp, N);
-  ctx.backend.add(res3_[s].view(), res2_[s].view(), tmp, NC);
+  ctx.backend.add(res3_[s], res2_[s], tmp, NC);
+}
+
+void DecoderBlock::recompute_for_backward(const LayerContext& ctx, int slot, const TensorView& x, int B, int T) {
+  const int N = B * T;
+  if (recompute_ == Recompute::kSelective) {
+    attn_.recompute_core(ctx, slot, B, T);
+    mlp_.recompute_activation(ctx, slot, N);
+  } else if (recompute_ == Recompute::kFull) {
+    // The forward up to the MLP's activation: the MLP's projection and the last residual sum
+    // made only the output, which is kept. The same operations on the same inputs: the same bits.
+    const size_t s = size_t(slot), NC = size_t(N) * size_t(C_);
+    const TensorView tmp = ctx.scratch.tmp;
+    ln1_.forward(ctx, slot, x, N);
+    attn_.forward(ctx, slot, ln1_.out(slot), tmp, B, T);
+    ctx.backend.add(res2_[s], x, tmp, NC);
+    ln2_.forward(ctx, slot, res2_[s], N);
+    mlp_.forward_to_activation(ctx, slot, ln2_.out(slot), N);
+  }
 }
 
 void DecoderBlock::backward(const LayerContext& ctx, int slot, const TensorView& x, int B, int T, GradientSink& sink) {
   const size_t s = size_t(slot);
   const int N = B * T;
   const StageScratch& sc = ctx.scratch;
+  recompute_for_backward(ctx, slot, x, B, T);  // leaves dres alone; tmp is free until dnorm below
   // The residual gradient dres flows past each sub-block unchanged; the sub-block's input
   // gradient (through its norm, into tmp) is added to it by the norm's backward.
   const TensorView dnorm = sc.tmp;  // the forward's temporary is free during the backward
   mlp_.backward(ctx, slot, sc.dres, dnorm, ln2_.out(slot), N, sink);
-  ln2_.backward(ctx, slot, sc.dres, dnorm, res2_[s].view(), N, sink);
+  ln2_.backward(ctx, slot, sc.dres, dnorm, res2_[s], N, sink);
   attn_.backward(ctx, slot, sc.dres, dnorm, ln1_.out(slot), B, T, sink);
   ln1_.backward(ctx, slot, sc.dres, dnorm, x, N, sink);
 }
@@ -53,11 +74,6 @@ std::vector<FlatRange> DecoderBlock::grad_ranges() const {
   out.push_back(ln2_.grad_range());
   for (const FlatRange& r : mlp_.grad_ranges()) out.push_back(r);
   return out;
-}
-
-size_t DecoderBlock::activation_bytes() const {
-  return ln1_.activation_bytes() + attn_.activation_bytes() + ln2_.activation_bytes() + mlp_.activation_bytes() +
-         bytes_of(res2_) + bytes_of(res3_);
 }
 
 }  // namespace feast

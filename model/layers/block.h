@@ -1,5 +1,9 @@
 // One pre-norm transformer block on this rank: x + attention(norm_1(x)), then + mlp(norm_2(.)),
-// keeping both residual-stream outputs per activation slot. Legend: N rows, C channels.
+// keeping both residual-stream outputs per activation slot. Under activation recomputation
+// (model/layers/activation_memory.h) it keeps less and recomputes the rest at the start of its
+// backward: selective, the attention core and the MLP activation; full, everything but its
+// output, from its input (the previous block's output), which costs one more forward of the
+// block, with its tensor-parallel all-reduce. Legend: N rows, C channels.
 #pragma once
 
 #include <vector>
@@ -13,8 +17,8 @@ namespace feast {
 class DecoderBlock {
  public:
   DecoderBlock(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table, const TensorView& params,
-               int layer, int tp, int max_batch, int max_seq, int slots, Backend& backend, const TensorView& cos,
-               const TensorView& sin);
+               int layer, int tp, int max_batch, int max_seq, ActivationMemory& memory, Recompute recompute,
+               const TensorView& cos, const TensorView& sin);
 
   // output(slot) (N, C) = the block applied to x (N, C).
   void forward(const LayerContext& ctx, int slot, const TensorView& x, int B, int T);
@@ -22,18 +26,21 @@ class DecoderBlock {
   // forward's input.
   void backward(const LayerContext& ctx, int slot, const TensorView& x, int B, int T, GradientSink& sink);
 
-  TensorView output(int slot) const { return res3_[size_t(slot)].view(); }
+  const TensorView& output(int slot) const { return res3_[size_t(slot)]; }
   // The ranges of its gradients in flat-buffer order: ln_1, qkv, proj, ln_2, fc, mlp proj.
   std::vector<FlatRange> grad_ranges() const;
-  size_t activation_bytes() const;
 
  private:
+  // What the backward needs that the forward did not keep.
+  void recompute_for_backward(const LayerContext& ctx, int slot, const TensorView& x, int B, int T);
+
   int C_;
+  Recompute recompute_;
   Norm ln1_;
   SelfAttention attn_;
   Norm ln2_;
   Mlp mlp_;
-  std::vector<Tensor> res2_, res3_;  // per slot (N, C): after attention, after the MLP
+  std::vector<TensorView> res2_, res3_;  // per slot (N, C): after attention, after the MLP
 };
 
 }  // namespace feast

@@ -25,16 +25,4 @@ AcquiredGrads::AcquiredGrads(GradientSink& sink, const WeightAndBias& p) : sink_
   if (p.bias) b_ = g.slice(p.weight->numel, p.bias->numel);
 }
 
-std::vector<Tensor> per_slot(Backend& backend, int slots, DType dtype, size_t numel) {
-  std::vector<Tensor> out;
-  for (int s = 0; s < slots; ++s) out.push_back(backend.allocate(dtype, numel));
-  return out;
-}
-
-size_t bytes_of(const std::vector<Tensor>& tensors) {
-  size_t total = 0;
-  for (const Tensor& t : tensors) total += t.bytes();
-  return total;
-}
-
 }  // namespace feast

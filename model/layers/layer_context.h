@@ -64,8 +64,4 @@ class AcquiredGrads {
   TensorView w_, b_;
 };
 
-// One tensor of `numel` elements per activation slot.
-std::vector<Tensor> per_slot(Backend& backend, int slots, DType dtype, size_t numel);
-size_t bytes_of(const std::vector<Tensor>& tensors);
-
 }  // namespace feast

@@ -3,7 +3,7 @@
 namespace feast {
 
 LmHead::LmHead(const LocalParam& weight, const TensorView& params, int C, int vocab_begin, int vocab_size,
-               size_t rows, int slots, Backend& backend)
+               size_t rows, ActivationMemory& memory)
     : w_(&weight),
       w_view_(params.slice(weight.offset, weight.numel)),
       C_(C),
@@ -11,13 +11,13 @@ LmHead::LmHead(const LocalParam& weight, const TensorView& params, int C, int vo
       V_(vocab_size),
       Vl_(int(weight.shape[0])),
       chunks_{{weight.offset, weight.offset + weight.numel}},
-      logits_(per_slot(backend, slots, backend.compute_dtype(), rows * size_t(Vl_))),
-      losses_(per_slot(backend, slots, DType::kFloat32, rows)) {}
+      logits_(memory.take(true, memory.dtype(), rows * size_t(Vl_))),
+      losses_(memory.take(true, DType::kFloat32, rows)) {}
 
 float LmHead::forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& targets, int N,
                       float loss_scale) {
   Backend& be = ctx.backend;
-  const TensorView logits = logits_[size_t(slot)].view(), losses = losses_[size_t(slot)].view();
+  const TensorView logits = logits_[size_t(slot)], losses = losses_[size_t(slot)];
   be.matmul_forward(logits, x, w_view_, TensorView{}, N, C_, Vl_);
   const StageScratch& sc = ctx.scratch;
   const TensorView sum_exp = sc.ce_partials.first(size_t(N)), target_logit = sc.ce_partials.slice(size_t(N), size_t(N));
@@ -33,7 +33,7 @@ float LmHead::forward(const LayerContext& ctx, int slot, const TensorView& x, co
 
 void LmHead::backward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& dx, int N,
                       GradientSink& sink) const {
-  const TensorView dlogits = logits_[size_t(slot)].view();
+  const TensorView dlogits = logits_[size_t(slot)];
   for (const FlatRange& c : chunks_) {
     const int r0 = int((c.begin - w_->offset) / size_t(C_)), r1 = int((c.end - w_->offset) / size_t(C_));
     ctx.backend.matmul_backward_weight_rows(sink.acquire(c.begin, c.end), dlogits, x, N, C_, Vl_, r0, r1);

@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "model/layers/activation_memory.h"
 #include "model/layers/layer_context.h"
 
 namespace feast {
@@ -16,7 +17,7 @@ namespace feast {
 class LmHead {
  public:
   LmHead(const LocalParam& weight, const TensorView& params, int C, int vocab_begin, int vocab_size, size_t rows,
-         int slots, Backend& backend);
+         ActivationMemory& memory);
 
   // Forward of x (N, C) with targets (N); returns the mean token loss. With loss_scale != 0 the
   // logits become d(loss_scale * sum of losses) / d logits.
@@ -30,15 +31,14 @@ class LmHead {
   const LocalParam& weight() const { return *w_; }
   void set_chunks(std::vector<FlatRange> chunks) { chunks_ = std::move(chunks); }
   const std::vector<FlatRange>& chunks() const { return chunks_; }
-  TensorView logits(int slot) const { return logits_[size_t(slot)].view(); }
-  size_t activation_bytes() const { return bytes_of(logits_) + bytes_of(losses_); }
+  const TensorView& logits(int slot) const { return logits_[size_t(slot)]; }
 
  private:
   const LocalParam* w_;
   TensorView w_view_;
   int C_, vocab_begin_, V_, Vl_;
   std::vector<FlatRange> chunks_;
-  std::vector<Tensor> logits_, losses_;  // per slot: (N, Vl), (N)
+  std::vector<TensorView> logits_, losses_;  // per slot: (N, Vl), (N)
 };
 
 }  // namespace feast

@@ -3,24 +3,38 @@
 namespace feast {
 
 Mlp::Mlp(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table, const TensorView& params,
-         const std::string& prefix, int tp, size_t rows, int slots, Backend& backend)
+         const std::string& prefix, int tp, size_t rows, ActivationMemory& memory, Recompute recompute)
     : kind_(arch.mlp),
       width_(config.mlp_width() / tp),
       fc_width_(arch.mlp == MlpKind::kSwiGlu ? 2 * width_ : width_),
       fc_(table, params, prefix + "mlp.fc", arch.linear_bias, config.n_embd, fc_width_),
       proj_(table, params, prefix + "mlp.proj", arch.linear_bias, width_, config.n_embd),
-      pre_(per_slot(backend, slots, backend.compute_dtype(), rows * size_t(fc_width_))),
-      act_(per_slot(backend, slots, backend.compute_dtype(), rows * size_t(width_))) {}
+      pre_(memory.take(recompute != Recompute::kFull, memory.dtype(), rows * size_t(fc_width_))),
+      act_(memory.take(recompute == Recompute::kNone, memory.dtype(), rows * size_t(width_))) {}
 
 void Mlp::forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int N) {
+  forward_to_activation(ctx, slot, x, N);
+  proj_.forward(ctx, out, act_[size_t(slot)], N);
+}
+
+void Mlp::forward_to_activation(const LayerContext& ctx, int slot, const TensorView& x, int N) {
   const size_t s = size_t(slot);
   if (kind_ == MlpKind::kGelu) {
-    fc_.forward_gelu(ctx, pre_[s].view(), act_[s].view(), x, N);
+    fc_.forward_gelu(ctx, pre_[s], act_[s], x, N);
   } else {
-    fc_.forward(ctx, pre_[s].view(), x, N);
-    ctx.backend.swiglu_forward(act_[s].view(), pre_[s].view(), N, width_);
+    fc_.forward(ctx, pre_[s], x, N);
+    ctx.backend.swiglu_forward(act_[s], pre_[s], N, width_);
   }
-  proj_.forward(ctx, out, act_[s].view(), N);
+}
+
+void Mlp::recompute_activation(const LayerContext& ctx, int slot, int N) {
+  const size_t s = size_t(slot);
+  // The CPU's fused fc + GELU is the product then this same element-wise GELU, so the
+  // recomputed activation is the forward's to the bit.
+  if (kind_ == MlpKind::kGelu)
+    ctx.backend.gelu_forward(act_[s], pre_[s], size_t(N) * size_t(width_));
+  else
+    ctx.backend.swiglu_forward(act_[s], pre_[s], N, width_);
 }
 
 void Mlp::backward(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx,
@@ -29,11 +43,11 @@ void Mlp::backward(const LayerContext& ctx, int slot, const TensorView& dout, co
   const StageScratch& sc = ctx.scratch;
   if (kind_ == MlpKind::kGelu) {
     // GELU's gradient is element-wise: d activation becomes d pre-activation in place.
-    proj_.backward(ctx, sc.dbig, dout, act_[s].view(), N, sink);
-    ctx.backend.gelu_backward(sc.dbig, pre_[s].view(), sc.dbig, size_t(N) * size_t(width_));
+    proj_.backward(ctx, sc.dbig, dout, act_[s], N, sink);
+    ctx.backend.gelu_backward(sc.dbig, pre_[s], sc.dbig, size_t(N) * size_t(width_));
   } else {
-    proj_.backward(ctx, sc.dact, dout, act_[s].view(), N, sink);
-    ctx.backend.swiglu_backward(sc.dbig, pre_[s].view(), sc.dact, N, width_);
+    proj_.backward(ctx, sc.dact, dout, act_[s], N, sink);
+    ctx.backend.swiglu_backward(sc.dbig, pre_[s], sc.dact, N, width_);
   }
   fc_.backward(ctx, dx, sc.dbig, x, N, sink);
 }

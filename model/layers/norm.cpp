@@ -3,22 +3,22 @@
 namespace feast {
 
 Norm::Norm(NormKind kind, float eps, const LocalTable& table, const TensorView& params, const std::string& name,
-           int C, size_t rows, int slots, Backend& backend)
+           int C, size_t rows, ActivationMemory& memory, bool saved)
     : kind_(kind),
       eps_(eps),
       C_(C),
       params_(weight_and_bias(table, params, name, kind == NormKind::kLayerNorm)),
-      out_(per_slot(backend, slots, backend.compute_dtype(), rows * size_t(C))),
-      rstd_(per_slot(backend, slots, DType::kFloat32, rows)) {
-  if (kind == NormKind::kLayerNorm) mean_ = per_slot(backend, slots, DType::kFloat32, rows);
+      out_(memory.take(saved, memory.dtype(), rows * size_t(C))),
+      rstd_(memory.take(saved, DType::kFloat32, rows)) {
+  if (kind == NormKind::kLayerNorm) mean_ = memory.take(saved, DType::kFloat32, rows);
 }
 
 void Norm::forward(const LayerContext& ctx, int slot, const TensorView& x, int N) {
   const size_t s = size_t(slot);
   if (kind_ == NormKind::kLayerNorm) {
-    ctx.backend.layernorm_forward(out_[s].view(), mean_[s].view(), rstd_[s].view(), x, params_.w, params_.b, N, C_, eps_);
+    ctx.backend.layernorm_forward(out_[s], mean_[s], rstd_[s], x, params_.w, params_.b, N, C_, eps_);
   } else {
-    ctx.backend.rmsnorm_forward(out_[s].view(), rstd_[s].view(), x, params_.w, N, C_, eps_);
+    ctx.backend.rmsnorm_forward(out_[s], rstd_[s], x, params_.w, N, C_, eps_);
   }
 }
 
@@ -27,9 +27,9 @@ void Norm::backward(const LayerContext& ctx, int slot, const TensorView& dx, con
   const size_t s = size_t(slot);
   AcquiredGrads g(sink, params_);
   if (kind_ == NormKind::kLayerNorm) {
-    ctx.backend.layernorm_backward(dx, g.w(), g.b(), dout, x, params_.w, mean_[s].view(), rstd_[s].view(), N, C_);
+    ctx.backend.layernorm_backward(dx, g.w(), g.b(), dout, x, params_.w, mean_[s], rstd_[s], N, C_);
   } else {
-    ctx.backend.rmsnorm_backward(dx, g.w(), dout, x, params_.w, rstd_[s].view(), N, C_);
+    ctx.backend.rmsnorm_backward(dx, g.w(), dout, x, params_.w, rstd_[s], N, C_);
   }
   g.release();
 }

@@ -1,21 +1,24 @@
 // A normalisation layer of either kind the families use, LayerNorm (GPT-2, with bias) or
 // RMSNorm (Llama), replicated on every tensor-parallel rank. It keeps its output and
-// statistics per activation slot. Legend: N rows, C channels.
+// statistics per activation slot, or in the stage's recompute set when its block recomputes
+// it. Legend: N rows, C channels.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "model/architecture.h"
+#include "model/layers/activation_memory.h"
 #include "model/layers/layer_context.h"
 
 namespace feast {
 
 class Norm {
  public:
-  // `name` is the tensor prefix ("layers.3.ln_1", "ln_f"); rows is the most N a slot holds.
+  // `name` is the tensor prefix ("layers.3.ln_1", "ln_f"); rows is the most N a slot holds;
+  // saved: whether its activations have a buffer per slot (not recomputed).
   Norm(NormKind kind, float eps, const LocalTable& table, const TensorView& params, const std::string& name, int C,
-       size_t rows, int slots, Backend& backend);
+       size_t rows, ActivationMemory& memory, bool saved);
 
   // out(slot) (N, C) = norm(x).
   void forward(const LayerContext& ctx, int slot, const TensorView& x, int N);
@@ -23,16 +26,15 @@ class Norm {
   void backward(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout, const TensorView& x,
                 int N, GradientSink& sink);
 
-  const TensorView out(int slot) const { return out_[size_t(slot)].view(); }
+  const TensorView& out(int slot) const { return out_[size_t(slot)]; }
   FlatRange grad_range() const { return params_.range; }
-  size_t activation_bytes() const { return bytes_of(out_) + bytes_of(mean_) + bytes_of(rstd_); }
 
  private:
   NormKind kind_;
   float eps_;
   int C_;
   WeightAndBias params_;
-  std::vector<Tensor> out_, mean_, rstd_;  // per slot: (N, C), (N) LayerNorm only, (N)
+  std::vector<TensorView> out_, mean_, rstd_;  // per slot: (N, C), (N) LayerNorm only, (N)
 };
 
 }  // namespace feast

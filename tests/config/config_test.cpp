@@ -187,6 +187,9 @@ TEST(ConfigErrors, OutOfRange) {
       {"[checkpoint]\nresume = \"\"", "checkpoint.resume = \"\" is not allowed; expected a non-empty"},
       {"[logging]\ninterval = 0", "logging.interval = 0"},
       {"[data]\ntrain = \"\"", "data.train = \"\" is not allowed; expected a non-empty string"},
+      {"[training]\nrecompute = \"partial\"",
+       "training.recompute = \"partial\" is not allowed; expected one of \"none\", \"selective\", \"full\""},
+      {"[training]\nrecompute_layers = -1", "training.recompute_layers = -1 is not allowed; expected >= 0"},
   };
   for (const Case& c : cases) {
     std::string e = error_of(c.text + "\n");
@@ -213,6 +216,10 @@ TEST(ConfigErrors, CrossKeyChecksNameBothKeys) {
                "(demo.toml:2)");
   e = error_of("[training]\nseq_len = 512\n");
   EXPECT_EQ(e, "demo.toml:2: training.seq_len = 512 must be <= model.max_seq_len = 256 (default)");
+  e = error_of("[training]\nrecompute_layers = 2\n");
+  EXPECT_EQ(e, "demo.toml:2: training.recompute_layers = 2 names blocks that recompute, but training.recompute = "
+               "\"none\" (default); set training.recompute = \"selective\" or \"full\", or remove "
+               "training.recompute_layers");
   e = error_of("[training]\nlr = 1e-4\nmin_lr = 1e-3\n");
   EXPECT_EQ(e, "demo.toml:3: training.min_lr = 0.001 must be <= training.lr = 1e-4 "
                "(demo.toml:2)");

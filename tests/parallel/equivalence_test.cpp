@@ -78,6 +78,8 @@ struct Case {
   int micro_batch_size;
   const char* order = "tp-dp-pp";
   std::vector<int> stage_layers = {};
+  std::string recompute = "none";
+  int recompute_layers = 0;
   int batch() const { return dp == 3 ? 12 : 8; }  // global batch in sequences (divisible by dp * mbs)
 };
 
@@ -86,6 +88,8 @@ std::string describe(const Case& c) {
                   std::to_string(c.dp) + " zero" + std::to_string(c.zero) + " " + c.schedule + " mbs" +
                   std::to_string(c.micro_batch_size) + " " + c.order;
   if (!c.stage_layers.empty()) s += " stages " + format_list(c.stage_layers);
+  if (c.recompute != "none")
+    s += " recompute " + c.recompute + (c.recompute_layers ? " x" + std::to_string(c.recompute_layers) : "");
   return s;
 }
 
@@ -175,6 +179,8 @@ Outcome run_case(const Case& k, RunChecks& checks) {
   c.parallel.micro_batch_size = k.micro_batch_size;
   c.parallel.order = k.order;
   c.parallel.stage_layers = k.stage_layers;
+  c.training.recompute = k.recompute;
+  c.training.recompute_layers = k.recompute_layers;
   const ParallelLayout layout(k.tp, k.pp, k.dp, k.order);
   Outcome out;
   TrainHooks hooks;
@@ -353,6 +359,34 @@ TEST(SameMathAtAnyLayout, RepeatsBitForBit) {
   EXPECT_EQ(first.summary.losses, second.summary.losses) << describe(k);
   EXPECT_EQ(first.summary.grad_norms, second.summary.grad_norms) << describe(k);
   EXPECT_EQ(a.hashes, b.hashes) << describe(k) << ": parameters differ between two runs";
+}
+
+// Activation recomputation changes what is kept, not what is computed: at a layout of each
+// world size (tensor and pipeline parallelism where it has them), selective, full and partial
+// (the first block of each stage) recomputation give the losses, gradient norms and parameters
+// of the run that keeps everything, bit for bit.
+TEST(SameMathAtAnyLayout, RecomputationChangesNoBit) {
+  const std::map<int, Case> by_size = {{1, {"llama", 1, 1, 1, 0, "1f1b", 2}},  {2, {"gpt2", 2, 1, 1, 0, "1f1b", 2}},
+                                       {3, {"gpt2", 1, 1, 3, 2, "1f1b", 2}},  {4, {"llama", 2, 2, 1, 0, "1f1b", 1}},
+                                       {6, {"gpt2", 2, 1, 3, 1, "1f1b", 2}},  {8, {"llama", 2, 2, 2, 2, "gpipe", 1}}};
+  ASSERT_TRUE(by_size.count(world_size())) << "no recomputation case for world size " << world_size();
+  const Case base = by_size.at(world_size());
+  RunChecks kept_checks;
+  const Outcome kept = run_case(base, kept_checks);
+  for (const auto& [mode, layers] : std::vector<std::pair<std::string, int>>{{"selective", 0}, {"full", 0}, {"full", 1}}) {
+    Case k = base;
+    k.recompute = mode;
+    k.recompute_layers = layers;
+    RunChecks checks;
+    const Outcome out = run_case(k, checks);
+    EXPECT_EQ(out.summary.losses, kept.summary.losses) << describe(k);
+    EXPECT_EQ(out.summary.grad_norms, kept.summary.grad_norms) << describe(k);
+    EXPECT_EQ(out.summary.val_losses, kept.summary.val_losses) << describe(k);
+    EXPECT_EQ(checks.hashes, kept_checks.hashes) << describe(k) << ": parameters differ from the run without recomputation";
+    if (world_rank() == 0) std::printf("recompute %-60s bit-identical: %s\n", describe(k).c_str(),
+                                        out.summary.losses == kept.summary.losses && checks.hashes == kept_checks.hashes
+                                            ? "yes" : "NO");
+  }
 }
 
 }  // namespace

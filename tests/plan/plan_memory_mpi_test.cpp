@@ -3,7 +3,8 @@
 // (TrainingRun::memory_bytes()), part by part, within 5%; and the plan's per-layout figure (the
 // largest stage) is the largest rank's. GPT-2 (tied head, learned positions) and Llama (GQA,
 // SwiGLU, untied head), ZeRO 0/1/2 and the parameter server (dense and sparse), both schedules,
-// several micro-batches in flight.
+// several micro-batches in flight, selective and full activation recomputation (of every block
+// and of the first block of each stage), with the activations one micro-batch keeps checked too.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -31,6 +32,8 @@ struct Case {
   std::string dp_sync = "allreduce";
   bool sparse = false;  // parallel.ps_sparse_embedding
   std::string grad_reduce_dtype = "fp32";
+  std::string recompute = "none";
+  int recompute_layers = 0;
 };
 
 Config case_config(const Case& k, const std::string& corpus) {
@@ -51,6 +54,8 @@ Config case_config(const Case& k, const std::string& corpus) {
   c.parallel.ps_sparse_embedding = k.sparse;
   c.parallel.grad_reduce_dtype = k.grad_reduce_dtype;
   c.parallel.micro_batch_size = k.micro_batch_size;
+  c.training.recompute = k.recompute;
+  c.training.recompute_layers = k.recompute_layers;
   c.parallel.bucket_mb = 0.05;  // several buckets per stage, so ZeRO 2's staging slots are bucket-sized
   c.training.batch_size = 16;
   c.training.seq_len = 32;
@@ -62,7 +67,9 @@ Config case_config(const Case& k, const std::string& corpus) {
 std::string label(const Case& k, int micro_batches) {
   return LayoutChoice{k.tp, k.pp, k.dp, k.zero, k.micro_batch_size, micro_batches}.name() +
          (k.dp_sync == "parameter-server" ? (k.sparse ? " ps-sparse" : " ps") : "") +
-         (k.schedule == "gpipe" ? " gpipe" : "") + (k.grad_reduce_dtype == "bf16" ? " bf16-grads" : "");
+         (k.schedule == "gpipe" ? " gpipe" : "") + (k.grad_reduce_dtype == "bf16" ? " bf16-grads" : "") +
+         (k.recompute != "none" ? " rc-" + k.recompute + (k.recompute_layers ? std::to_string(k.recompute_layers) : "")
+                                : "");
 }
 
 double relative_error(double planned, double real) {
@@ -90,6 +97,14 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
     cases.push_back({arch, 1, 1, 4, 0, "1f1b", 2, "parameter-server"});
   }
   cases.push_back({"llama", 2, 1, 2, 0, "1f1b", 2, "parameter-server", true});
+  // Activation recomputation: what each slot keeps, and the set recomputed blocks share; for
+  // every block and for the first of each stage; with the most micro-batches in flight.
+  for (const char* arch : {"gpt2", "llama"})
+    for (const char* mode : {"selective", "full"}) {
+      cases.push_back({arch, 1, 4, 1, 0, "gpipe", 1, "allreduce", false, "fp32", mode});
+      cases.push_back({arch, 2, 2, 1, 0, "1f1b", 2, "allreduce", false, "fp32", mode, 1});
+      cases.push_back({arch, 1, 1, 4, 1, "1f1b", 2, "allreduce", false, "fp32", mode});
+    }
   // Gradients travelling in bf16: the wire buffers count.
   for (int zero = 0; zero <= 2; ++zero) cases.push_back({"gpt2", 1, 1, 4, zero, "1f1b", 2, "allreduce", false, "bf16"});
   double worst = 0;
@@ -111,6 +126,9 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
     const double parts_plan[4] = {plan.parameters, plan.gradients, plan.optimizer, plan.activations};
     const char* names[4] = {"parameters", "gradients", "optimizer", "activations"};
     double err = relative_error(plan.reported(), real.total());
+    EXPECT_LE(relative_error(plan.activations_per_micro_batch, real.activations_per_micro_batch), 0.05)
+        << k.arch << " " << label(k, run->plan().micro_batches) << " rank " << me << ": activations per micro-batch planned "
+        << plan.activations_per_micro_batch << " bytes, the trainer keeps " << real.activations_per_micro_batch;
     for (int i = 0; i < 4; ++i) {
       EXPECT_LE(relative_error(parts_plan[i], parts_real[i]), 0.05)
           << k.arch << " " << label(k, run->plan().micro_batches) << " rank " << me

@@ -151,6 +151,9 @@ std::string summary_json(const RunFacts& f, const RunOutcome& o) {
   nlohmann::json memory = nlohmann::json::array();
   for (const MemoryBytes& m : f.memory) memory.push_back({m.parameters, m.gradients, m.optimizer, m.activations});
   j["memory_bytes_per_rank"] = memory;
+  nlohmann::json per_micro_batch = nlohmann::json::array();
+  for (const MemoryBytes& m : f.memory) per_micro_batch.push_back(m.activations_per_micro_batch);
+  j["activation_bytes_per_micro_batch"] = per_micro_batch;
   return j.dump(1) + "\n";
 }
 
@@ -208,28 +211,34 @@ std::vector<std::string> format_memory_table(const std::vector<MemoryBytes>& mem
   for (int r = 0; r < int(memory.size()); ++r) {
     const MemoryBytes& m = memory[size_t(r)];
     std::vector<std::string> figures = {mib(m.parameters), mib(m.gradients), mib(m.optimizer), mib(m.activations),
-                                        mib(m.total())};
+                                        mib(m.activations_per_micro_batch), mib(m.total())};
     auto same = std::find_if(rows.begin(), rows.end(), [&](const auto& row) { return row.first == figures; });
     if (every_rank || memory.size() <= 16 || same == rows.end()) rows.push_back({figures, {r}});
     else same->second.push_back(r);
   }
-  std::vector<std::string> lines = {"memory per rank (MiB): rank(s) | parameters | gradients | optimizer | activations | total"};
+  std::vector<std::string> lines = {
+      "memory per rank (MiB): rank(s) | parameters | gradients | optimizer | activations (per micro-batch) | total"};
   for (const auto& [f, ranks] : rows) {
-    char line[200];
-    std::snprintf(line, sizeof line, "  %6s | %10s | %9s | %9s | %11s | %9s", format_ranges(ranks).c_str(), f[0].c_str(),
-                  f[1].c_str(), f[2].c_str(), f[3].c_str(), f[4].c_str());
+    char line[220];
+    std::snprintf(line, sizeof line, "  %6s | %10s | %9s | %9s | %11s (%13s) | %9s", format_ranges(ranks).c_str(),
+                  f[0].c_str(), f[1].c_str(), f[2].c_str(), f[3].c_str(), f[4].c_str(), f[5].c_str());
     lines.push_back(line);
   }
   return lines;
 }
 
 std::vector<MemoryBytes> gather_memory(Communicator& world, const MemoryBytes& mine) {
-  const double v[4] = {mine.parameters, mine.gradients, mine.optimizer, mine.activations};
-  std::vector<double> all(4 * size_t(world.size()));
-  const std::vector<size_t> counts(size_t(world.size()), 4);
+  constexpr size_t kParts = 5;
+  const double v[kParts] = {mine.parameters, mine.gradients, mine.optimizer, mine.activations,
+                            mine.activations_per_micro_batch};
+  std::vector<double> all(kParts * size_t(world.size()));
+  const std::vector<size_t> counts(size_t(world.size()), kParts);
   world.allgather(v, all.data(), counts, DType::kFloat64)->wait();
   std::vector<MemoryBytes> out(size_t(world.size()));
-  for (size_t r = 0; r < out.size(); ++r) out[r] = {all[4 * r], all[4 * r + 1], all[4 * r + 2], all[4 * r + 3]};
+  for (size_t r = 0; r < out.size(); ++r) {
+    const double* p = &all[kParts * r];
+    out[r] = {p[0], p[1], p[2], p[3], p[4]};
+  }
   return out;
 }
 
