@@ -47,6 +47,9 @@ class Backend {
   // ---- memory and ordering ----------------------------------------------------------------
   // numel zero-filled elements on device().
   virtual Tensor allocate(DType dtype, size_t numel) = 0;
+  // numel zero-filled elements of host memory that copies to and from the device are fastest
+  // with (pinned on a GPU; plain host memory on the CPU): offloaded optimizer state.
+  virtual Tensor allocate_host(DType dtype, size_t numel) { return Tensor(host_allocator(), dtype, numel); }
   // dst = src; same dtype and numel; either may be host memory.
   virtual void copy(const TensorView& dst, const TensorView& src) = 0;
   virtual void zero(const TensorView& x) = 0;

@@ -35,6 +35,8 @@ struct ParallelConfig {
   std::string dp_sync = "allreduce";
   // With a parameter server: the token embedding moves only the rows a batch touches.
   bool ps_sparse_embedding = false;
+  // AdamW's master weights and moments in host memory, updated by host threads.
+  bool offload_optimizer = false;
   // The communication library for GPU buffers: "auto" (NCCL on GPUs where it can be used, else
   // MPI), "nccl" or "mpi" (device buffers staged through host memory).
   std::string backend = "auto";

@@ -200,6 +200,13 @@ const std::vector<KeyDesc>& keys() {
        "with `dp_sync = \"parameter-server\"`: workers push and pull only the rows of the token "
        "embedding their batch touches (the recommender-system case); the bytes moved per step are "
        "reported next to the dense exchange"},
+      {FEAST_KEY(parallel, offload_optimizer), any(), "AdamW state in host memory, updated by host threads",
+       "keep the optimizer state of this rank's range (its ZeRO shard, or the whole stage at ZeRO 0): "
+       "the float32 master weights and both AdamW moments, in host memory (pinned on a GPU) instead of "
+       "the device; each step copies the range's gradients to the host, updates there with the CPU "
+       "backend's threads, and copies the weights back (ZeRO-Offload). It frees 12 bytes per "
+       "parameter of the range on a GPU for two copies per step; on the CPU the same code runs (a "
+       "separate host copy) and gives the same bits as without offload"},
 
       {FEAST_KEY(training, steps), at_least(1), "optimizer steps to run",
        "optimizer steps to run; also the length of the learning-rate schedule (warm-up, then decay to "

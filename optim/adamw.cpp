@@ -8,16 +8,27 @@
 
 namespace feast {
 
+namespace {
+
+// Elements per cast between a lower-precision compute copy and offloaded float32 weights: a
+// 64 MiB float32 buffer on the device, whatever the range's size.
+constexpr size_t kCastChunk = size_t{16} << 20;
+
+}  // namespace
+
 AdamW::AdamW(Backend& backend, const LocalTable& table, const TensorView& params, size_t begin, size_t end,
-             const AdamWConfig& config, MasterWeights master)
+             const AdamWConfig& config, MasterWeights master, Backend* host)
     : backend_(backend),
+      host_(host),
       table_(table),
       config_(config),
       begin_(begin),
       end_(end),
       params_(params.slice(begin, end - begin)),
-      m_(backend.allocate(DType::kFloat32, end - begin)),
-      v_(backend.allocate(DType::kFloat32, end - begin)) {
+      m_(host ? backend.allocate_host(DType::kFloat32, end - begin) : backend.allocate(DType::kFloat32, end - begin)),
+      v_(host ? backend.allocate_host(DType::kFloat32, end - begin) : backend.allocate(DType::kFloat32, end - begin)) {
+  FEAST_CHECK(!host || host->device().is_cpu(), "offloaded optimizer state is updated by a CPU backend, not "
+                                                     << host->name());
   for (const LocalParam& p : table.params()) {
     const size_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
     if (b >= e) continue;
@@ -28,13 +39,42 @@ AdamW::AdamW(Backend& backend, const LocalTable& table, const TensorView& params
       runs_.push_back({b - begin, e - begin, wd});
     }
   }
-  if (master == MasterWeights::kShareWhenFloat32 && params.dtype == DType::kFloat32) {
+  if (host) {
+    master_copy_ = backend.allocate_host(DType::kFloat32, end - begin);
+    host_grads_ = backend.allocate_host(DType::kFloat32, end - begin);
+    if (params.dtype != DType::kFloat32) device_chunk_ = backend.allocate(DType::kFloat32, std::min(end - begin, kCastChunk));
+    master_ = master_copy_.view();
+  } else if (master == MasterWeights::kShareWhenFloat32 && params.dtype == DType::kFloat32) {
     master_ = params_;
   } else {
     master_copy_ = backend.allocate(DType::kFloat32, end - begin);
     master_ = master_copy_.view();
-    backend.cast(master_, params_);
   }
+  if (separate_master()) master_from_params();
+}
+
+void AdamW::master_from_params() {
+  if (!host_) return backend_.cast(master_, params_);
+  if (params_.dtype == DType::kFloat32) return backend_.copy(master_, params_);
+  for (size_t at = 0; at < params_.numel; at += kCastChunk) {
+    const size_t n = std::min(kCastChunk, params_.numel - at);
+    backend_.cast(device_chunk_.view().first(n), params_.slice(at, n));
+    backend_.copy(master_.slice(at, n), device_chunk_.view().first(n));
+  }
+}
+
+void AdamW::params_from_master() {
+  if (!host_) return backend_.cast(params_, master_);
+  if (params_.dtype == DType::kFloat32) return backend_.copy(params_, master_);
+  for (size_t at = 0; at < params_.numel; at += kCastChunk) {
+    const size_t n = std::min(kCastChunk, params_.numel - at);
+    backend_.copy(device_chunk_.view().first(n), master_.slice(at, n));
+    backend_.cast(params_.slice(at, n), device_chunk_.view().first(n));
+  }
+}
+
+void AdamW::reload_master_from_params() {
+  if (separate_master()) master_from_params();
 }
 
 float clip_factor(double norm, double max_norm) {
@@ -53,13 +93,16 @@ void AdamW::step(const TensorView& grads, int64_t t, double lr, double grad_norm
   s.bias_correction1 = static_cast<float>(1.0 - std::pow(config_.beta1, double(t)));
   s.bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(config_.beta2, double(t))));
   const float scale = clip_factor(grad_norm, config_.grad_clip);
+  Backend& updater = host_ ? *host_ : backend_;
+  const TensorView g = host_ ? host_grads_.view() : grads;
+  if (host_) backend_.copy(g, grads);
   for (const Run& r : runs_) {
     s.weight_decay = r.weight_decay;
     const size_t n = r.end - r.begin;
-    backend_.adamw_step(master_.slice(r.begin, n), m_.view().slice(r.begin, n), v_.view().slice(r.begin, n),
-                        grads.slice(r.begin, n), s, scale);
+    updater.adamw_step(master_.slice(r.begin, n), m_.view().slice(r.begin, n), v_.view().slice(r.begin, n),
+                       g.slice(r.begin, n), s, scale);
   }
-  if (separate_master()) backend_.cast(params_, master_);
+  if (separate_master()) params_from_master();
 }
 
 std::vector<AdamW::TensorState> AdamW::tensor_states() const {

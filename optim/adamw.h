@@ -5,6 +5,13 @@
 // (no copy, bit-for-bit the same update); otherwise (bf16 on a GPU) it keeps a float32 master
 // copy and refreshes the compute parameters from it after each update. Weight decay follows the
 // parameter table (matrices only); clipping uses the global norm the caller computes.
+//
+// Offloaded (parallel.offload_optimizer), the master weights and both moments live in host
+// memory (the compute backend's allocate_host: pinned on a GPU) and a CPU backend updates them:
+// each step copies the range's gradients to the host, updates there, and copies the weights
+// back (cast to the compute dtype on the device, a chunk at a time). The master copy is then
+// always separate; on the CPU the same kernel runs on the same values, so the results are those
+// of the optimizer that is not offloaded, to the bit.
 #pragma once
 
 #include <cstddef>
@@ -36,8 +43,9 @@ class AdamW {
  public:
   // Updates flat elements [begin, end) of `params` (a stage's compute parameters, laid out by
   // `table`).
+  // host: the CPU backend that updates offloaded state; null keeps the state on `backend`.
   AdamW(Backend& backend, const LocalTable& table, const TensorView& params, size_t begin, size_t end,
-        const AdamWConfig& config, MasterWeights master = MasterWeights::kShareWhenFloat32);
+        const AdamWConfig& config, MasterWeights master = MasterWeights::kShareWhenFloat32, Backend* host = nullptr);
 
   // One update at step t (1-based: the bias corrections use it) with learning rate lr, given
   // the global gradient norm (before clipping); grads (float32) hold elements [begin, end).
@@ -45,9 +53,7 @@ class AdamW {
 
   // The parameters were replaced from outside (imported weights): the master copy, when there is
   // one, takes them again.
-  void reload_master_from_params() {
-    if (separate_master()) backend_.cast(master_, params_);
-  }
+  void reload_master_from_params();
   // The same from float32 values of the whole flat buffer, for weights that had more precision
   // than the compute copy keeps (a bf16 run importing fp32 files).
   void load_master(const TensorView& flat_float32) {
@@ -57,8 +63,14 @@ class AdamW {
   size_t begin() const { return begin_; }
   size_t end() const { return end_; }
   bool separate_master() const { return static_cast<bool>(master_copy_.data()); }
-  // Bytes of optimizer state: both moments, and the master copy when there is one.
-  size_t state_bytes() const { return m_.bytes() + v_.bytes() + master_copy_.bytes(); }
+  bool offloaded() const { return host_ != nullptr; }
+  // Bytes of optimizer state on the compute device: both moments, and the master copy when
+  // there is one (0 when offloaded, but for the device's cast buffer).
+  size_t state_bytes() const { return offloaded() ? device_chunk_.bytes() : m_.bytes() + v_.bytes() + master_copy_.bytes(); }
+  // Bytes in host memory when offloaded: the state and the gradients' host copy.
+  size_t offloaded_bytes() const {
+    return offloaded() ? m_.bytes() + v_.bytes() + master_copy_.bytes() + host_grads_.bytes() : 0;
+  }
 
   // The state of one local tensor's elements that fall in [begin, end): elements
   // [local_begin, local_end) of the tensor (LocalParam::logical_slices maps them to the logical
@@ -79,7 +91,13 @@ class AdamW {
     size_t begin, end;  // relative to begin_
     float weight_decay;
   };
+  // master_ = params_ (as float32, through the device's cast buffer when they are not).
+  void master_from_params();
+  // params_ = master_ (the same, the other way).
+  void params_from_master();
+
   Backend& backend_;
+  Backend* host_;  // updates offloaded state; null when not offloaded
   const LocalTable& table_;
   AdamWConfig config_;
   size_t begin_, end_;
@@ -88,6 +106,8 @@ class AdamW {
   TensorView master_;   // float32 master weights of [begin, end): params_ or master_copy_
   Tensor master_copy_;
   Tensor m_, v_;
+  Tensor host_grads_;    // offloaded: the range's gradients copied to the host
+  Tensor device_chunk_;  // offloaded, lower-precision parameters: float32 casts on the device
 };
 
 // Sum of squared gradients over flat elements [begin, end) of tensors whose

@@ -152,8 +152,15 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
   oc.weight_decay = tc.weight_decay;
   oc.grad_clip = tc.grad_clip;
   const ShardRange opt_range = sync_->optimizer_range();
+  // Offloaded state is updated by a CPU backend: the compute backend itself on the CPU, one of
+  // its own next to a GPU.
+  Backend* host = nullptr;
+  if (config.parallel.offload_optimizer) {
+    if (!backend_->device().is_cpu()) host_backend_ = make_backend("cpu", "fp32");
+    host = backend_->device().is_cpu() ? backend_.get() : host_backend_.get();
+  }
   optimizer_ = std::make_unique<AdamW>(*backend_, stage_->table(), stage_->parameters(), opt_range.begin, opt_range.end,
-                                       oc);
+                                       oc, MasterWeights::kShareWhenFloat32, host);
   executor_ = std::make_unique<PipelineExecutor>(*stage_, layout.pp() > 1 ? groups_.pp.get() : nullptr,
                                                  plan_.schedule, m, B, T);
   state_.seed = tc.seed;
@@ -239,7 +246,8 @@ void TrainingRun::open_data() {
 
 MemoryBytes TrainingRun::memory_bytes() const {
   return {double(stage_->parameters().bytes()), double(sync_->gradient_bytes()), double(optimizer_->state_bytes()),
-          double(stage_->activation_bytes().total()), double(stage_->activation_bytes().per_slot)};
+          double(stage_->activation_bytes().total()), double(stage_->activation_bytes().per_slot),
+          double(optimizer_->offloaded_bytes())};
 }
 
 DpTraffic TrainingRun::dp_bytes_last_step() const { return ps_ ? ps_->traffic_last_step() : DpTraffic{}; }

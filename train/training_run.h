@@ -66,6 +66,8 @@ struct MemoryBytes {
   double total() const { return parameters + gradients + optimizer + activations; }
   // Of the activations: what one micro-batch in flight keeps for its backward (one slot).
   double activations_per_micro_batch = 0;
+  // Host memory, not in total(): offloaded optimizer state and its gradient copy.
+  double offloaded = 0;
 };
 
 class TrainingRun {
@@ -150,6 +152,7 @@ class TrainingRun {
   std::optional<int64_t> val_counted_;  // targets validate() scores, counted at its first call
   ProcessGroups groups_;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> host_backend_;  // updates offloaded optimizer state next to a GPU
   std::unique_ptr<PipelineStage> stage_;
   std::unique_ptr<DataParallelSync> sync_;  // GradientSync, or the ParameterServer
   ParameterServer* ps_ = nullptr;           // sync_ when parallel.dp_sync = "parameter-server"

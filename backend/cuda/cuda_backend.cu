@@ -19,6 +19,7 @@
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/host_uploads.h"
+#include "backend/cuda/pinned_host_allocator.h"
 #if defined(FEAST_WITH_CUDNN)
 #include "backend/cuda/attention_cudnn.h"
 #endif
@@ -93,6 +94,7 @@ class CudaBackend final : public Backend {
   DType compute_dtype() const override { return compute_; }
 
   Tensor allocate(DType dtype, size_t numel) override { return Tensor(allocator_, dtype, numel); }
+  Tensor allocate_host(DType dtype, size_t numel) override { return Tensor(pinned_, dtype, numel); }
 
   void copy(const TensorView& dst, const TensorView& src) override {
     FEAST_CHECK(dst.dtype == src.dtype && dst.numel == src.numel,
@@ -338,6 +340,7 @@ class CudaBackend final : public Backend {
   Device device_;
   DType compute_;
   CudaAllocator allocator_;
+  PinnedHostAllocator pinned_;  // offloaded optimizer state
   CudaStream stream_;
   DeviceScratch scratch_;
   HostUploads uploads_;

@@ -198,6 +198,30 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExactResume,
                                   std::to_string(l.dp) + "zero" + std::to_string(l.zero);
                          });
 
+// The offloaded optimizer's state is the same state in other memory: a run stopped with it
+// resumes without it (and the other way round), bit for bit the uninterrupted run without it,
+// weights and optimizer state alike.
+TEST(Checkpoint, TheOffloadedOptimizerSavesAndResumesAsTheOther) {
+  const Layout l{2, 1, 4, 1};
+  const Outcome straight = train_run(make_config("llama", l, fresh_dir("offload_straight")));
+  for (const bool offload_first : {true, false}) {
+    const std::string dir = fresh_dir(offload_first ? "offload_then_not" : "not_then_offload");
+    Config first = make_config("llama", l, dir);
+    first.training.exit_at_step = 10;
+    first.parallel.offload_optimizer = offload_first;
+    train_run(first);
+    Config second = make_config("llama", l, dir);
+    second.parallel.offload_optimizer = !offload_first;
+    const Outcome b = train_run(second);
+    const std::string what = offload_first ? "saved offloaded, resumed on the device" : "saved on the device, resumed offloaded";
+    ASSERT_EQ(b.summary.first_step, 10) << what;
+    for (size_t i = 0; i < 10; ++i) EXPECT_EQ(b.summary.losses[i], straight.summary.losses[10 + i]) << what << " step " << 11 + i;
+    ASSERT_EQ(b.state.size(), straight.state.size()) << what;
+    EXPECT_EQ(std::memcmp(b.state.data(), straight.state.data(), b.state.size() * sizeof(float)), 0)
+        << what << ": weights or optimizer state differ from the uninterrupted run";
+  }
+}
+
 class Reshard : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Reshard, SavedAtOneLayoutResumesAtEveryOther) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -132,6 +133,43 @@ TEST(AdamW, SeparateMasterWeightsGiveTheSameUpdate) {
     a.step(host_view(g.data(), n), step, 0.05, 2.0);
     b.step(host_view(g.data(), n), step, 0.05, 2.0);
     ASSERT_EQ(shared, separate) << "step " << step;
+  }
+}
+
+// Offloaded: the state in host memory, the gradients copied there, the weights copied back;
+// the same bits as the optimizer that keeps its state with the parameters, and none of its
+// state counted on the device.
+TEST(AdamW, OffloadedStateGivesTheSameUpdate) {
+  const WholeModel model(1, 2, 8, 20, 4);
+  const LocalTable& t = model.table;
+  const size_t n = t.total_numel(), begin = n / 5, end = n - n / 7;  // a shard, as under ZeRO
+  std::vector<float> g(end - begin), kept(n), offloaded(n);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = 0.003f * float(int(i % 31) - 15);
+  for (size_t i = 0; i < n; ++i) kept[i] = offloaded[i] = 0.02f * float(i % 23) - 0.2f;
+  AdamWConfig oc;
+  CpuBackend host;
+  AdamW a(backend, t, host_view(kept.data(), n), begin, end, oc);
+  AdamW b(backend, t, host_view(offloaded.data(), n), begin, end, oc, MasterWeights::kShareWhenFloat32, &host);
+  EXPECT_TRUE(b.offloaded());
+  EXPECT_TRUE(b.separate_master());
+  EXPECT_EQ(b.state_bytes(), 0u);
+  EXPECT_EQ(b.offloaded_bytes(), 4 * (end - begin) * sizeof(float));  // master, moments, gradients
+  EXPECT_EQ(a.offloaded_bytes(), 0u);
+  for (int step = 1; step <= 3; ++step) {
+    a.step(host_view(g.data(), g.size()), step, 0.05, 2.0);
+    b.step(host_view(g.data(), g.size()), step, 0.05, 2.0);
+    ASSERT_EQ(kept, offloaded) << "step " << step;
+  }
+  for (const char* name : {"layers.0.attn.qkv.weight", "ln_f.weight"}) {
+    const auto sa = a.state_of(name), sb = b.state_of(name);
+    ASSERT_EQ(sa.has_value(), sb.has_value()) << name;
+    if (!sa) continue;
+    for (auto [x, y] : {std::pair{sa->exp_avg, sb->exp_avg}, std::pair{sa->exp_avg_sq, sb->exp_avg_sq},
+                        std::pair{sa->master, sb->master}}) {
+      ASSERT_EQ(x.numel, y.numel) << name;
+      EXPECT_EQ(0, std::memcmp(x.data, y.data, x.bytes())) << name;
+      EXPECT_NE(x.data, y.data) << name << ": the offloaded state is a copy of its own";
+    }
   }
 }
 

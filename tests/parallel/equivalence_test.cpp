@@ -80,6 +80,7 @@ struct Case {
   std::vector<int> stage_layers = {};
   std::string recompute = "none";
   int recompute_layers = 0;
+  bool offload = false;  // parallel.offload_optimizer
   int batch() const { return dp == 3 ? 12 : 8; }  // global batch in sequences (divisible by dp * mbs)
 };
 
@@ -90,6 +91,7 @@ std::string describe(const Case& c) {
   if (!c.stage_layers.empty()) s += " stages " + format_list(c.stage_layers);
   if (c.recompute != "none")
     s += " recompute " + c.recompute + (c.recompute_layers ? " x" + std::to_string(c.recompute_layers) : "");
+  if (c.offload) s += " offload";
   return s;
 }
 
@@ -181,6 +183,7 @@ Outcome run_case(const Case& k, RunChecks& checks) {
   c.parallel.stage_layers = k.stage_layers;
   c.training.recompute = k.recompute;
   c.training.recompute_layers = k.recompute_layers;
+  c.parallel.offload_optimizer = k.offload;
   const ParallelLayout layout(k.tp, k.pp, k.dp, k.order);
   Outcome out;
   TrainHooks hooks;
@@ -361,31 +364,39 @@ TEST(SameMathAtAnyLayout, RepeatsBitForBit) {
   EXPECT_EQ(a.hashes, b.hashes) << describe(k) << ": parameters differ between two runs";
 }
 
-// Activation recomputation changes what is kept, not what is computed: at a layout of each
-// world size (tensor and pipeline parallelism where it has them), selective, full and partial
-// (the first block of each stage) recomputation give the losses, gradient norms and parameters
-// of the run that keeps everything, bit for bit.
-TEST(SameMathAtAnyLayout, RecomputationChangesNoBit) {
+// Activation recomputation and optimizer offload change where things are kept, not what is
+// computed: at a layout of each world size (tensor and pipeline parallelism and ZeRO where it
+// has them), selective, full and partial (the first block of each stage) recomputation and the
+// offloaded optimizer (alone and with full recomputation) give the losses, gradient norms and
+// parameters of the run that keeps everything on the device, bit for bit.
+TEST(SameMathAtAnyLayout, RecomputationAndOffloadChangeNoBit) {
   const std::map<int, Case> by_size = {{1, {"llama", 1, 1, 1, 0, "1f1b", 2}},  {2, {"gpt2", 2, 1, 1, 0, "1f1b", 2}},
                                        {3, {"gpt2", 1, 1, 3, 2, "1f1b", 2}},  {4, {"llama", 2, 2, 1, 0, "1f1b", 1}},
                                        {6, {"gpt2", 2, 1, 3, 1, "1f1b", 2}},  {8, {"llama", 2, 2, 2, 2, "gpipe", 1}}};
-  ASSERT_TRUE(by_size.count(world_size())) << "no recomputation case for world size " << world_size();
+  ASSERT_TRUE(by_size.count(world_size())) << "no case for world size " << world_size();
   const Case base = by_size.at(world_size());
   RunChecks kept_checks;
   const Outcome kept = run_case(base, kept_checks);
-  for (const auto& [mode, layers] : std::vector<std::pair<std::string, int>>{{"selective", 0}, {"full", 0}, {"full", 1}}) {
+  struct Variant {
+    std::string recompute;
+    int layers;
+    bool offload;
+  };
+  for (const Variant& v : std::vector<Variant>{
+           {"selective", 0, false}, {"full", 0, false}, {"full", 1, false}, {"none", 0, true}, {"full", 0, true}}) {
     Case k = base;
-    k.recompute = mode;
-    k.recompute_layers = layers;
+    k.recompute = v.recompute;
+    k.recompute_layers = v.layers;
+    k.offload = v.offload;
     RunChecks checks;
     const Outcome out = run_case(k, checks);
     EXPECT_EQ(out.summary.losses, kept.summary.losses) << describe(k);
     EXPECT_EQ(out.summary.grad_norms, kept.summary.grad_norms) << describe(k);
     EXPECT_EQ(out.summary.val_losses, kept.summary.val_losses) << describe(k);
-    EXPECT_EQ(checks.hashes, kept_checks.hashes) << describe(k) << ": parameters differ from the run without recomputation";
-    if (world_rank() == 0) std::printf("recompute %-60s bit-identical: %s\n", describe(k).c_str(),
-                                        out.summary.losses == kept.summary.losses && checks.hashes == kept_checks.hashes
-                                            ? "yes" : "NO");
+    EXPECT_EQ(checks.hashes, kept_checks.hashes) << describe(k) << ": parameters differ from the run that keeps everything";
+    if (world_rank() == 0)
+      std::printf("memory-saving %-66s bit-identical: %s\n", describe(k).c_str(),
+                  out.summary.losses == kept.summary.losses && checks.hashes == kept_checks.hashes ? "yes" : "NO");
   }
 }
 

@@ -154,6 +154,9 @@ std::string summary_json(const RunFacts& f, const RunOutcome& o) {
   nlohmann::json per_micro_batch = nlohmann::json::array();
   for (const MemoryBytes& m : f.memory) per_micro_batch.push_back(m.activations_per_micro_batch);
   j["activation_bytes_per_micro_batch"] = per_micro_batch;
+  nlohmann::json offloaded = nlohmann::json::array();
+  for (const MemoryBytes& m : f.memory) offloaded.push_back(m.offloaded);
+  j["offloaded_bytes_per_rank"] = offloaded;
   return j.dump(1) + "\n";
 }
 
@@ -224,20 +227,25 @@ std::vector<std::string> format_memory_table(const std::vector<MemoryBytes>& mem
                   f[0].c_str(), f[1].c_str(), f[2].c_str(), f[3].c_str(), f[4].c_str(), f[5].c_str());
     lines.push_back(line);
   }
+  double offloaded = 0;
+  for (const MemoryBytes& m : memory) offloaded = std::max(offloaded, m.offloaded);
+  if (offloaded > 0)
+    lines.push_back("  optimizer state offloaded to host memory (parallel.offload_optimizer): up to " + mib(offloaded) +
+                    " MiB per rank, not in the table");
   return lines;
 }
 
 std::vector<MemoryBytes> gather_memory(Communicator& world, const MemoryBytes& mine) {
-  constexpr size_t kParts = 5;
-  const double v[kParts] = {mine.parameters, mine.gradients, mine.optimizer, mine.activations,
-                            mine.activations_per_micro_batch};
+  constexpr size_t kParts = 6;
+  const double v[kParts] = {mine.parameters, mine.gradients,          mine.optimizer,
+                            mine.activations, mine.activations_per_micro_batch, mine.offloaded};
   std::vector<double> all(kParts * size_t(world.size()));
   const std::vector<size_t> counts(size_t(world.size()), kParts);
   world.allgather(v, all.data(), counts, DType::kFloat64)->wait();
   std::vector<MemoryBytes> out(size_t(world.size()));
   for (size_t r = 0; r < out.size(); ++r) {
     const double* p = &all[kParts * r];
-    out[r] = {p[0], p[1], p[2], p[3], p[4]};
+    out[r] = {p[0], p[1], p[2], p[3], p[4], p[5]};
   }
   return out;
 }
