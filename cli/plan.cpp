@@ -1,6 +1,8 @@
 // `trainer plan CONFIG --gpus N`: the command line of the planner; the predictions and their
 // report live in plan/.
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 
 #include "backend/backend.h"
 #include "cli/verb.h"
@@ -8,6 +10,8 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "cli/plan_calibrate.h"
+#include "cli/plan_verify.h"
+#include "core/log.h"
 #include "plan/machine_constants.h"
 #include "plan/plan_report.h"
 
@@ -75,7 +79,32 @@ int run_plan(const Args& args, const VerbContext&) {
   // the thread policy gives the ranks of one node (--gpus-per-node) on a machine like this one,
   // as the run itself decides.
   memory.threads = threads;
-  print_plan(config, r);
+  const std::optional<LayoutEstimate> best = print_plan(config, r);
+  const std::string write_path = args.text("--write", "");
+  const bool verify = args.flag("--verify");
+  if (write_path.empty() && !verify) return 0;
+  if (!best) throw ConfigError("plan: no layout of this config is valid on " + std::to_string(gpus) +
+                               " GPUs, so there is none to write or verify (--why says why)");
+
+  // The chosen layout as a config the trainer runs as is: every key, the chosen ones marked.
+  Config chosen = config_for_layout(config, best->layout, global_batch_sequences(config, gpus));
+  for (auto& [key, from] : chosen.origin)
+    if (from == "tried by trainer plan") from = "chosen by trainer plan";
+  std::string file = write_path;
+  std::string work;
+  if (verify) {
+    char dir[] = "/tmp/feast-plan-verify-XXXXXX";
+    if (!mkdtemp(dir)) throw Error("plan --verify: cannot make a directory under /tmp");
+    work = dir;
+    if (file.empty()) file = work + "/chosen.toml";
+  }
+  std::ofstream out(file);
+  out << to_toml(chosen);
+  out.close();
+  if (!out) throw ConfigError("--write " + file + ": cannot write the chosen config there");
+  log::note("plan: wrote " + file + ": " + best->layout.name() + " (run it: mpirun -np " + std::to_string(gpus) +
+            " trainer " + file + ")");
+  if (verify) return verify_plan(chosen, *best, VerifyRequest{file, work, gpus, r.options, figures.used.has_value() && flagged.empty()});
   return 0;
 }
 
@@ -91,9 +120,11 @@ Verb plan_verb() {
   c.synopsis = "trainer plan CONFIG.toml --gpus N [options] [--set section.key=value ...]";
   c.description =
       "Predicts, for every layout of the config on N GPUs (tp x pp x dp = N, ZeRO stage 0/1/2, every\n"
-      "micro-batch split of the global batch), the memory per GPU, the step time split into compute,\n"
+      "micro-batch split of the global batch, training.recompute none/selective/full, with and\n"
+      "without parallel.offload_optimizer), the memory per GPU, the step time split into compute,\n"
       "tensor-parallel communication, pipeline idle and exposed data-parallel communication, tokens/s\n"
-      "and E = compute / step; drops layouts that do not fit and prints the best first. Then the\n"
+      "and E = compute / step; drops layouts that do not fit and prints the best first, then the\n"
+      "faster layouts that do not fit and why (none fitting is an error naming --gpu-memory). Then the\n"
       "cluster MTTF and the Young/Daly checkpoint interval. docs/planner.md has the formulas.\n"
       "Times use this machine's figures when `--calibrate` has measured them here (the heading says\n"
       "which figures a plan used), else an H100 SXM node's; flags override either.";
@@ -129,6 +160,13 @@ Verb plan_verb() {
       {"--top", ValueKind::kInteger, "K", "rows to print (default 10)", {}, 1},
       {"--why", ValueKind::kFlag, "", "also list every dropped layout and why"},
       {"--json", ValueKind::kFlag, "", "print every layout as a JSON array instead"},
+      {"--write", ValueKind::kText, "FILE",
+       "write the fastest layout that fits (the table's first row) as a config that\n"
+       "`mpirun -np N trainer FILE` runs as is"},
+      {"--verify", ValueKind::kFlag, "",
+       "run that layout here for 3 steps (mpiexec -np N, or $FEAST_MPIEXEC) and print\n"
+       "each rank's predicted and measured memory, and the step time (compare it\n"
+       "with figures --calibrate measured on this machine)"},
       {"--calibrate", ValueKind::kFlag, "",
        "measure this machine's figures instead of planning (about a minute): the\n"
        "config's model's achieved TFLOP/s at one rank's micro-batch and threads (as\n"

@@ -1,11 +1,6 @@
 #include "cli/plan_calibrate.h"
 
-#include <fcntl.h>
 #include <omp.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,10 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <thread>
 #include <vector>
 
 #include "backend/cpu/blas_library.h"
+#include "cli/child_process.h"
 #include "core/error.h"
 #include "core/formatted.h"
 #include "core/log.h"
@@ -25,72 +20,9 @@
 #include "model/flop_count.h"
 #include "plan/machine_constants.h"
 #include "tools/bench/bench_step.h"
-#include "train/stop_signals.h"
-
-extern char** environ;
 
 namespace feast {
 namespace {
-
-// Runs argv with this environment less what ties a process to this one's MPI job (a singleton's
-// PMIx and Open MPI settings would make the child's mpiexec join it), plus `extra`; its output
-// into `log`. The exit status, or -1 when it could not start or ran past `timeout_s` (killed).
-int run_child(const std::vector<std::string>& argv, const std::vector<std::string>& extra, const std::string& log,
-              double timeout_s) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    const std::string v = *e;
-    if (v.starts_with("PMIX_") || v.starts_with("PMI_") || v.starts_with("OMPI_COMM_WORLD") ||
-        v.starts_with("OMPI_MCA_ess") || v.starts_with("OMPI_MCA_pmix") || v.starts_with("OMPI_MCA_orte") ||
-        v.starts_with("OMPI_FILE_LOCATION") || v.starts_with("OMPI_UNIVERSE") || v.starts_with("OMPI_FIRST_RANKS"))
-      continue;
-    env.push_back(v);
-  }
-  env.insert(env.end(), extra.begin(), extra.end());
-  std::vector<char*> args, envp;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  // The child starts with the stop signals unblocked and at their default actions: a signal
-  // mask is inherited across exec, and this process blocks them in every thread.
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attributes, &none);
-  posix_spawnattr_setsigdefault(&attributes, &stop_signal_set());
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, args[0], &actions, &attributes, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
-  if (rc != 0) {
-    std::ofstream(log, std::ios::app) << argv[0] << ": " << std::strerror(rc) << "\n";
-    return -1;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  for (;;) {
-    int status = 0;
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    if (done < 0) return -1;
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGTERM);
-      std::this_thread::sleep_for(std::chrono::seconds(2));
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      std::ofstream(log, std::ios::app) << "killed after " << timeout_s << " s\n";
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
 
 // The link between two ranks of this host: bench comm's ping-pong fit, through mpiexec
 // ($FEAST_MPIEXEC, else mpiexec on PATH). Nothing, with why in `why`, when it cannot run.
@@ -113,10 +45,7 @@ std::optional<Link> measure_link(const std::string& work, std::string& why) {
   const std::vector<std::string> env = {"OMP_NUM_THREADS=1", "OMPI_ALLOW_RUN_AS_ROOT=1",
                                         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
   if (run_child(open_mpi, env, log, 180) != 0 && run_child(plain, env, log, 180) != 0) {
-    std::ifstream in(log);
-    std::string last, line;
-    while (std::getline(in, line))
-      if (!line.empty()) last = line;
+    const std::string last = last_line_of(log);
     why = "`" + mpiexec + " -np 2 trainer bench comm` failed (" + (last.empty() ? "no output" : last) + "; log " +
           log + "; set FEAST_MPIEXEC to the MPI launcher)";
     return std::nullopt;

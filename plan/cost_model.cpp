@@ -66,6 +66,9 @@ int effective_zero_stage(const Config& config, const LayoutPlan& plan) {
   return plan.layout.dp() == 1 ? 0 : config.parallel.zero_stage;
 }
 
+// AdamW's cast buffer for offloaded state (optim/adamw.cpp's kCastChunk).
+constexpr size_t kOffloadCastChunk = size_t{16} << 20;
+
 // The blocks of a stage that recompute (DecoderStage: its first training.recompute_layers, 0 = all).
 int recomputed_blocks(const Config& config, const StageSpec& spec) {
   if (config.training.recompute == "none") return 0;
@@ -112,7 +115,14 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   // AdamW: two float32 moments of its range, and a float32 master copy unless the parameters
   // are float32 themselves.
   const size_t range = zero == 0 && !server ? n : shard;
-  mem.optimizer = double(range) * (2 * f32 + (o.dtype == PlanDType::kFp32 ? 0.0 : f32));
+  if (config.parallel.offload_optimizer) {
+    // Offloaded (optim/adamw.h): master, moments and the gradients' copy in host memory; on the
+    // device only the float32 buffer that casts the weights back, for lower-precision weights.
+    mem.offloaded = 4.0 * double(range) * f32;
+    mem.optimizer = o.dtype == PlanDType::kFp32 ? 0.0 : double(std::min(range, kOffloadCastChunk)) * f32;
+  } else {
+    mem.optimizer = double(range) * (2 * f32 + (o.dtype == PlanDType::kFp32 ? 0.0 : f32));
+  }
 
   // Activations: what DecoderStage and its layers allocate per slot, and the scratch they share.
   const int B = config.parallel.micro_batch_size, T = config.training.seq_len, t = plan.layout.tp();
@@ -237,7 +247,7 @@ std::string LayoutChoice::name() const {
   char buf[96];
   std::snprintf(buf, sizeof buf, "tp%d pp%d dp%d zero%d mbs%d m%d", tp, pp, dp, zero_stage, micro_batch_size,
                 num_micro_batches);
-  return buf;
+  return std::string(buf) + (recompute != "none" ? " recompute-" + recompute : "") + (offload ? " offload" : "");
 }
 
 int64_t global_batch_sequences(const Config& config, int gpus) {
@@ -265,10 +275,14 @@ Config config_for_layout(const Config& config, const LayoutChoice& choice, int64
   c.parallel.micro_batch_size = choice.micro_batch_size;
   c.parallel.num_micro_batches = choice.num_micro_batches;
   c.training.batch_size = global_batch;
+  c.training.recompute = choice.recompute;
+  c.training.recompute_layers = 0;
+  c.parallel.offload_optimizer = choice.offload;
   if (int(c.parallel.stage_layers.size()) != choice.pp) c.parallel.stage_layers.clear();
   // plan_layout's messages say where a key was set: here, by the search.
   for (const char* key : {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.zero_stage",
-                          "parallel.micro_batch_size", "parallel.num_micro_batches", "training.batch_size"})
+                          "parallel.micro_batch_size", "parallel.num_micro_batches", "training.batch_size",
+                          "training.recompute", "training.recompute_layers", "parallel.offload_optimizer"})
     c.origin[key] = "tried by trainer plan";
   return c;
 }
@@ -281,7 +295,8 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   const int B = config.parallel.micro_batch_size, T = config.training.seq_len;
   const double e = element_bytes(options.memory.dtype);
   LayoutEstimate est;
-  est.layout = {t, p, d, config.parallel.zero_stage, B, m};
+  est.layout = {t, p, d, config.parallel.zero_stage, B, m, config.training.recompute,
+                config.parallel.offload_optimizer};
   est.valid = true;
   est.pp_idle_fraction = pipeline_idle_fraction(p, m);
 
@@ -371,6 +386,16 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   est.time.tp_comm_s = m * tp_comm[worst];
   est.time.pp_idle_s = p > 1 ? sum - slowest + 2.0 * (p - 1) * send_recv_seconds(act_bytes, pp_link) : 0.0;
   est.time.dp_comm_s = *std::max_element(dp_comm.begin(), dp_comm.end());
+  if (config.parallel.offload_optimizer) {
+    // The largest range (a stage's, or its ZeRO shard): float32 gradients to the host and float32
+    // weights back, one copy each way; on a GPU also the host's update, which reads and writes
+    // the weights and both moments and reads the gradients (28 bytes per element). On the CPU the
+    // update runs either way: only the copies are extra.
+    double range = 0;
+    for (const PlannedMemory& pm : est.stage_memory) range = std::max(range, pm.offloaded / 16.0);
+    const Link& h = cl.host_link;
+    est.time.offload_s = 2 * (h.latency + 4 * range / h.bandwidth) + (options.memory.gpu ? 28 * range / cl.host_memory_bw : 0.0);
+  }
   const double step = est.time.step_s();
   est.tokens_per_s = step > 0 ? double(d) * m * B * T / step : 0;
   est.efficiency = step > 0 ? est.time.compute_s / step : 0;
@@ -421,11 +446,13 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
       }
       const std::vector<int> zeros = ps || dp == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2};
       for (int zero : zeros)
-        for (int b : sizes) {
-          LayoutChoice choice{tp, pp, dp, zero, b, int(G / dp / b)};
-          const Config c = config_for_layout(config, choice, G);
-          out.push_back(estimate_layout(c, plan_layout(c, N), options));
-        }
+        for (int b : sizes)
+          for (const char* recompute : {"none", "selective", "full"})
+            for (bool offload : {false, true}) {
+              LayoutChoice choice{tp, pp, dp, zero, b, int(G / dp / b), recompute, offload};
+              const Config c = config_for_layout(config, choice, G);
+              out.push_back(estimate_layout(c, plan_layout(c, N), options));
+            }
     }
   auto category = [](const LayoutEstimate& l) { return l.fits ? 0 : l.valid ? 1 : 2; };
   // Speeds equal to 9 digits (ZeRO stages whose communication hides alike) are equal: the one

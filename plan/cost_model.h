@@ -32,6 +32,7 @@ struct PlannedMemory {
   double activations = 0;  // the stage's activation slots, recompute set and shared scratch
   double buffers = 0;      // not in the trainer's report
   double activations_per_micro_batch = 0;  // of the activations: one slot
+  double offloaded = 0;    // host memory: offloaded optimizer state and its gradient copy
   double reported() const { return parameters + gradients + optimizer + activations; }
   double total() const { return reported() + buffers; }
 };
@@ -82,6 +83,8 @@ struct Cluster {
   Link intra_node{450e9, 5e-6};                   // NVLink 4 per GPU, one direction
   Link inter_node{50e9, 5e-6};                    // one 400 Gb/s NIC per GPU
   double tflops = 400;  // achieved (not peak) TFLOP/s per GPU in the model's FLOP count
+  Link host_link{25e9, 10e-6};  // a GPU's copies to and from its host (PCIe), one direction
+  double host_memory_bw = 50e9;  // a rank's share of host memory bandwidth for an offloaded AdamW update
 };
 
 struct PlanOptions {
@@ -92,7 +95,9 @@ struct PlanOptions {
 // One point of the search: the degrees, the ZeRO stage and the split of the global batch.
 struct LayoutChoice {
   int tp = 1, pp = 1, dp = 1, zero_stage = 0, micro_batch_size = 1, num_micro_batches = 1;
-  std::string name() const;  // "tp2 pp2 dp2 zero1 mbs4 m2"
+  std::string recompute = "none";  // training.recompute (of every block)
+  bool offload = false;            // parallel.offload_optimizer
+  std::string name() const;  // "tp2 pp2 dp2 zero1 mbs4 m2", then " recompute-full", " offload" when set
 };
 
 // Seconds of one optimizer step, split as metrics.jsonl splits a measured one.
@@ -101,7 +106,8 @@ struct PlannedTime {
   double tp_comm_s = 0;  // tensor-parallel all-reduces (exposed: they sit between the products)
   double pp_idle_s = 0;  // pipeline bubble and the activation transfers on its critical path
   double dp_comm_s = 0;  // exposed data-parallel communication (docs/planner.md: what overlaps)
-  double step_s() const { return compute_s + tp_comm_s + pp_idle_s + dp_comm_s; }
+  double offload_s = 0;  // offloaded optimizer: gradients to the host, weights back, the host's update
+  double step_s() const { return compute_s + tp_comm_s + pp_idle_s + dp_comm_s + offload_s; }
 };
 
 struct LayoutEstimate {
@@ -127,7 +133,8 @@ Config config_for_layout(const Config& config, const LayoutChoice& choice, int64
 // Memory and time of one layout that plan_layout accepted (`config` from config_for_layout).
 LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, const PlanOptions& options);
 // Every (tp, pp, dp) with tp pp dp = gpus, every ZeRO stage (0 only at dp 1 or with a
-// parameter server) and every micro-batch size dividing the per-replica batch; refused degrees
+// parameter server), every micro-batch size dividing the per-replica batch, each recomputation
+// mode and with and without optimizer offload; refused degrees
 // appear once per (tp, pp, dp) with plan_layout's reason. Best first: fitting layouts by
 // tokens/s, then the ones that do not fit, then the refused ones.
 std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions& options);

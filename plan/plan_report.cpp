@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_file.h"
+#include "core/error.h"
 #include "core/formatted.h"
 #include "core/log.h"
 #include "model/architecture.h"
@@ -54,6 +55,8 @@ nlohmann::json to_json(const LayoutEstimate& l, PlanDType dtype, const Config& c
   j["zero_stage"] = l.layout.zero_stage;
   j["micro_batch_size"] = l.layout.micro_batch_size;
   j["num_micro_batches"] = l.layout.num_micro_batches;
+  j["recompute"] = l.layout.recompute;
+  j["offload_optimizer"] = l.layout.offload;
   j["schedule"] = config.parallel.schedule;
   j["dp_sync"] = config.parallel.dp_sync;
   j["dtype"] = to_string(dtype);
@@ -67,13 +70,15 @@ nlohmann::json to_json(const LayoutEstimate& l, PlanDType dtype, const Config& c
   }
   auto memory = [](const PlannedMemory& m) {
     return nlohmann::json{{"parameters", m.parameters}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
-                          {"activations", m.activations}, {"buffers", m.buffers}, {"total", m.total()}};
+                          {"activations", m.activations}, {"buffers", m.buffers}, {"total", m.total()},
+                          {"activations_per_micro_batch", m.activations_per_micro_batch},
+                          {"offloaded_to_host", m.offloaded}};
   };
   j["memory_bytes"] = memory(l.memory);
   j["memory_bytes_per_stage"] = nlohmann::json::array();
   for (const PlannedMemory& m : l.stage_memory) j["memory_bytes_per_stage"].push_back(memory(m));
   j["time"] = {{"compute_s", l.time.compute_s}, {"tp_comm_s", l.time.tp_comm_s}, {"pp_idle_s", l.time.pp_idle_s},
-               {"dp_comm_s", l.time.dp_comm_s}, {"step_s", l.time.step_s()}};
+               {"dp_comm_s", l.time.dp_comm_s}, {"offload_s", l.time.offload_s}, {"step_s", l.time.step_s()}};
   j["tokens_per_s"] = l.tokens_per_s;
   j["efficiency"] = l.efficiency;
   j["pp_idle_fraction"] = l.pp_idle_fraction;
@@ -88,34 +93,36 @@ void print_table(const std::vector<const LayoutEstimate*>& rows) {
     max_time = std::max(max_time, l->time.step_s());
   }
   const Unit mu = bytes_unit(max_mem), tu = time_unit(max_time);
-  char line[320];
-  std::snprintf(line, sizeof line, "%4s %3s %3s %4s %4s %5s %4s | %-44s | %-49s |", "#", "tp", "pp", "dp", "zero",
-                "mbs", "m", ("memory per GPU (" + std::string(mu.name) + ")").c_str(),
+  char line[400];
+  std::snprintf(line, sizeof line, "%4s %3s %3s %4s %4s %5s %4s %3s %3s | %-44s | %-59s |", "#", "tp", "pp", "dp",
+                "zero", "mbs", "m", "rc", "off", ("memory per GPU (" + std::string(mu.name) + ")").c_str(),
                 ("time per step (" + std::string(tu.name) + ")").c_str());
   log::info(line);
-  std::snprintf(line, sizeof line, "%4s %3s %3s %4s %4s %5s %4s | %8s %8s %8s %8s %8s | %9s %9s %9s %9s %9s | %12s %5s %5s",
-                "", "", "", "", "", "", "", "total", "params", "grads", "optim", "activ", "step", "compute",
-                "tp_comm", "pp_idle", "dp_comm", "tokens/s", "E", "idle");
+  std::snprintf(line, sizeof line,
+                "%4s %3s %3s %4s %4s %5s %4s %3s %3s | %8s %8s %8s %8s %8s | %9s %9s %9s %9s %9s %9s | %12s %5s %5s", "",
+                "", "", "", "", "", "", "", "", "total", "params", "grads", "optim", "activ", "step", "compute",
+                "tp_comm", "pp_idle", "dp_comm", "offload", "tokens/s", "E", "idle");
   log::info(line);
   int i = 0;
   for (const LayoutEstimate* l : rows) {
     const PlannedMemory& m = l->memory;
     const PlannedTime& t = l->time;
     std::snprintf(line, sizeof line,
-                  "%4d %3d %3d %4d %4d %5d %4d | %8.2f %8.2f %8.2f %8.2f %8.2f | %9.3f %9.3f %9.3f %9.3f %9.3f | %12.0f "
-                  "%5.2f %5.2f",
+                  "%4d %3d %3d %4d %4d %5d %4d %3s %3s | %8.2f %8.2f %8.2f %8.2f %8.2f | %9.3f %9.3f %9.3f %9.3f %9.3f "
+                  "%9.3f | %12.0f %5.2f %5.2f",
                   ++i, l->layout.tp, l->layout.pp, l->layout.dp, l->layout.zero_stage, l->layout.micro_batch_size,
-                  l->layout.num_micro_batches, m.total() / mu.scale, m.parameters / mu.scale, m.gradients / mu.scale,
+                  l->layout.num_micro_batches, l->layout.recompute == "none" ? "-" : l->layout.recompute == "full" ? "F" : "S",
+                  l->layout.offload ? "yes" : "-", m.total() / mu.scale, m.parameters / mu.scale, m.gradients / mu.scale,
                   m.optimizer / mu.scale, (m.activations + m.buffers) / mu.scale, t.step_s() / tu.scale,
                   t.compute_s / tu.scale, t.tp_comm_s / tu.scale, t.pp_idle_s / tu.scale, t.dp_comm_s / tu.scale,
-                  l->tokens_per_s, l->efficiency, l->pp_idle_fraction);
+                  t.offload_s / tu.scale, l->tokens_per_s, l->efficiency, l->pp_idle_fraction);
     log::info(line);
   }
 }
 
 }  // namespace
 
-void print_plan(const Config& config, const PlanRequest& r) {
+std::optional<LayoutEstimate> print_plan(const Config& config, const PlanRequest& r) {
   const Cluster& cl = r.options.cluster;
   const std::vector<LayoutEstimate> layouts = plan_layouts(config, r.options);
   const PlanDType dtype = r.options.memory.dtype;
@@ -125,7 +132,8 @@ void print_plan(const Config& config, const PlanRequest& r) {
     nlohmann::json out = nlohmann::json::array();
     for (const LayoutEstimate& l : layouts) out.push_back(to_json(l, dtype, config));
     log::info(out.dump(2));
-    return;
+    if (!layouts.empty() && layouts.front().fits) return layouts.front();
+    return std::nullopt;
   }
 
   const ModelConfig& mc = config.model;
@@ -164,17 +172,32 @@ void print_plan(const Config& config, const PlanRequest& r) {
   std::vector<const LayoutEstimate*> rows;
   for (const LayoutEstimate& l : layouts)
     if (l.fits && int(rows.size()) < r.top) rows.push_back(&l);
+  const LayoutEstimate* smallest = nullptr;
+  for (const LayoutEstimate& l : layouts)
+    if (l.valid && (!smallest || l.memory.total() < smallest->memory.total())) smallest = &l;
   if (rows.empty()) {
-    const LayoutEstimate* smallest = nullptr;
-    for (const LayoutEstimate& l : layouts)
-      if (l.valid && (!smallest || l.memory.total() < smallest->memory.total())) smallest = &l;
-    log::info(smallest ? "no layout fits: the smallest, " + smallest->layout.name() + ", " + smallest->why
-                       : "no layout is valid for this config on " + std::to_string(cl.gpus) + " GPUs (--why says why)");
+    if (!smallest) log::info("no layout is valid for this config on " + std::to_string(cl.gpus) + " GPUs (--why says why)");
   } else {
     log::info("");
     print_table(rows);
     log::info("  memory: the rank that needs the most (its stage holds the embedding or the head); activ includes "
-              "buffers; E = compute / step; idle = (p-1)/(m+p-1)");
+              "buffers; rc: training.recompute (S selective, F full); off: parallel.offload_optimizer (its state "
+              "in host memory, not counted); E = compute / step; idle = (p-1)/(m+p-1)");
+    // What a larger GPU would buy: the layouts predicted faster than the first row, and why
+    // each is out.
+    std::vector<const LayoutEstimate*> faster;
+    for (const LayoutEstimate& l : layouts)
+      if (l.valid && !l.fits && l.tokens_per_s > rows[0]->tokens_per_s) faster.push_back(&l);
+    std::stable_sort(faster.begin(), faster.end(),
+                     [](const LayoutEstimate* a, const LayoutEstimate* b) { return a->tokens_per_s > b->tokens_per_s; });
+    if (!faster.empty()) {
+      log::info("faster layouts that do not fit (" + std::to_string(faster.size()) + "; the fastest " +
+                std::to_string(std::min<size_t>(faster.size(), 5)) + "):");
+      for (size_t i = 0; i < faster.size() && i < 5; ++i)
+        log::info("  " + faster[i]->layout.name() + ": " +
+                  formatted("%.0f%% faster, ", 100 * (faster[i]->tokens_per_s / rows[0]->tokens_per_s - 1)) +
+                  faster[i]->why);
+    }
   }
   if (r.why) {
     log::info("");
@@ -186,6 +209,11 @@ void print_plan(const Config& config, const PlanRequest& r) {
                                                             std::to_string(l.layout.dp)) +
                   ": " + l.why);
   }
+  if (rows.empty() && smallest)
+    throw ConfigError("--gpu-memory " + human_bytes(cl.gpu_memory) + ": no layout of this config fits on " +
+                      std::to_string(cl.gpus) + " GPUs; the smallest, " + smallest->layout.name() + ", " +
+                      smallest->why + "; give more memory "
+                      "per GPU (--gpu-memory), more GPUs (--gpus), or a smaller model, micro-batch or sequence");
 
   // Failures: any GPU failing ends the job, so the cluster fails N times as often as one GPU;
   // checkpointing every sqrt(2 C MTTF) (Young 1974, Daly 2006) minimises the work lost.
@@ -207,6 +235,8 @@ void print_plan(const Config& config, const PlanRequest& r) {
                              " steps of layout #1";
   log::info("Young/Daly interval sqrt(2 C MTTF) = " + human_seconds(interval) + steps + "; expected loss " +
             formatted("%.2f", 100 * (C / interval + interval / (2 * mttf_s))) + "% of the time (C/interval + interval/(2 MTTF))");
+  if (rows.empty()) return std::nullopt;
+  return *rows[0];
 }
 
 }  // namespace feast

@@ -3,6 +3,7 @@
 // with the checkpoint interval that loses the least work.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "config/config.h"
@@ -23,7 +24,9 @@ struct PlanRequest {
   std::string figures;               // which figures the time predictions use, in words (the heading)
 };
 
-// Prints the plan through log::info.
-void print_plan(const Config& config, const PlanRequest& r);
+// Prints the plan through log::info and returns the fastest layout that fits (the table's first
+// row). Throws ConfigError naming --gpu-memory when layouts are valid but none fits (after the
+// dropped ones, with --why); returns nothing when no layout is valid at all.
+std::optional<LayoutEstimate> print_plan(const Config& config, const PlanRequest& r);
 
 }  // namespace feast

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# plan_cli.sh TRAINER (from the source tree): `trainer plan` through the binary:
+# plan_cli.sh TRAINER [MPIEXEC [CORPUS]] (from the source tree): `trainer plan` through the binary:
 #  1. configs/demo.toml on 8 GPUs prints the header, a table of 10 layouts best first and the
-#     Young/Daly interval, and exits 0; --top, --why and a memory too small to fit anything;
+#     Young/Daly interval, and exits 0; --top, --why; a memory that leaves faster layouts out
+#     names them and why; a memory too small to fit anything is an error naming --gpu-memory;
+#     --write writes the first row as a config that trains as is, and --verify runs it and
+#     compares each rank's memory with the prediction;
 #  2. --json is a JSON array whose layouts carry the fields the sweep scripts read, consistent
 #     with each other (step = the sum of its parts, tokens/s = tokens per step / step);
 #  3. bad input exits non-zero with one "error:" line naming the flag (or the key); --help
@@ -10,7 +13,7 @@
 #     constants file that later plans use, saying so; flags override it; a file of another
 #     machine, device or CPU kernels is stale and said to be; a corrupt one is an error naming it.
 set -uo pipefail
-trainer=$1 mpiexec=${2:-mpiexec}
+trainer=$1 mpiexec=${2:-mpiexec} corpus=${3:-build/tests/corpus}
 work=$(mktemp -d) || exit 1
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -30,8 +33,9 @@ grep -q '^assumed: fp32 (float32 throughout on GPUs) from training.device = "cud
   "$work/gpu32" || fail "a GPU fp32 run planned as: $(grep '^assumed' "$work/gpu32")"
 "$trainer" plan configs/demo.toml --gpus 8 --set training.device=cuda > "$work/gpu16" || fail "plan of a GPU run exited $?"
 grep -q '^assumed: bf16 (bf16 weights' "$work/gpu16" || fail "a GPU auto run planned as: $(grep '^assumed' "$work/gpu16")"
-grep -q '^layouts: 92 considered, 90 valid, 90 fit in 80.00 GiB' "$work/out" || fail "wrong layout counts: $(grep '^layouts' "$work/out")"
-rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-2] +[0-9]+ +[0-9]+ \|' "$work/out")
+grep -q '^layouts: 542 considered, 540 valid, 540 fit in 80.00 GiB' "$work/out" || fail "wrong layout counts: $(grep '^layouts' "$work/out")"
+row_re='^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-2] +[0-9]+ +[0-9]+ +(-|S|F) +(-|yes) \|'
+rows=$(grep -cE "$row_re" "$work/out")
 [[ $rows -eq 10 ]] || fail "expected 10 table rows, got $rows: $(cat "$work/out")"
 grep -qE '^ +1 .*\| +[0-9]+ +[0-9.]+ +[0-9.]+$' "$work/out" || fail "row 1 lacks tokens/s, E and idle"
 grep -q '^reliability: one GPU.s MTTF 50000 h / 8 GPUs = cluster MTTF 260.4 days' "$work/out" || fail "no MTTF line"
@@ -41,7 +45,7 @@ echo "ok: the table"
 
 "$trainer" plan configs/demo.toml --gpus=8 --top 3 --why --checkpoint-seconds 30 --mttf-hours 1000 > "$work/out" ||
   fail "plan --top 3 --why exited $?"
-rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-2] +[0-9]+ +[0-9]+ \|' "$work/out")
+rows=$(grep -cE "$row_re" "$work/out")
 [[ $rows -eq 3 ]] || fail "--top 3 printed $rows rows"
 grep -q '^  tp8 pp1 dp1: parallel.tp = 8 does not divide model.n_head = 4: .*(tried by trainer plan)' "$work/out" || fail "--why lacks the tp 8 refusal"
 grep -q '^  tp1 pp8 dp1: parallel.pp = 8 stages but model.n_layer = 4' "$work/out" || fail "--why lacks the pp 8 refusal"
@@ -49,12 +53,48 @@ grep -q '^  tp1 pp8 dp1: parallel.pp = 8 stages but model.n_layer = 4' "$work/ou
 grep -q 'C = 30.00 s (--checkpoint-seconds)' "$work/out" || fail "--checkpoint-seconds not used"
 grep -q '^Young/Daly interval sqrt(2 C MTTF) = 1.44 h' "$work/out" || fail "wrong interval: $(grep Young "$work/out")"
 
-"$trainer" plan configs/demo.toml --gpus 8 --gpu-memory 2MiB --why > "$work/out" || fail "plan --gpu-memory 2MiB exited $?"
-grep -q '^no layout fits: the smallest, tp.*needs [0-9.]* MiB > 2.0 MiB per GPU' "$work/out" ||
-  fail "no 'no layout fits' line: $(cat "$work/out")"
-grep -qE '^  tp[0-9] pp[0-9] dp[0-9] zero[0-2] mbs[0-9]+ m[0-9]+: needs [0-9.]+ MiB > 2.0 MiB per GPU' "$work/out" ||
+# Too little memory for the fastest layouts: the first row recomputes or offloads, and the
+# faster ones are named with what they need.
+"$trainer" plan configs/demo.toml --gpus 4 --gpu-memory 6MiB --top 3 > "$work/out" || fail "plan --gpu-memory 6MiB exited $?"
+grep -qE '^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +[0-2] +[0-9]+ +[0-9]+ +(S|F|- +yes)' "$work/out" ||
+  fail "the first row at 6 MiB neither recomputes nor offloads: $(grep -E "$row_re" "$work/out" | head -1)"
+grep -q '^faster layouts that do not fit ([0-9]*; the fastest 5):' "$work/out" || fail "no faster-layouts list: $(cat "$work/out")"
+grep -qE '^  tp[0-9] pp[0-9] dp[0-9] zero[0-2] mbs[0-9]+ m[0-9]+.*: [0-9]+% faster, needs [0-9.]+ MiB > 6.0 MiB per GPU' \
+  "$work/out" || fail "a faster layout's reason is missing"
+
+"$trainer" plan configs/demo.toml --gpus 8 --gpu-memory 1MiB --why > "$work/out" 2> "$work/err" &&
+  fail "plan --gpu-memory 1MiB exited 0"
+grep -q '^error: --gpu-memory 1.00 MiB: no layout of this config fits on 8 GPUs; the smallest, tp.*needs [0-9.]* MiB > 1.0 MiB per GPU' \
+  "$work/err" || fail "no 'nothing fits' error: $(cat "$work/err")"
+grep -qE '^  tp[0-9] pp[0-9] dp[0-9] zero[0-2] mbs[0-9]+ m[0-9]+: needs [0-9.]+ MiB > 1.0 MiB per GPU' "$work/out" ||
   fail "--why does not say what a dropped layout needs"
-echo "ok: --top, --why, --checkpoint-seconds, nothing fits"
+
+# --write: the first row as a config the trainer runs as is; --verify runs it and compares.
+"$trainer" plan configs/demo.toml --gpus 4 --gpu-memory 6MiB --write "$work/chosen.toml" > "$work/out" 2> "$work/err" ||
+  fail "plan --write exited $?: $(cat "$work/err")"
+first=$(grep -E '^ +1 ' "$work/out")
+grep -q "^plan: wrote $work/chosen.toml: tp" "$work/err" || fail "no 'wrote' line: $(cat "$work/err")"
+python3 - "$work/chosen.toml" "$first" <<'EOF' || fail "the written config is not the first row"
+import sys, tomllib
+c = tomllib.load(open(sys.argv[1], "rb"))
+f = sys.argv[2].split()
+p, t = c["parallel"], c["training"]
+assert [p["tp"], p["pp"], p["dp"], p["zero_stage"], p["micro_batch_size"], p["num_micro_batches"]] == [int(x) for x in f[1:7]], (p, f)
+assert {"-": "none", "S": "selective", "F": "full"}[f[7]] == t["recompute"], (t["recompute"], f)
+assert p["offload_optimizer"] == (f[8] == "yes"), (p["offload_optimizer"], f)
+assert t["batch_size"] == 32, t
+EOF
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 FEAST_MPIEXEC=$mpiexec \
+  "$trainer" plan configs/demo.toml --gpus 4 --gpu-memory 6MiB --top 1 --verify \
+  --set data.train="$corpus/train_000.bin" --set data.val=\"\" > "$work/out" 2> "$work/err" ||
+  fail "plan --verify exited $?: $(cat "$work/err") $(tail -5 "$work/out")"
+for r in 0 1 2 3; do
+  grep -qE "^  rank +$r stage +[0-3] \|.*\| +[0-9.]+ / +[0-9.]+ \([+-][0-9.]+%\)" "$work/out" || fail "no verify row for rank $r: $(cat "$work/out")"
+done
+grep -qE '^verify: step time predicted [0-9.]+ ms, measured [0-9.]+ ms' "$work/out" || fail "no step-time comparison"
+worst=$(sed -n 's/^verify: memory per rank within \([0-9.]*\)% of the prediction/\1/p' "$work/out")
+python3 -c "import sys; sys.exit(0 if float('$worst') <= 5 else 1)" || fail "verify: memory $worst% off the prediction"
+echo "ok: --top, --why, --checkpoint-seconds, faster layouts that do not fit, nothing fits, --write, --verify"
 
 # 2. JSON for the scripts.
 "$trainer" plan configs/demo.toml --gpus 16 --gpus-per-node 4 --dtype bf16 --json > "$work/plan.json" ||
@@ -75,7 +115,8 @@ for l in layouts:
     assert l["dp"] * l["micro_batch_size"] * l["num_micro_batches"] == 32, l
     m, t = l["memory_bytes"], l["time"]
     assert abs(m["total"] - sum(m[k] for k in ("parameters", "gradients", "optimizer", "activations", "buffers"))) < 1, m
-    assert abs(t["step_s"] - sum(t[k] for k in ("compute_s", "tp_comm_s", "pp_idle_s", "dp_comm_s"))) < 1e-12 * t["step_s"] + 1e-15, t
+    assert abs(t["step_s"] - sum(t[k] for k in ("compute_s", "tp_comm_s", "pp_idle_s", "dp_comm_s", "offload_s"))) < 1e-12 * t["step_s"] + 1e-15, t
+    assert l["recompute"] in ("none", "selective", "full") and (t["offload_s"] > 0) == l["offload_optimizer"], l
     assert abs(l["tokens_per_s"] * t["step_s"] - 32 * 64) < 1e-6, l
     assert 0 < l["efficiency"] <= 1 and abs(l["efficiency"] - t["compute_s"] / t["step_s"]) < 1e-9, l
     assert abs(l["pp_idle_fraction"] - (l["pp"] - 1) / (l["num_micro_batches"] + l["pp"] - 1)) < 1e-12, l

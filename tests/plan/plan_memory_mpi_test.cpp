@@ -4,7 +4,8 @@
 // largest stage) is the largest rank's. GPT-2 (tied head, learned positions) and Llama (GQA,
 // SwiGLU, untied head), ZeRO 0/1/2 and the parameter server (dense and sparse), both schedules,
 // several micro-batches in flight, selective and full activation recomputation (of every block
-// and of the first block of each stage), with the activations one micro-batch keeps checked too.
+// and of the first block of each stage), with the activations one micro-batch keeps checked too,
+// and the optimizer offloaded to host memory (its host bytes checked too).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -34,6 +35,7 @@ struct Case {
   std::string grad_reduce_dtype = "fp32";
   std::string recompute = "none";
   int recompute_layers = 0;
+  bool offload = false;
 };
 
 Config case_config(const Case& k, const std::string& corpus) {
@@ -56,6 +58,7 @@ Config case_config(const Case& k, const std::string& corpus) {
   c.parallel.micro_batch_size = k.micro_batch_size;
   c.training.recompute = k.recompute;
   c.training.recompute_layers = k.recompute_layers;
+  c.parallel.offload_optimizer = k.offload;
   c.parallel.bucket_mb = 0.05;  // several buckets per stage, so ZeRO 2's staging slots are bucket-sized
   c.training.batch_size = 16;
   c.training.seq_len = 32;
@@ -69,7 +72,8 @@ std::string label(const Case& k, int micro_batches) {
          (k.dp_sync == "parameter-server" ? (k.sparse ? " ps-sparse" : " ps") : "") +
          (k.schedule == "gpipe" ? " gpipe" : "") + (k.grad_reduce_dtype == "bf16" ? " bf16-grads" : "") +
          (k.recompute != "none" ? " rc-" + k.recompute + (k.recompute_layers ? std::to_string(k.recompute_layers) : "")
-                                : "");
+                                : "") +
+         (k.offload ? " offload" : "");
 }
 
 double relative_error(double planned, double real) {
@@ -105,6 +109,10 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
       cases.push_back({arch, 2, 2, 1, 0, "1f1b", 2, "allreduce", false, "fp32", mode, 1});
       cases.push_back({arch, 1, 1, 4, 1, "1f1b", 2, "allreduce", false, "fp32", mode});
     }
+  // The optimizer offloaded: nothing of its state on the device, its host bytes as planned.
+  cases.push_back({"gpt2", 1, 1, 4, 1, "1f1b", 2, "allreduce", false, "fp32", "none", 0, true});
+  cases.push_back({"llama", 2, 2, 1, 0, "1f1b", 2, "allreduce", false, "fp32", "full", 0, true});
+  cases.push_back({"llama", 1, 2, 2, 2, "1f1b", 2, "allreduce", false, "fp32", "selective", 0, true});
   // Gradients travelling in bf16: the wire buffers count.
   for (int zero = 0; zero <= 2; ++zero) cases.push_back({"gpt2", 1, 1, 4, zero, "1f1b", 2, "allreduce", false, "bf16"});
   double worst = 0;
@@ -126,6 +134,10 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
     const double parts_plan[4] = {plan.parameters, plan.gradients, plan.optimizer, plan.activations};
     const char* names[4] = {"parameters", "gradients", "optimizer", "activations"};
     double err = relative_error(plan.reported(), real.total());
+    EXPECT_LE(relative_error(plan.offloaded, real.offloaded), 0.05)
+        << k.arch << " " << label(k, run->plan().micro_batches) << " rank " << me << ": offloaded bytes planned "
+        << plan.offloaded << ", the trainer holds " << real.offloaded;
+    EXPECT_EQ(real.offloaded > 0, k.offload);
     EXPECT_LE(relative_error(plan.activations_per_micro_batch, real.activations_per_micro_batch), 0.05)
         << k.arch << " " << label(k, run->plan().micro_batches) << " rank " << me << ": activations per micro-batch planned "
         << plan.activations_per_micro_batch << " bytes, the trainer keeps " << real.activations_per_micro_batch;

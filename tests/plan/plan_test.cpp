@@ -208,8 +208,9 @@ TEST(PlanSearch, EnumeratesEveryLayoutAndExplainsTheRefusedOnes) {
   const std::vector<LayoutEstimate> all = plan_layouts(demo(), o);
   // (tp, pp, dp) with tp pp dp = 8: 10 triples; tp 8 (4 heads) and pp 8 (4 layers) are refused.
   // The valid ones: per dp, the ZeRO stages (one at dp 1) times the divisors of 32 / dp:
-  // dp 8: 3 x 3; dp 4 (two triples): 3 x 4 each; dp 2 (three): 3 x 5 each; dp 1 (two): 1 x 6 each.
-  EXPECT_EQ(all.size(), 92u);
+  // dp 8: 3 x 3; dp 4 (two triples): 3 x 4 each; dp 2 (three): 3 x 5 each; dp 1 (two): 1 x 6 each;
+  // each with three recomputation modes, with and without optimizer offload.
+  EXPECT_EQ(all.size(), 2u + 6u * 90u);
   int valid = 0, fits = 0;
   std::set<std::string> refused;
   for (const LayoutEstimate& l : all) {
@@ -223,12 +224,14 @@ TEST(PlanSearch, EnumeratesEveryLayoutAndExplainsTheRefusedOnes) {
     EXPECT_EQ(l.layout.dp * l.layout.micro_batch_size * l.layout.num_micro_batches, 32);
     EXPECT_TRUE(l.layout.dp > 1 || l.layout.zero_stage == 0) << l.layout.name();
     EXPECT_EQ(l.stage_memory.size(), size_t(l.layout.pp));
-    EXPECT_NEAR(l.time.step_s(), l.time.compute_s + l.time.tp_comm_s + l.time.pp_idle_s + l.time.dp_comm_s, 1e-15);
+    EXPECT_NEAR(l.time.step_s(),
+                l.time.compute_s + l.time.tp_comm_s + l.time.pp_idle_s + l.time.dp_comm_s + l.time.offload_s, 1e-15);
+    EXPECT_EQ(l.time.offload_s > 0, l.layout.offload) << l.layout.name();
     EXPECT_NEAR(l.tokens_per_s * l.time.step_s(), 32 * 64, 1e-6);
     EXPECT_NEAR(l.pp_idle_fraction, pipeline_idle_fraction(l.layout.pp, l.layout.num_micro_batches), 1e-15);
   }
-  EXPECT_EQ(valid, 90);
-  EXPECT_EQ(fits, 90);
+  EXPECT_EQ(valid, 6 * 90);
+  EXPECT_EQ(fits, 6 * 90);
   ASSERT_EQ(refused.size(), 2u);
   EXPECT_NE(refused.begin()->find("parallel.pp = 8 stages but model.n_layer = 4"), std::string::npos) << *refused.begin();
   EXPECT_NE(refused.rbegin()->find("parallel.tp = 8 does not divide model.n_head = 4"), std::string::npos)
