@@ -50,6 +50,17 @@ class Backend {
   // numel zero-filled elements of host memory that copies to and from the device are fastest
   // with (pinned on a GPU; plain host memory on the CPU): offloaded optimizer state.
   virtual Tensor allocate_host(DType dtype, size_t numel) { return Tensor(host_allocator(), dtype, numel); }
+  // ---- memory whose pages come and go: ZeRO 3's parameters ----
+  // Bytes per page of reserve()d memory, the unit commit() and decommit() work in; 0 when this
+  // backend cannot hand pages back (then reserve() is allocate() and nothing is given back).
+  virtual size_t page_bytes() const { return 0; }
+  // numel zero elements of address space whose pages hold memory only while committed (on the
+  // CPU: once written).
+  virtual Tensor reserve(DType dtype, size_t numel) { return allocate(dtype, numel); }
+  // Whole pages of reserve()d memory: make them usable, or give their memory back (their values
+  // are lost; committed again they read as zero).
+  virtual void commit(const TensorView& pages) { (void)pages; }
+  virtual void decommit(const TensorView& pages) { (void)pages; }
   // dst = src; same dtype and numel; either may be host memory.
   virtual void copy(const TensorView& dst, const TensorView& src) = 0;
   virtual void zero(const TensorView& x) = 0;

@@ -1,5 +1,7 @@
 // `trainer plan CONFIG --gpus N`: the command line of the planner; the predictions and their
 // report live in plan/.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -79,6 +81,9 @@ int run_plan(const Args& args, const VerbContext&) {
   // the thread policy gives the ranks of one node (--gpus-per-node) on a machine like this one,
   // as the run itself decides.
   memory.threads = threads;
+  // ZeRO 3 gives parameter pages back on the CPU (4 KiB pages); the CUDA backend keeps its
+  // parameters whole (Backend::page_bytes() is 0 there).
+  memory.page_bytes = memory.gpu ? 0 : size_t(sysconf(_SC_PAGESIZE));
   const std::optional<LayoutEstimate> best = print_plan(config, r);
   const std::string write_path = args.text("--write", "");
   const bool verify = args.flag("--verify");
@@ -119,7 +124,7 @@ Verb plan_verb() {
   c.verb = "plan";
   c.synopsis = "trainer plan CONFIG.toml --gpus N [options] [--set section.key=value ...]";
   c.description =
-      "Predicts, for every layout of the config on N GPUs (tp x pp x dp = N, ZeRO stage 0/1/2, every\n"
+      "Predicts, for every layout of the config on N GPUs (tp x pp x dp = N, ZeRO stage 0 to 3, every\n"
       "micro-batch split of the global batch, training.recompute none/selective/full, with and\n"
       "without parallel.offload_optimizer), the memory per GPU, the step time split into compute,\n"
       "tensor-parallel communication, pipeline idle and exposed data-parallel communication, tokens/s\n"

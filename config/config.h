@@ -22,7 +22,7 @@ struct ParallelConfig {
   int pp = 1;                 // pipeline-parallel degree
   int dp = 0;                 // data-parallel degree; 0 = world size / (tp * pp)
   std::string order = "tp-dp-pp";  // rank-numbering axes, innermost first
-  int zero_stage = 1;         // 0 all-reduce, 1 shard optimizer state, 2 also gradients
+  int zero_stage = 1;         // 0 all-reduce, 1 shard optimizer state, 2 also gradients, 3 also parameters
   int micro_batch_size = 4;   // sequences per micro-batch on one rank
   int num_micro_batches = 1;  // micro-batches per step per data-parallel rank
   std::string schedule = "1f1b";  // pipeline schedule: "1f1b" or "gpipe"

@@ -148,11 +148,14 @@ const std::vector<KeyDesc>& keys() {
        "rank-numbering axes, innermost first",
        "rank numbering, innermost axis first: the default puts a tensor-parallel group on consecutive "
        "ranks (one node), then data-parallel replicas, then pipeline stages", nullptr, "a permutation of tp, dp, pp joined by `-`"},
-      {FEAST_KEY(parallel, zero_stage), closed(0, 2), "0 all-reduce; 1 shard optimizer; 2 also gradients",
+      {FEAST_KEY(parallel, zero_stage), closed(0, 3), "0 all-reduce; 1 shard optimizer; 2 also gradients; 3 also parameters",
        "0: gradients all-reduced, optimizer state replicated; 1: gradients reduce-scattered, each "
        "data-parallel rank updates its own shard of the AdamW state and parameters, then parameters are "
        "all-gathered; 2: as 1, and gradients are reduce-scattered bucket by bucket during every "
-       "micro-batch's backward so a rank keeps only its shard plus a few buckets"},
+       "micro-batch's backward so a rank keeps only its shard plus a few buckets; 3: as 2, and each "
+       "rank keeps only its shard of every block's parameters, gathering a block whole just before it "
+       "runs (forward and backward, the next one while this one computes) and giving it back after; "
+       "the embedding, final norm and head stay whole (docs/memory.md)"},
       {FEAST_KEY(parallel, micro_batch_size), at_least(1), "sequences per micro-batch per rank",
        "sequences per micro-batch on one rank"},
       {FEAST_KEY(parallel, num_micro_batches), at_least(1), "micro-batches per step per dp rank",

@@ -1,6 +1,7 @@
 #include "model/decoder_stage.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "core/error.h"
@@ -44,7 +45,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   const int C = config.n_embd, Vl = config.padded_vocab() / t, vocab_begin = spec.tp_rank * Vl;
   const size_t rows = size_t(shape.max_batch) * size_t(shape.max_seq), NC = rows * size_t(C);
   const DType dt = backend.compute_dtype();
-  params_ = backend.allocate(dt, table_.total_numel());
+  params_ = shape.reserved_parameters ? backend.reserve(dt, table_.total_numel()) : backend.allocate(dt, table_.total_numel());
 
   if (!arch_.learned_positions && spec.num_layers > 0) {
     std::vector<float> cos, sin;
@@ -118,6 +119,19 @@ std::vector<GradRange> DecoderStage::gradient_ranges() const {
   return out;
 }
 
+std::vector<FlatRange> DecoderStage::parameter_units() const {
+  std::vector<FlatRange> units;
+  for (const DecoderBlock& b : blocks_) {
+    FlatRange u{SIZE_MAX, 0};
+    for (const FlatRange& r : b.grad_ranges()) {
+      u.begin = std::min(u.begin, r.begin);
+      u.end = std::max(u.end, r.end);
+    }
+    units.push_back(u);
+  }
+  return units;
+}
+
 ActivationBytes DecoderStage::activation_bytes() const {
   ActivationBytes a;
   a.slots = shape_.slots;
@@ -144,9 +158,15 @@ float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targ
     embedding_->forward(ctx, input_[s], tokens_[s], B, T);
   }
   TensorView x = input_[s];
-  for (DecoderBlock& b : blocks_) {
-    b.forward(ctx, slot, x, B, T);
-    x = b.output(slot);
+  const int n = int(blocks_.size());
+  for (int i = 0; i < n; ++i) {
+    if (residency_) {
+      residency_->acquire(i);
+      if (i + 1 < n) residency_->prefetch(i + 1);
+    }
+    blocks_[size_t(i)].forward(ctx, slot, x, B, T);
+    if (residency_) residency_->release(i);
+    x = blocks_[size_t(i)].output(slot);
   }
   if (!head_) return 0.0f;
   backend_.copy(targets_[s].first(N), host_view(targets, N));
@@ -171,8 +191,13 @@ void DecoderStage::backward(int slot, int B, int T) {
     final_norm_->backward(ctx, slot, scratch_.dres, scratch_.tmp, x_last, N, *sink_);
   }
   for (int i = int(blocks_.size()) - 1; i >= 0; --i) {
+    if (residency_) {
+      residency_->acquire(i);
+      if (i > 0) residency_->prefetch(i - 1);
+    }
     const TensorView x = i > 0 ? blocks_[size_t(i) - 1].output(slot) : input_[s];
     blocks_[size_t(i)].backward(ctx, slot, x, B, T, *sink_);
+    if (residency_) residency_->release(i);
   }
   if (embedding_) embedding_->backward(ctx, scratch_.dres, tokens_[s], B, T, *sink_);
 }

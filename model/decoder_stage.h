@@ -26,6 +26,9 @@ struct StageShape {
   int max_batch = 1, max_seq = 1, slots = 1;
   Recompute recompute = Recompute::kNone;
   int recompute_layers = 0;
+  // ZeRO 3: the flat parameter buffer as reserved pages (Backend::reserve), which a residency
+  // commits and gives back block by block.
+  bool reserved_parameters = false;
 };
 
 class DecoderStage final : public PipelineStage {
@@ -46,6 +49,8 @@ class DecoderStage final : public PipelineStage {
   void set_gradient_sink(GradientSink* sink) override { sink_ = sink; }
   void set_gradient_range_limit(size_t max_elems) override;
   std::vector<GradRange> gradient_ranges() const override;
+  std::vector<FlatRange> parameter_units() const override;
+  void set_parameter_residency(ParameterResidency* residency) override { residency_ = residency; }
 
   TensorView input(int slot) override { return input_[size_t(slot)]; }
   TensorView output(int slot) override;
@@ -76,6 +81,7 @@ class DecoderStage final : public PipelineStage {
   Tensor rope_cos_, rope_sin_;  // (maxT, hs/2) float32, rotary families only
   ActivationMemory activations_;
   GradientSink* sink_ = nullptr;
+  ParameterResidency* residency_ = nullptr;
   std::unique_ptr<TokenEmbedding> embedding_;  // first stage
   std::vector<DecoderBlock> blocks_;
   std::unique_ptr<Norm> final_norm_;           // last stage

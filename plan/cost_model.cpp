@@ -12,6 +12,7 @@
 #include "model/pipeline_stage.h"
 #include "parallel/pipeline/pipeline_executor.h"
 #include "parallel/data_parallel/grad_sync.h"
+#include "parallel/data_parallel/sharded_parameters.h"
 #include "parallel/data_parallel/zero_shard.h"
 
 namespace feast {
@@ -76,6 +77,25 @@ int recomputed_blocks(const Config& config, const StageSpec& spec) {
   return n == 0 ? spec.num_layers : std::min(n, spec.num_layers);
 }
 
+// The flat ranges of a stage's blocks, in order (DecoderStage::parameter_units).
+std::vector<FlatRange> block_units(const LocalTable& table) {
+  std::vector<FlatRange> units;
+  std::string current;
+  for (const LocalParam& p : table.params()) {
+    const std::string& name = p.spec->name;
+    if (name.rfind("layers.", 0) != 0) continue;
+    const std::string prefix = name.substr(0, name.find('.', 7) + 1);  // "layers.3."
+    if (prefix != current) {
+      units.push_back({p.offset, p.offset + p.numel});
+      current = prefix;
+    } else {
+      units.back().begin = std::min(units.back().begin, p.offset);
+      units.back().end = std::max(units.back().end, p.offset + p.numel);
+    }
+  }
+  return units;
+}
+
 // One block's parameters (all blocks are alike), for the FLOPs of recomputing it.
 double block_parameters(const ParamTable& logical) {
   double n = 0;
@@ -98,6 +118,10 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   const int dp = plan.layout.dp(), zero = effective_zero_stage(config, plan);
   const size_t shard = shard_range(n, dp, dp_rank).size();
   const bool server = config.parallel.dp_sync == "parameter-server";
+  // ZeRO 3: the pages ShardedParameters holds at most (its shard, what stays whole, two blocks).
+  if (zero == 3 && !server)
+    mem.parameters = double(ShardedPages(n, size_t(e), o.page_bytes, shard_range(n, dp, dp_rank), block_units(table))
+                                .working_set_bytes());
   if (server) {
     // ParameterServer: the worker's whole gradient, and a buffer for one received push or pull
     // (shard 0, the largest); the optimizer keeps the state of the shard it serves.
@@ -357,9 +381,22 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
         dps = parameter_server_seconds(4 * P, d, d, true, dp_link) + parameter_server_seconds(e * P, d, d, true, dp_link);
       } else if (zero == 0) {
         dps = std::max(0.0, ring_allreduce_seconds(g * P, d, dp_link) - window);
-      } else {
+      } else if (zero < 3) {
         const double rs = std::max(0.0, reduce_scatter_seconds(g * P, d, dp_link) - window);
         dps = (zero == 2 ? m : 1) * rs + allgather_seconds(e * P, d, dp_link);
+      } else {
+        // ZeRO 3: ZeRO 2's reductions; every micro-batch gathers each block before its forward
+        // and again before its backward, the next block's gather hidden behind this block's
+        // compute (a third of it forward, two thirds backward) and the first of each pass
+        // exposed; after the update what stays whole is gathered again.
+        const double rs = std::max(0.0, reduce_scatter_seconds(g * P, d, dp_link) - window);
+        const int L = spec.num_layers;
+        const double block = L > 0 ? block_parameters(logical) / t : 0.0;
+        const double gather = L > 0 ? allgather_seconds(e * block, d, dp_link) : 0.0;
+        const double per_block = L > 0 ? compute[size_t(s)] / L : 0.0;
+        const double forward = gather + (L - 1) * std::max(0.0, gather - per_block / 3);
+        const double backward = gather + (L - 1) * std::max(0.0, gather - 2 * per_block / 3);
+        dps = m * (rs + (L > 0 ? forward + backward : 0.0)) + allgather_seconds(e * (P - L * block), d, dp_link);
       }
     }
     // A tied embedding's two copies are summed over the first and last stage at the step's end.
@@ -444,7 +481,7 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
         refused(e.what());
         continue;
       }
-      const std::vector<int> zeros = ps || dp == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2};
+      const std::vector<int> zeros = ps || dp == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2, 3};
       for (int zero : zeros)
         for (int b : sizes)
           for (const char* recompute : {"none", "selective", "full"})

@@ -271,7 +271,7 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
     std::optional<std::string> problem = first_error(world, meta_error);
     if (!problem) {
       try {
-        read_checkpoint(path, world, run.rank_state());
+        read_checkpoint(path, world, run.rank_state_to_load());
         run.rank_state_loaded();
       } catch (const CheckpointMismatch& e) {
         throw ConfigError(std::string(e.what()) + "\nset checkpoint.resume = \"never\" or another checkpoint.dir "

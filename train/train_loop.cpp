@@ -48,7 +48,8 @@ void write_tensorboard(TensorBoardWriter& tb, const StepMetrics& m) {
       {"time/pp_idle_s", s.pp_idle},   {"time/dp_comm_s", s.dp_comm},
       {"time/optimizer_s", s.optimizer}, {"time/data_s", s.data},
       {"time/other_s", s.other},       {"time/dp_reduce_s", s.dp_reduce},
-      {"time/dp_reduce_exposed_s", s.dp_reduce_exposed}};
+      {"time/dp_reduce_exposed_s", s.dp_reduce_exposed}, {"time/dp_gather_s", s.dp_gather},
+      {"time/dp_gather_exposed_s", s.dp_gather_exposed}};
   if (m.val_loss) values.emplace_back("val/loss", *m.val_loss);
   tb.add_scalars(m.step, values);
 }
@@ -237,8 +238,11 @@ TrainSummary train_in(const Config& config, const LayoutPlan& plan, std::unique_
     server_traffic = ServerTraffic{all[0] * per_rank_step, all[1] * per_rank_step, all[3] / run.world().size(),
                                    all[4] / run.world().size(), all[2] / run.world().size()};
   }
+  // Collective: every rank's memory as measured after its steps.
+  const std::vector<MemoryBytes> high_water = gather_memory(run.world(), run.memory_high_water());
   if (run.world().rank() == 0) {
     RunOutcome outcome;
+    if (ran > 0) outcome.memory_high_water = high_water;
     outcome.server_traffic = server_traffic;
     outcome.ended = summary.ended;
     outcome.first_step = summary.first_step;

@@ -116,7 +116,9 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
   const int slots = PipelineExecutor::slots_needed(plan_.schedule, layout.pp(), me_.pp, m);
   backend_ = make_backend(tc.device, tc.dtype, local_rank(hosts, world_rank));
   if (tc.device != "cpu") connect_gpus(hosts);
-  const StageShape shape{B, T, slots, recompute_from_name(tc.recompute), tc.recompute_layers};
+  // ZeRO 3 (with data parallelism to shard over): the flat buffer's pages come and go by block.
+  const bool sharded = config.parallel.zero_stage == 3 && layout.dp() > 1 && config.parallel.dp_sync == "allreduce";
+  const StageShape shape{B, T, slots, recompute_from_name(tc.recompute), tc.recompute_layers, sharded};
   stage_ = std::make_unique<DecoderStage>(config.model, spec, shape, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr);
   initialize_parameters(*stage_, tc.seed);
@@ -161,6 +163,15 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
   }
   optimizer_ = std::make_unique<AdamW>(*backend_, stage_->table(), stage_->parameters(), opt_range.begin, opt_range.end,
                                        oc, MasterWeights::kShareWhenFloat32, host);
+  if (sharded) {
+    sharded_ = std::make_unique<ShardedParameters>(*backend_, stage_->parameters(), sync_->shard(),
+                                                   stage_->parameter_units(), *groups_.dp);
+    stage_->set_parameter_residency(sharded_.get());
+    sharded_->release_all();  // initialised whole; from now on only the shard and what stays whole
+    if (!sharded_->pages_given_back())
+      log::info("ZeRO 3: " + backend_->name() + " cannot give parameter pages back: each rank keeps its whole "
+                "stage's parameters (the gradients and the optimizer state are sharded, as under ZeRO 2)");
+  }
   executor_ = std::make_unique<PipelineExecutor>(*stage_, layout.pp() > 1 ? groups_.pp.get() : nullptr,
                                                  plan_.schedule, m, B, T);
   state_.seed = tc.seed;
@@ -197,6 +208,7 @@ void TrainingRun::import_initial_weights() {
   std::string error;
   Timer timer;
   Tensor staged;  // a GPU's weights in float32, before they are rounded to the compute dtype
+  if (sharded_) sharded_->hold_all();  // every block is written; release_all below keeps the shard
   try {
     const SafetensorsModel model(folder);
     const TensorView params = stage_->parameters();
@@ -217,6 +229,7 @@ void TrainingRun::import_initial_weights() {
   agree_on_error(*groups_.world, error);
   // The master weights at the precision the files had, not from the rounded compute copy.
   if (optimizer_) staged.numel() > 0 ? optimizer_->load_master(staged.view()) : optimizer_->reload_master_from_params();
+  if (sharded_) sharded_->release_all();
   char line[64];
   std::snprintf(line, sizeof line, " in %.2f s", timer.seconds());
   log::info("model: weights from " + folder + line);
@@ -245,9 +258,17 @@ void TrainingRun::open_data() {
 }
 
 MemoryBytes TrainingRun::memory_bytes() const {
-  return {double(stage_->parameters().bytes()), double(sync_->gradient_bytes()), double(optimizer_->state_bytes()),
+  const double parameters = sharded_ ? double(sharded_->working_set_bytes()) : double(stage_->parameters().bytes());
+  return {parameters, double(sync_->gradient_bytes()), double(optimizer_->state_bytes()),
           double(stage_->activation_bytes().total()), double(stage_->activation_bytes().per_slot),
           double(optimizer_->offloaded_bytes())};
+}
+
+MemoryBytes TrainingRun::memory_high_water() const {
+  MemoryBytes m = memory_bytes();
+  if (sharded_) m.parameters = double(sharded_peak_ > 0 ? sharded_peak_ : sharded_->peak_bytes());
+  m.device_peak = double(backend_->peak_memory_bytes());
+  return m;
 }
 
 DpTraffic TrainingRun::dp_bytes_last_step() const { return ps_ ? ps_->traffic_last_step() : DpTraffic{}; }
@@ -365,9 +386,21 @@ RankState TrainingRun::rank_state() {
   return st;
 }
 
+RankState TrainingRun::rank_state_to_load() {
+  if (sharded_) sharded_->hold_all();
+  return rank_state();
+}
+
+void TrainingRun::gather_parameters() {
+  if (sharded_) sharded_->gather_all();
+}
+
 void TrainingRun::rank_state_loaded() {
   const TensorView params = stage_->parameters();
-  if (params.device == kCpu && params.dtype == DType::kFloat32) return;
+  if (params.device == kCpu && params.dtype == DType::kFloat32) {
+    if (sharded_) sharded_->release_all();
+    return;
+  }
   FEAST_CHECK(host_params_.size() == params.numel, "rank_state_loaded() without rank_state()");
   Tensor f32 = backend_->allocate(DType::kFloat32, std::min(params.numel, kHostCopyChunk));
   for (size_t at = 0; at < params.numel; at += kHostCopyChunk) {
@@ -383,6 +416,7 @@ void TrainingRun::rank_state_loaded() {
       backend_->copy(views[k], host_view(host.data(), host.size()));
     }
   }
+  if (sharded_) sharded_->release_all();
 }
 
 StepResult TrainingRun::step(const StopVote& vote) {
@@ -392,6 +426,7 @@ StepResult TrainingRun::step(const StopVote& vote) {
   Communicator& world = *groups_.world;
   Timer timer;
   sync_->begin_step();
+  if (sharded_) sharded_->begin_step();
   double dp_seconds = 0, data_seconds = 0;
   if (ps_ && ps_->sparse()) {  // the embedding rows this step's batch reads, before its forward
     Timer fill;
@@ -463,11 +498,27 @@ StepResult TrainingRun::step(const StopVote& vote) {
     ps_->pull_all_rows(stage_->parameters());
     dp_seconds += pull.seconds();
   }
+  // ZeRO 3: the gathers the passes waited for are data-parallel time, not compute; then the
+  // copies of what stays whole take the updated shards, and the last step leaves every block
+  // whole too.
+  ReductionTimes gathers;
+  if (sharded_) {
+    gathers = sharded_->gather_times();
+    Timer gather;
+    if (!r.skipped) sharded_->refresh_whole_ranges();
+    if (last_step) {
+      sharded_peak_ = sharded_->peak_bytes();
+      sharded_->gather_all();
+    }
+    dp_seconds += gather.seconds();
+  }
   StageTimes st = executor_->take_times();
   st.compute -= backward_waits;  // counted as data-parallel communication
+  st.compute -= gathers.exposed;
+  dp_seconds += gathers.exposed;
   st.data += data_seconds;
   st.pp_wait += cooldown;
-  r.timing = {timer.seconds(), st, dp_seconds, opt_seconds, sync_->reduction_times()};
+  r.timing = {timer.seconds(), st, dp_seconds, opt_seconds, sync_->reduction_times(), gathers};
   state_.step = step + 1;
   state_.tokens_seen += tokens_per_step();
   return r;

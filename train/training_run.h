@@ -20,6 +20,7 @@
 #include "parallel/data_parallel/grad_sync.h"
 #include "optim/adamw.h"
 #include "parallel/data_parallel/parameter_server.h"
+#include "parallel/data_parallel/sharded_parameters.h"
 #include "parallel/pipeline/pipeline_executor.h"
 #include "comm/process_groups.h"
 #include "config/config.h"
@@ -37,6 +38,7 @@ struct StepTiming {
                          // its pushes and pulls
   double optimizer = 0;  // norm, clipping and the AdamW update of this rank's shard
   ReductionTimes dp_reduce;  // the gradient reductions: how long they ran, and the part in dp_comm
+  ReductionTimes dp_gather;  // ZeRO 3's gathers of blocks during the passes: the same figures
 };
 
 // Why a rank wants the job to stop after the current step; the ranks agree on it in the step's
@@ -68,6 +70,9 @@ struct MemoryBytes {
   double activations_per_micro_batch = 0;
   // Host memory, not in total(): offloaded optimizer state and its gradient copy.
   double offloaded = 0;
+  // A GPU allocator's high-water mark of everything on the device (workspaces included); 0 on
+  // the CPU.
+  double device_peak = 0;
 };
 
 class TrainingRun {
@@ -108,10 +113,20 @@ class TrainingRun {
   // float32. On a GPU these are views of a host copy taken by this call; after a checkpoint has
   // been read into them, rank_state_loaded() puts them in place on the device.
   RankState rank_state();
+  // The same, to be written over by a checkpoint: under ZeRO 3 every block is held whole
+  // until rank_state_loaded() gives back what this rank does not own.
+  RankState rank_state_to_load();
   void rank_state_loaded();
+  // ZeRO 3: every block's parameters gathered whole and kept (what reads every weight after
+  // training: tests' hooks); nothing otherwise. The run's last step does it already.
+  void gather_parameters();
   int64_t tokens_per_step() const;
-  // This rank's memory, as reported at start.
+  // This rank's memory, as reported at start: what is allocated (for ZeRO 3's parameters the
+  // most a step can hold).
   MemoryBytes memory_bytes() const;
+  // The same measured after steps: ZeRO 3's parameters at the most they held, and a GPU
+  // allocator's high-water mark.
+  MemoryBytes memory_high_water() const;
   // Every rank's memory_bytes(), by world rank (gathered once, at construction).
   const std::vector<MemoryBytes>& memory_of_ranks() const { return memory_of_ranks_; }
   // With a parameter server (parallel.dp_sync): the bytes this rank pushed to and pulled from
@@ -157,6 +172,8 @@ class TrainingRun {
   std::unique_ptr<DataParallelSync> sync_;  // GradientSync, or the ParameterServer
   ParameterServer* ps_ = nullptr;           // sync_ when parallel.dp_sync = "parameter-server"
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<ShardedParameters> sharded_;  // ZeRO 3 (dp > 1): the blocks' parameters by shard
+  size_t sharded_peak_ = 0;  // its held bytes at most, before the last step gathered every block
   std::unique_ptr<PipelineExecutor> executor_;
   InferredValues inferred_;
   int cpu_sharing_ranks_ = 1;

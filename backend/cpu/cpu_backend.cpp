@@ -15,6 +15,7 @@
 #include "backend/cpu/gelu.h"
 #include "backend/cpu/layernorm.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/reserved_memory.h"
 #include "backend/cpu/residual.h"
 #include "backend/cpu/rmsnorm.h"
 #include "backend/cpu/rope.h"
@@ -50,6 +51,15 @@ size_t n(int a, int b) { return static_cast<size_t>(a) * static_cast<size_t>(b);
 #define I32(v, count) operand<int32_t>(v, count, false, __func__, #v)
 
 Tensor CpuBackend::allocate(DType dtype, size_t numel) { return Tensor(host_allocator(), dtype, numel); }
+
+size_t CpuBackend::page_bytes() const { return host_page_bytes(); }
+
+Tensor CpuBackend::reserve(DType dtype, size_t numel) { return Tensor(reserved_host_allocator(), dtype, numel); }
+
+void CpuBackend::decommit(const TensorView& pages) {
+  FEAST_CHECK(pages.device.is_cpu(), "cpu backend decommit: the pages are on " << pages.device.name());
+  decommit_host_pages(pages.data, pages.bytes());
+}
 
 void CpuBackend::copy(const TensorView& dst, const TensorView& src) {
   FEAST_CHECK(dst.dtype == src.dtype && dst.numel == src.numel,

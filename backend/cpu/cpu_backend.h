@@ -15,6 +15,9 @@ class CpuBackend final : public Backend {
   DType compute_dtype() const override { return DType::kFloat32; }
 
   Tensor allocate(DType dtype, size_t numel) override;
+  size_t page_bytes() const override;
+  Tensor reserve(DType dtype, size_t numel) override;
+  void decommit(const TensorView& pages) override;
   void copy(const TensorView& dst, const TensorView& src) override;
   void zero(const TensorView& x) override;
   Stream& stream() override;

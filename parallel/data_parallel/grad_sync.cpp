@@ -46,7 +46,7 @@ GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<Gra
     : total_(total), backend_(backend), zero_stage_(zero_stage), dp_(dp), embedding_(embedding) {
   FEAST_CHECK(wire == DType::kFloat32 || wire == DType::kBFloat16,
               "gradients travel in float32 or bfloat16, not " << dtype_name(wire));
-  FEAST_CHECK(zero_stage >= 0 && zero_stage <= 2, "parallel.zero_stage must be 0, 1 or 2");
+  FEAST_CHECK(zero_stage >= 0 && zero_stage <= 3, "parallel.zero_stage must be 0, 1, 2 or 3");
   if (dp_) {
     dp_size_ = dp_->size();
     dp_rank_ = dp_->rank();
@@ -63,7 +63,7 @@ GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<Gra
     b.ranges = g.ranges;
     b.deferred = g.deferred(embedding_group);
     b.uses_per_backward = g.uses;
-    b.shared = zero_stage_ == 2 && g.uses > 1 && !b.deferred;
+    b.shared = zero_stage_ >= 2 && g.uses > 1 && !b.deferred;
     buckets_.push_back(b);
   }
   const GradBufferSizes sizes = gradient_buffer_sizes(merged, embedding_group);
@@ -79,7 +79,7 @@ GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<Gra
     if (sizes.dedicated_elems() > 0) dedicated_ = backend.allocate(DType::kFloat32, sizes.dedicated_elems());
   }
   // ZeRO 1 reduces in place into the shard's part of full_; ZeRO 2 needs the shard apart.
-  if (zero_stage_ == 2) shard_acc_ = backend.allocate(DType::kFloat32, shard_.size());
+  if (zero_stage_ >= 2) shard_acc_ = backend.allocate(DType::kFloat32, shard_.size());
   if (wire == DType::kBFloat16 && dp_) {
     wire_dtype_ = wire;
     wire_slot_elems_ = sizes.largest;
@@ -133,7 +133,7 @@ int GradientSync::take_slot() {
 TensorView GradientSync::acquire(size_t begin, size_t end) {
   Bucket& b = buckets_[size_t(bucket_of(begin))];
   FEAST_CHECK(end <= b.end, "gradient range crosses a bucket");
-  if (zero_stage_ == 2 && !b.dedicated() && b.slot < 0) {
+  if (zero_stage_ >= 2 && !b.dedicated() && b.slot < 0) {
     b.slot = take_slot();
     backend_.zero(staging(b));
   }
@@ -162,7 +162,7 @@ void GradientSync::release_bucket_range(size_t begin) {
     b.uses = 0;
     b.open = false;
     launch(i);  // once per micro-batch, with both parts
-  } else if (zero_stage_ == 2) {
+  } else if (zero_stage_ >= 2) {
     launch(i);  // every micro-batch: the staging slot must be freed
   } else if (++b.uses == b.uses_per_backward) {
     b.uses = 0;
@@ -194,7 +194,7 @@ void GradientSync::launch(int i) {
                       : shard_acc_.view().slice(std::clamp(lo, shard_.begin, shard_.end) - shard_.begin, hi - lo);
   const bool bf16 = wire_dtype_ == DType::kBFloat16;
   Pending p{i, nullptr, -1, -1, result, {}, {}};
-  if (zero_stage_ == 2) {
+  if (zero_stage_ >= 2) {
     // ZeRO 2 reduces every micro-batch into the shard, which must keep accumulating in fp32.
     // With fp32 traffic the owner adds what the shard holds into its own contribution first
     // (after the previous reduction into that part has landed), and the reduction overwrites
@@ -226,7 +226,7 @@ void GradientSync::launch(int i) {
     const std::vector<size_t> counts = shard_counts(total_, dp_size_, b.begin, b.end);
     p.work = dp_->reduce_scatter(travel.data, into, counts, travel.dtype, timed);
   }
-  if (zero_stage_ == 2 && !b.dedicated()) {
+  if (zero_stage_ >= 2 && !b.dedicated()) {
     p.slot = b.slot;  // the slot now belongs to the reduction (with bf16 traffic, to its landing)
     b.slot = -1;
   }
@@ -288,7 +288,8 @@ void GradientSync::finish_step() {
 }
 
 void GradientSync::share_update(const TensorView& params) {
-  if (zero_stage_ == 0) return;
+  // ZeRO 3 gathers parameters when a block runs (ShardedParameters), not after the update.
+  if (zero_stage_ == 0 || zero_stage_ == 3) return;
   const std::vector<size_t> counts = shard_counts(total_, dp_size_, 0, total_);
   const TensorView mine = params.slice(shard_.begin, shard_.size());
   dp_->allgather(mine.data, params.data, counts, params.dtype)->wait();

@@ -15,6 +15,8 @@
 //           (pp = 1): the head writes it at the start of the backward and the embedding at the
 //           end, so its chunks keep their own buffer through the backward and are reduced once
 //           per micro-batch, after both, rather than twice.
+//   ZeRO 3: gradients as ZeRO 2; the parameters are sharded too (sharded_parameters.h), so
+//           there is no all-gather after the update.
 // With a bf16 wire dtype (parallel.grad_reduce_dtype) the data-parallel reductions carry bf16:
 // each bucket is cast into one of a few bucket-sized bf16 buffers, reduced there in bf16 (half
 // the bytes), and the result cast back into the float32 gradients when it lands; accumulation
@@ -152,7 +154,7 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   // Ends a step: reduces what is deferred and waits for every reduction (see DataParallelSync).
   void finish_step() override;
   // ZeRO 1 and 2: all-gathers every rank's updated shard over dp; nothing under ZeRO 0 (every
-  // rank updated the whole buffer).
+  // rank updated the whole buffer) and ZeRO 3 (blocks are gathered when they run).
   void share_update(const TensorView& params) override;
 
   TensorView acquire(size_t begin, size_t end) override;

@@ -191,7 +191,7 @@ TEST_P(ExactResume, StopAtTenAndResumeIsBitIdenticalToTwentySteps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ExactResume,
-                         ::testing::Values(Layout{2, 2, 2, 2}, Layout{2, 1, 4, 1}),
+                         ::testing::Values(Layout{2, 2, 2, 2}, Layout{2, 1, 4, 1}, Layout{1, 2, 4, 3}),
                          [](const ::testing::TestParamInfo<Layout>& param) {
                            const Layout& l = param.param;
                            return "tp" + std::to_string(l.tp) + "pp" + std::to_string(l.pp) + "dp" +
@@ -234,7 +234,7 @@ TEST_P(Reshard, SavedAtOneLayoutResumesAtEveryOther) {
   train_run(first);
   const std::string file = step_file(saved, 10);
 
-  for (const Layout& target : {Layout{1, 4, 2, 1}, Layout{4, 1, 2, 1}, Layout{1, 1, 8, 2}}) {
+  for (const Layout& target : {Layout{1, 4, 2, 1}, Layout{4, 1, 2, 1}, Layout{1, 1, 8, 2}, Layout{2, 1, 4, 3}}) {
     const std::string dir = copy_checkpoint(file, arch + "_to_" + std::to_string(target.tp) + std::to_string(target.pp));
     const Outcome r = train_run(make_config(arch, target, dir));
     expect_losses_close(r.summary, straight.summary, 10, arch + " " + source.name() + " -> " + target.name());
@@ -243,6 +243,15 @@ TEST_P(Reshard, SavedAtOneLayoutResumesAtEveryOther) {
     const std::string dir = copy_checkpoint(file, arch + "_to_one");
     const Outcome r = train_run(make_config(arch, Layout{1, 1, 1, 0}, dir), /*alone=*/true);
     if (world_rank() == 0) expect_losses_close(r.summary, straight.summary, 10, arch + " -> one rank");
+  }
+  {
+    // Saved under ZeRO 3 (each rank holding its shard of every block), resumed under ZeRO 1.
+    const std::string z3 = fresh_dir(arch + "_zero3_saved");
+    Config c = make_config(arch, Layout{2, 1, 4, 3}, z3);
+    c.training.exit_at_step = 10;
+    train_run(c);
+    const Outcome r = train_run(make_config(arch, Layout{1, 4, 2, 1}, z3));
+    expect_losses_close(r.summary, straight.summary, 10, arch + " tp2 pp1 dp4 zero3 -> tp1 pp4 dp2 zero1");
   }
   {
     // Saved on one rank, resumed on eight.

@@ -1,6 +1,6 @@
 // Same math at any layout (design invariant 4): a small model of each family trained for 10 steps
-// at a parallel layout (tp, pp, dp, ZeRO stage, schedule, micro-batch split, stage split, axis
-// order) must match the single-rank run of the same model and global batch: every step's loss,
+// at a parallel layout (tp, pp, dp, ZeRO stage 0 to 3, schedule, micro-batch split, stage split,
+// axis order) must match the single-rank run of the same model and global batch: every step's loss,
 // global gradient norm and each tensor's gradient norm within 1e-5 relative, the validation
 // losses (evaluated at steps 5 and 10) likewise, and every final weight within 1e-4. Each run
 // also checks that replicated tensors stay bit-identical across tensor-parallel ranks and that
@@ -303,11 +303,11 @@ std::vector<Case> cases() {
         for (int dp : {1, 2, 3, 4}) {
           if (tp * pp * dp != n) continue;
           std::vector<int> zeros = {0};
-          if (dp > 1) zeros = {0, 1, 2};
+          if (dp > 1) zeros = {0, 1, 2, 3};
           std::vector<const char*> schedules = {"1f1b"};
           if (pp > 1) schedules.push_back("gpipe");
           if (!full_grid()) {
-            zeros = {dp > 1 ? 1 + rotate++ % 2 : 0};
+            zeros = {dp > 1 ? 1 + rotate++ % 3 : 0};
             schedules = {pp > 1 && (tp + dp) % 2 == 0 ? "gpipe" : "1f1b"};
           }
           for (int zero : zeros)
@@ -323,6 +323,10 @@ std::vector<Case> cases() {
     if (n == 8) out.push_back({family, 2, 2, 2, 2, "1f1b", 1});
     if (n == 8) out.push_back({family, 4, 1, 2, 1, "1f1b", 2});
   }
+  // ZeRO 3 where stages hold enough blocks that only some are gathered at a time: six layers
+  // over one or two stages, with tensor parallelism and GPipe's many micro-batches in flight.
+  if (n == 2) out.push_back({"gpt2-L6", 1, 1, 2, 3, "1f1b", 2});
+  if (n == 8) out.push_back({"llama-L6", 2, 2, 2, 3, "gpipe", 1});
   if (n == 4) {
     out.push_back({"gpt2-L5", 1, 4, 1, 0, "1f1b", 1});
     out.push_back({"llama-L6", 1, 4, 1, 0, "gpipe", 2});
@@ -364,14 +368,15 @@ TEST(SameMathAtAnyLayout, RepeatsBitForBit) {
   EXPECT_EQ(a.hashes, b.hashes) << describe(k) << ": parameters differ between two runs";
 }
 
-// Activation recomputation and optimizer offload change where things are kept, not what is
-// computed: at a layout of each world size (tensor and pipeline parallelism and ZeRO where it
-// has them), selective, full and partial (the first block of each stage) recomputation and the
-// offloaded optimizer (alone and with full recomputation) give the losses, gradient norms and
-// parameters of the run that keeps everything on the device, bit for bit.
-TEST(SameMathAtAnyLayout, RecomputationAndOffloadChangeNoBit) {
+// Activation recomputation, optimizer offload and ZeRO 3 change where things are kept, not what
+// is computed: at a layout of each world size (tensor and pipeline parallelism and ZeRO where it
+// has them), selective, full and partial (the first block of each stage) recomputation, the
+// offloaded optimizer (alone and with full recomputation) and, where the layout runs ZeRO 2,
+// ZeRO 3 (alone and with both) give the losses, gradient norms and parameters of the run that
+// keeps everything, bit for bit.
+TEST(SameMathAtAnyLayout, MemorySavingsChangeNoBit) {
   const std::map<int, Case> by_size = {{1, {"llama", 1, 1, 1, 0, "1f1b", 2}},  {2, {"gpt2", 2, 1, 1, 0, "1f1b", 2}},
-                                       {3, {"gpt2", 1, 1, 3, 2, "1f1b", 2}},  {4, {"llama", 2, 2, 1, 0, "1f1b", 1}},
+                                       {3, {"gpt2-L6", 1, 1, 3, 2, "1f1b", 2}}, {4, {"llama", 2, 2, 1, 0, "1f1b", 1}},
                                        {6, {"gpt2", 2, 1, 3, 1, "1f1b", 2}},  {8, {"llama", 2, 2, 2, 2, "gpipe", 1}}};
   ASSERT_TRUE(by_size.count(world_size())) << "no case for world size " << world_size();
   const Case base = by_size.at(world_size());
@@ -381,13 +386,20 @@ TEST(SameMathAtAnyLayout, RecomputationAndOffloadChangeNoBit) {
     std::string recompute;
     int layers;
     bool offload;
+    int zero = -1;  // ZeRO 3 where the base is ZeRO 2 (the same gradients; parameters gathered)
   };
-  for (const Variant& v : std::vector<Variant>{
-           {"selective", 0, false}, {"full", 0, false}, {"full", 1, false}, {"none", 0, true}, {"full", 0, true}}) {
+  std::vector<Variant> variants = {
+      {"selective", 0, false}, {"full", 0, false}, {"full", 1, false}, {"none", 0, true}, {"full", 0, true}};
+  if (base.zero == 2) {
+    variants.push_back({"none", 0, false, 3});
+    variants.push_back({"full", 0, true, 3});
+  }
+  for (const Variant& v : variants) {
     Case k = base;
     k.recompute = v.recompute;
     k.recompute_layers = v.layers;
     k.offload = v.offload;
+    if (v.zero >= 0) k.zero = v.zero;
     RunChecks checks;
     const Outcome out = run_case(k, checks);
     EXPECT_EQ(out.summary.losses, kept.summary.losses) << describe(k);

@@ -2,7 +2,7 @@
 // memory (plan/cost_model.h) matches what the real TrainingRun allocates and reports
 // (TrainingRun::memory_bytes()), part by part, within 5%; and the plan's per-layout figure (the
 // largest stage) is the largest rank's. GPT-2 (tied head, learned positions) and Llama (GQA,
-// SwiGLU, untied head), ZeRO 0/1/2 and the parameter server (dense and sparse), both schedules,
+// SwiGLU, untied head), ZeRO 0/1/2/3 and the parameter server (dense and sparse), both schedules,
 // several micro-batches in flight, selective and full activation recomputation (of every block
 // and of the first block of each stage), with the activations one micro-batch keeps checked too,
 // and the optimizer offloaded to host memory (its host bytes checked too).
@@ -40,13 +40,13 @@ struct Case {
 
 Config case_config(const Case& k, const std::string& corpus) {
   Config c;
-  c.model.arch = k.arch;
-  c.model.n_layer = 4;
+  c.model.arch = k.arch.substr(0, k.arch.find('-'));
+  c.model.n_layer = k.arch.ends_with("-L6") ? 6 : 4;
   c.model.n_head = 4;
   c.model.n_embd = 64;
   c.model.vocab_size = 256;
   c.model.max_seq_len = 64;
-  if (k.arch == "llama") c.model.n_kv_head = 2;
+  if (c.model.arch == "llama") c.model.n_kv_head = 2;
   c.parallel.tp = k.tp;
   c.parallel.pp = k.pp;
   c.parallel.dp = k.dp;
@@ -109,6 +109,11 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
       cases.push_back({arch, 2, 2, 1, 0, "1f1b", 2, "allreduce", false, "fp32", mode, 1});
       cases.push_back({arch, 1, 1, 4, 1, "1f1b", 2, "allreduce", false, "fp32", mode});
     }
+  // ZeRO 3: the parameter pages a step holds at most (its shard, what stays whole, two blocks),
+  // with six layers so that blocks come and go, alone and with recomputation and offload.
+  cases.push_back({"gpt2-L6", 1, 1, 4, 3, "1f1b", 2});
+  cases.push_back({"llama-L6", 1, 2, 2, 3, "1f1b", 1});
+  cases.push_back({"llama-L6", 2, 1, 2, 3, "1f1b", 2, "allreduce", false, "fp32", "full", 0, true});
   // The optimizer offloaded: nothing of its state on the device, its host bytes as planned.
   cases.push_back({"gpt2", 1, 1, 4, 1, "1f1b", 2, "allreduce", false, "fp32", "none", 0, true});
   cases.push_back({"llama", 2, 2, 1, 0, "1f1b", 2, "allreduce", false, "fp32", "full", 0, true});

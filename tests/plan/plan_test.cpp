@@ -208,9 +208,9 @@ TEST(PlanSearch, EnumeratesEveryLayoutAndExplainsTheRefusedOnes) {
   const std::vector<LayoutEstimate> all = plan_layouts(demo(), o);
   // (tp, pp, dp) with tp pp dp = 8: 10 triples; tp 8 (4 heads) and pp 8 (4 layers) are refused.
   // The valid ones: per dp, the ZeRO stages (one at dp 1) times the divisors of 32 / dp:
-  // dp 8: 3 x 3; dp 4 (two triples): 3 x 4 each; dp 2 (three): 3 x 5 each; dp 1 (two): 1 x 6 each;
+  // dp 8: 4 x 3; dp 4 (two triples): 4 x 4 each; dp 2 (three): 4 x 5 each; dp 1 (two): 1 x 6 each;
   // each with three recomputation modes, with and without optimizer offload.
-  EXPECT_EQ(all.size(), 2u + 6u * 90u);
+  EXPECT_EQ(all.size(), 2u + 6u * 116u);
   int valid = 0, fits = 0;
   std::set<std::string> refused;
   for (const LayoutEstimate& l : all) {
@@ -230,8 +230,8 @@ TEST(PlanSearch, EnumeratesEveryLayoutAndExplainsTheRefusedOnes) {
     EXPECT_NEAR(l.tokens_per_s * l.time.step_s(), 32 * 64, 1e-6);
     EXPECT_NEAR(l.pp_idle_fraction, pipeline_idle_fraction(l.layout.pp, l.layout.num_micro_batches), 1e-15);
   }
-  EXPECT_EQ(valid, 6 * 90);
-  EXPECT_EQ(fits, 6 * 90);
+  EXPECT_EQ(valid, 6 * 116);
+  EXPECT_EQ(fits, 6 * 116);
   ASSERT_EQ(refused.size(), 2u);
   EXPECT_NE(refused.begin()->find("parallel.pp = 8 stages but model.n_layer = 4"), std::string::npos) << *refused.begin();
   EXPECT_NE(refused.rbegin()->find("parallel.tp = 8 does not divide model.n_head = 4"), std::string::npos)

@@ -32,12 +32,14 @@ TimeSplit& TimeSplit::operator+=(const TimeSplit& o) {
   total += o.total;
   dp_reduce += o.dp_reduce;
   dp_reduce_exposed += o.dp_reduce_exposed;
+  dp_gather += o.dp_gather;
+  dp_gather_exposed += o.dp_gather_exposed;
   return *this;
 }
 
 TimeSplit TimeSplit::scaled(double f) const {
-  return {compute * f, tp_comm * f,   pp_idle * f,   dp_comm * f,  optimizer * f,
-          data * f,    other * f,     total * f,     dp_reduce * f, dp_reduce_exposed * f};
+  return {compute * f, tp_comm * f, pp_idle * f,   dp_comm * f,           optimizer * f, data * f,
+          other * f,   total * f,   dp_reduce * f, dp_reduce_exposed * f, dp_gather * f, dp_gather_exposed * f};
 }
 
 TimeSplit split_of(const StepTiming& t) {
@@ -55,15 +57,17 @@ TimeSplit split_of(const StepTiming& t) {
   s.total = s.compute + s.tp_comm + s.pp_idle + s.dp_comm + s.optimizer + s.data + s.other;
   s.dp_reduce = t.dp_reduce.in_flight;
   s.dp_reduce_exposed = t.dp_reduce.exposed;
+  s.dp_gather = t.dp_gather.in_flight;
+  s.dp_gather_exposed = t.dp_gather.exposed;
   return s;
 }
 
 TimeSplit mean_over_ranks(Communicator& world, const TimeSplit& mine) {
-  double v[10] = {mine.compute, mine.tp_comm, mine.pp_idle, mine.dp_comm,   mine.optimizer,
-                  mine.data,    mine.other,   mine.total,   mine.dp_reduce, mine.dp_reduce_exposed};
-  world.allreduce(v, 10, DType::kFloat64)->wait();
+  double v[12] = {mine.compute, mine.tp_comm, mine.pp_idle,   mine.dp_comm,           mine.optimizer, mine.data,
+                  mine.other,   mine.total,   mine.dp_reduce, mine.dp_reduce_exposed, mine.dp_gather, mine.dp_gather_exposed};
+  world.allreduce(v, 12, DType::kFloat64)->wait();
   const double n = world.size();
-  return TimeSplit{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]}.scaled(1.0 / n);
+  return TimeSplit{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]}.scaled(1.0 / n);
 }
 
 double mfu(double flops_per_token, int64_t tokens, double seconds, const DevicePeak& peak, int world_size) {
@@ -93,7 +97,10 @@ nlohmann::json split_json(const TimeSplit& s) {
 }
 
 nlohmann::json reduction_json(const TimeSplit& s) {
-  return {{"dp_reduce_s", s.dp_reduce}, {"dp_reduce_exposed_s", s.dp_reduce_exposed}};
+  return {{"dp_reduce_s", s.dp_reduce},
+          {"dp_reduce_exposed_s", s.dp_reduce_exposed},
+          {"dp_gather_s", s.dp_gather},
+          {"dp_gather_exposed_s", s.dp_gather_exposed}};
 }
 
 std::string summary_json(const RunFacts& f, const RunOutcome& o) {
@@ -151,6 +158,12 @@ std::string summary_json(const RunFacts& f, const RunOutcome& o) {
   nlohmann::json memory = nlohmann::json::array();
   for (const MemoryBytes& m : f.memory) memory.push_back({m.parameters, m.gradients, m.optimizer, m.activations});
   j["memory_bytes_per_rank"] = memory;
+  if (!o.memory_high_water.empty()) {
+    nlohmann::json high = nlohmann::json::array();
+    for (const MemoryBytes& m : o.memory_high_water)
+      high.push_back({m.parameters, m.gradients, m.optimizer, m.activations, m.device_peak});
+    j["memory_high_water_bytes_per_rank"] = high;
+  }
   nlohmann::json per_micro_batch = nlohmann::json::array();
   for (const MemoryBytes& m : f.memory) per_micro_batch.push_back(m.activations_per_micro_batch);
   j["activation_bytes_per_micro_batch"] = per_micro_batch;
@@ -179,13 +192,18 @@ std::vector<std::string> format_summary(const RunFacts& f, const RunOutcome& o) 
                   100.0 * pipeline_idle_formula(f.pp, f.micro_batches));
     lines.push_back(buf);
   }
-  if (s.dp_reduce > 0) {
-    std::snprintf(buf, sizeof buf,
-                  "data-parallel gradient reductions: %.1f ms in flight per step, %.1f ms of it exposed (waited "
-                  "for), %.0f%% hidden behind the backward",
-                  s.dp_reduce * 1e3, s.dp_reduce_exposed * 1e3,
-                  100.0 * std::clamp(1.0 - s.dp_reduce_exposed / s.dp_reduce, 0.0, 1.0));
+  // Communication that overlaps the passes: how long it ran, and how much the rank waited.
+  auto overlap = [&](const char* what, double in_flight, double exposed, const char* behind) {
+    if (in_flight <= 0) return;
+    std::snprintf(buf, sizeof buf, "%s: %.1f ms in flight per step, %.1f ms of it exposed (waited for), %.0f%% hidden %s",
+                  what, in_flight * 1e3, exposed * 1e3, 100.0 * std::clamp(1.0 - exposed / in_flight, 0.0, 1.0), behind);
     lines.push_back(buf);
+  };
+  overlap("data-parallel gradient reductions", s.dp_reduce, s.dp_reduce_exposed, "behind the backward");
+  overlap("ZeRO 3 gathers of blocks", s.dp_gather, s.dp_gather_exposed, "behind the blocks before them");
+  if (!o.memory_high_water.empty()) {
+    lines.push_back("memory at the end, high-water marks:");
+    for (const std::string& line : format_memory_table(o.memory_high_water, false)) lines.push_back("  " + line);
   }
   if (o.server_traffic) {
     const ServerTraffic& t = *o.server_traffic;
@@ -227,8 +245,14 @@ std::vector<std::string> format_memory_table(const std::vector<MemoryBytes>& mem
                   f[0].c_str(), f[1].c_str(), f[2].c_str(), f[3].c_str(), f[4].c_str(), f[5].c_str());
     lines.push_back(line);
   }
-  double offloaded = 0;
-  for (const MemoryBytes& m : memory) offloaded = std::max(offloaded, m.offloaded);
+  double offloaded = 0, device_peak = 0;
+  for (const MemoryBytes& m : memory) {
+    offloaded = std::max(offloaded, m.offloaded);
+    device_peak = std::max(device_peak, m.device_peak);
+  }
+  if (device_peak > 0)
+    lines.push_back("  the device allocator's high-water mark: up to " + mib(device_peak) +
+                    " MiB per rank (every allocation, workspaces included)");
   if (offloaded > 0)
     lines.push_back("  optimizer state offloaded to host memory (parallel.offload_optimizer): up to " + mib(offloaded) +
                     " MiB per rank, not in the table");
@@ -236,16 +260,16 @@ std::vector<std::string> format_memory_table(const std::vector<MemoryBytes>& mem
 }
 
 std::vector<MemoryBytes> gather_memory(Communicator& world, const MemoryBytes& mine) {
-  constexpr size_t kParts = 6;
-  const double v[kParts] = {mine.parameters, mine.gradients,          mine.optimizer,
-                            mine.activations, mine.activations_per_micro_batch, mine.offloaded};
+  constexpr size_t kParts = 7;
+  const double v[kParts] = {mine.parameters, mine.gradients, mine.optimizer, mine.activations,
+                            mine.activations_per_micro_batch, mine.offloaded, mine.device_peak};
   std::vector<double> all(kParts * size_t(world.size()));
   const std::vector<size_t> counts(size_t(world.size()), kParts);
   world.allgather(v, all.data(), counts, DType::kFloat64)->wait();
   std::vector<MemoryBytes> out(size_t(world.size()));
   for (size_t r = 0; r < out.size(); ++r) {
     const double* p = &all[kParts * r];
-    out[r] = {p[0], p[1], p[2], p[3], p[4], p[5]};
+    out[r] = {p[0], p[1], p[2], p[3], p[4], p[5], p[6]};
   }
   return out;
 }

@@ -33,6 +33,8 @@ struct TimeSplit {
   // Not parts of the step (they overlap the others): how long the data-parallel gradient
   // reductions ran, and the part of dp_comm spent waiting for them.
   double dp_reduce = 0, dp_reduce_exposed = 0;
+  // ZeRO 3's gathers of blocks during the passes: the same two figures.
+  double dp_gather = 0, dp_gather_exposed = 0;
   // E: the share of compute in compute plus exposed communication and idle.
   double efficiency() const;
   // The pipeline's share of idle over the span the schedule runs (compute, tensor-parallel
@@ -89,6 +91,7 @@ struct RunOutcome {
   TimeSplit mean_split;  // per measured step
   int64_t measured_steps = 0;
   std::optional<ServerTraffic> server_traffic;  // with parallel.dp_sync = "parameter-server"
+  std::vector<MemoryBytes> memory_high_water;   // every rank's, by world rank, after the steps
 };
 
 // (p - 1) / (m + p - 1): the idle share of a pipeline of p stages over m micro-batches.
