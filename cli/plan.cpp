@@ -81,9 +81,9 @@ int run_plan(const Args& args, const VerbContext&) {
   // the thread policy gives the ranks of one node (--gpus-per-node) on a machine like this one,
   // as the run itself decides.
   memory.threads = threads;
-  // ZeRO 3 gives parameter pages back on the CPU (4 KiB pages); the CUDA backend keeps its
-  // parameters whole (Backend::page_bytes() is 0 there).
-  memory.page_bytes = memory.gpu ? 0 : size_t(sysconf(_SC_PAGESIZE));
+  // ZeRO 3 holds parameters in pages: the CPU's (4 KiB), or the 2 MiB in which CUDA maps
+  // virtual memory on current GPUs.
+  memory.page_bytes = memory.gpu ? size_t{2} << 20 : size_t(sysconf(_SC_PAGESIZE));
   const std::optional<LayoutEstimate> best = print_plan(config, r);
   const std::string write_path = args.text("--write", "");
   const bool verify = args.flag("--verify");

@@ -363,11 +363,15 @@ RankState TrainingRun::rank_state() {
 
   // On a GPU: host float32 copies (parameters cast on the device first, a chunk at a time, so a
   // save near the memory limit does not need a float32 copy of the whole stage).
-  host_params_.resize(st.params.numel);
+  host_params_.assign(st.params.numel, 0.0f);
   {
+    // Under ZeRO 3 only the share is in memory (and all a save writes); a load holds every page
+    // first (rank_state_to_load).
+    const bool whole = !sharded_ || sharded_->holds_all();
+    const size_t from = whole ? 0 : st.share_begin, to = whole ? st.params.numel : st.share_end;
     Tensor f32 = backend_->allocate(DType::kFloat32, std::min(st.params.numel, kHostCopyChunk));
-    for (size_t at = 0; at < st.params.numel; at += kHostCopyChunk) {
-      const size_t n = std::min(kHostCopyChunk, st.params.numel - at);
+    for (size_t at = from; at < to; at += kHostCopyChunk) {
+      const size_t n = std::min(kHostCopyChunk, to - at);
       backend_->cast(f32.view().first(n), st.params.slice(at, n));
       backend_->copy(host_view(host_params_.data() + at, n), f32.view().first(n));
     }

@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/host_uploads.h"
 #include "backend/cuda/pinned_host_allocator.h"
+#include "backend/cuda/reserved_device_memory.h"
 #if defined(FEAST_WITH_CUDNN)
 #include "backend/cuda/attention_cudnn.h"
 #endif
@@ -68,7 +69,8 @@ class CudaBackend final : public Backend {
         allocator_(device_index),
         stream_(device_index),
         scratch_(stream_.handle()),
-        uploads_(stream_.handle()) {
+        uploads_(stream_.handle()),
+        reserved_(device_index, stream_.handle()) {
     FEAST_CHECK(compute == DType::kFloat32 || compute == DType::kBFloat16,
                 "the CUDA backend computes in float32 or bfloat16, not " << dtype_name(compute));
     FEAST_CUDA_CHECK(cudaDeviceGetAttribute(&ctx_.sm_count, cudaDevAttrMultiProcessorCount, device_index));
@@ -95,6 +97,12 @@ class CudaBackend final : public Backend {
 
   Tensor allocate(DType dtype, size_t numel) override { return Tensor(allocator_, dtype, numel); }
   Tensor allocate_host(DType dtype, size_t numel) override { return Tensor(pinned_, dtype, numel); }
+  size_t page_bytes() const override { return reserved_.page_bytes(); }
+  Tensor reserve(DType dtype, size_t numel) override {
+    return page_bytes() > 0 ? Tensor(reserved_, dtype, numel) : allocate(dtype, numel);
+  }
+  void commit(const TensorView& pages) override { reserved_.commit(pages.data, pages.bytes()); }
+  void decommit(const TensorView& pages) override { reserved_.decommit(pages.data, pages.bytes()); }
 
   void copy(const TensorView& dst, const TensorView& src) override {
     FEAST_CHECK(dst.dtype == src.dtype && dst.numel == src.numel,
@@ -344,6 +352,7 @@ class CudaBackend final : public Backend {
   CudaStream stream_;
   DeviceScratch scratch_;
   HostUploads uploads_;
+  ReservedDeviceAllocator reserved_;  // ZeRO 3's parameters (after the stream its unmaps wait for)
   CudaContext ctx_;
   bool gelu_fusion_declined_ = false;
   std::string attention_choice_;  // FEAST_CUDA_ATTENTION as read at start (attention_choice())

@@ -22,6 +22,7 @@ ShardedPages::ShardedPages(size_t total, size_t element_bytes, size_t page, Shar
     : page_bytes(page) {
   const size_t bytes = total * element_bytes;
   if (page == 0) {  // nothing can be given back: one page, the whole buffer, always held
+    gives_back = false;
     pages = 1;
     pinned = {true};
     unit_pages.assign(units.size(), {0, 0});

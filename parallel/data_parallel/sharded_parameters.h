@@ -36,6 +36,7 @@ struct ShardedPages {
   ShardedPages(size_t total, size_t element_bytes, size_t page_bytes, ShardRange shard,
                const std::vector<FlatRange>& units);
   size_t page_bytes = 0, pages = 0;
+  bool gives_back = true;  // false: one page, the whole buffer, always held
   std::vector<bool> pinned;                       // held always: the shard's and non-unit elements' pages
   std::vector<std::pair<size_t, size_t>> unit_pages;  // each unit's pages [first, end)
   size_t pinned_bytes() const;
@@ -74,7 +75,9 @@ class ShardedParameters final : public ParameterResidency {
   // and every unit whole, without communication, until release_all.
   void hold_all();
 
-  bool pages_given_back() const { return layout_.page_bytes > 0; }
+  bool pages_given_back() const { return layout_.gives_back; }
+  // Every block whole and kept so (after gather_all or hold_all, until release_all).
+  bool holds_all() const { return keep_whole_; }
   size_t working_set_bytes() const { return layout_.working_set_bytes(); }
   size_t held_bytes() const { return held_pages_ * layout_.page_bytes; }
   // The most held at once (pinned pages and gathered units) since release_all.
