@@ -13,8 +13,10 @@
 #              memory) against one rank on the GPU: fp32 within 1e-4, bf16 within 2e-2; 8 ranks
 #              (tp 2 x pp 2 x dp 2: ZeRO 1 1F1B and ZeRO 2 GPipe in fp32, ZeRO 1 with bf16
 #              gradients in bf16) likewise, each with its gradient reductions' time in flight
-#              and the part exposed; and trainer bench comm with GPU buffers through NCCL
-#              (one rank) and staged MPI (2 ranks)
+#              and the part exposed; 4 ranks at dp 4 with ZeRO 3 (parameter pages as CUDA
+#              virtual memory), full recomputation and the optimizer offloaded to pinned host
+#              memory, against one rank likewise, with their memory report; and trainer bench
+#              comm with GPU buffers through NCCL (one rank) and staged MPI (2 ranks)
 #   bench      trainer bench --device cuda (GPT-2 124M and 350M, bf16, T 1024) and the PyTorch
 #              reference (bench/torch_bench.py) on the same shapes, eager and torch.compile
 # Usage: scripts/gpu_check.sh [--only STAGE[,STAGE...]] [--cpu-rehearsal] [OUT_DIR]
@@ -212,6 +214,16 @@ multirank() {
       losses_agree "$state/runs/gpt2-cuda-$dtype" "$state/runs/$name" "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
       overlap "$state/runs/$name" || ok=1
     done
+  done
+  # What fits a model (docs/memory.md): ZeRO 3, whose blocks' parameter pages are mapped and
+  # unmapped as they are gathered and released, full recomputation and the offloaded optimizer.
+  for dtype in fp32 bf16; do
+    name="gpt2-cuda-$dtype-dp4-zero3-recompute-offload"
+    gpu_run gpt2 $dtype "$name" mpirun --oversubscribe --bind-to none -np 4 -- --set parallel.dp=4 \
+      --set parallel.zero_stage=3 --set training.recompute=full --set parallel.offload_optimizer=true \
+      --set parallel.micro_batch_size=2 || return 1
+    losses_agree "$state/runs/gpt2-cuda-$dtype" "$state/runs/$name" "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
+    grep -hE "ZeRO 3|high-water|offloaded|^ +0 \|" "$state/runs/$name/train.log" || true
   done
   # Every collective on GPU buffers, each result checked: NCCL at one rank (the machine has one
   # GPU, and NCCL refuses two ranks on it), staged MPI at two.
