@@ -207,19 +207,28 @@ void TrainingRun::import_initial_weights() {
   const std::string& folder = config_.model.init_from;
   std::string error;
   Timer timer;
-  Tensor staged;  // a GPU's weights in float32, before they are rounded to the compute dtype
-  if (sharded_) sharded_->hold_all();  // every block is written; release_all below keeps the shard
+  // Under ZeRO 3 each rank reads only what it keeps: its shard and what stays whole.
+  const TensorView params = stage_->parameters();
+  std::vector<FlatRange> kept = {{0, params.numel}};
+  if (sharded_) {
+    kept = whole_ranges(params.numel, stage_->parameter_units());
+    kept.push_back({sync_->shard().begin, sync_->shard().end});
+  }
+  std::vector<float> host;  // a GPU's weights in float32, before they are rounded to the compute dtype
   try {
     const SafetensorsModel model(folder);
-    const TensorView params = stage_->parameters();
     if (params.device == kCpu && params.dtype == DType::kFloat32) {
-      import_hf_weights(model, config_.model, stage_->table(), static_cast<float*>(params.data));
-    } else {  // a GPU's parameters: read into host memory, then copy (and round) into place
-      std::vector<float> host(params.numel);
-      import_hf_weights(model, config_.model, stage_->table(), host.data());
-      staged = backend_->allocate(DType::kFloat32, params.numel);
-      backend_->copy(staged.view(), host_view(host.data(), host.size()));
-      backend_->cast(params, staged.view());
+      import_hf_weights(model, config_.model, stage_->table(), static_cast<float*>(params.data), &kept);
+    } else {  // a GPU's parameters: read into host memory, then copy (and round) into place a chunk at a time
+      host.assign(params.numel, 0.0f);
+      import_hf_weights(model, config_.model, stage_->table(), host.data(), &kept);
+      Tensor f32 = backend_->allocate(DType::kFloat32, std::min(params.numel, kHostCopyChunk));
+      for (const FlatRange& r : kept)
+        for (size_t at = r.begin; at < r.end; at += kHostCopyChunk) {
+          const size_t n = std::min(kHostCopyChunk, r.end - at);
+          backend_->copy(f32.view().first(n), host_view(host.data() + at, n));
+          backend_->cast(params.slice(at, n), f32.view().first(n));
+        }
     }
   } catch (const DataError& e) {
     error = std::string(e.what()) + " [model.init_from at " + config_.where("model.init_from") + "]";
@@ -227,9 +236,10 @@ void TrainingRun::import_initial_weights() {
     error = folder + ": importing the weights failed: " + e.what();
   }
   agree_on_error(*groups_.world, error);
-  // The master weights at the precision the files had, not from the rounded compute copy.
-  if (optimizer_) staged.numel() > 0 ? optimizer_->load_master(staged.view()) : optimizer_->reload_master_from_params();
-  if (sharded_) sharded_->release_all();
+  // The master weights at the precision the files had, not from the rounded compute copy (the
+  // optimizer's range lies inside what was read).
+  if (optimizer_) !host.empty() ? optimizer_->load_master(host_view(host.data(), host.size()))
+                                : optimizer_->reload_master_from_params();
   char line[64];
   std::snprintf(line, sizeof line, " in %.2f s", timer.seconds());
   log::info("model: weights from " + folder + line);

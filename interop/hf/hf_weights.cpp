@@ -173,18 +173,23 @@ void check_hf_weights(const SafetensorsModel& model, const ModelConfig& c) {
   check_against(model, c, hf_tensor_map(c, hf_prefix_of(model, c)));
 }
 
-void import_hf_weights(const SafetensorsModel& model, const ModelConfig& c, const LocalTable& table, float* params) {
+void import_hf_weights(const SafetensorsModel& model, const ModelConfig& c, const LocalTable& table, float* params,
+                       const std::vector<FlatRange>* only) {
   const std::vector<HfTensor> map = hf_tensor_map(c, hf_prefix_of(model, c));
   check_against(model, c, map);
   std::map<std::string, const HfTensor*> by_name;
   for (const HfTensor& t : map) by_name[t.name] = &t;
+  const std::vector<FlatRange> everything = {{0, table.total_numel()}};
   std::vector<float> scratch;
-  for (const LocalParam& p : table.params()) {
-    float* local = params + p.offset;
-    std::fill(local, local + p.numel, 0.0f);  // vocabulary padding stays zero
-    for (const LogicalSlice& s : p.logical_slices())
-      read_rectangle(model, *by_name.at(p.logical->name), s, local + s.local_offset, scratch);
-  }
+  for (const LocalParam& p : table.params())
+    for (const FlatRange& r : only ? *only : everything) {
+      const size_t b = std::max(r.begin, p.offset), e = std::min(r.end, p.offset + p.numel);
+      if (b >= e) continue;
+      float* local = params + p.offset;
+      std::fill(local + (b - p.offset), local + (e - p.offset), 0.0f);  // vocabulary padding stays zero
+      for (const LogicalSlice& s : p.logical_slices(b - p.offset, e - p.offset))
+        read_rectangle(model, *by_name.at(p.logical->name), s, local + s.local_offset, scratch);
+    }
 }
 
 LogicalTensorSource hf_logical_tensors(const SafetensorsModel& model, const ModelConfig& c) {

@@ -15,6 +15,7 @@
 
 #include "interop/hf/safetensors_model.h"
 #include "interop/hf/safetensors_writer.h"
+#include "model/gradient_sink.h"
 #include "model/model_config.h"
 #include "model/parameters.h"
 
@@ -50,9 +51,11 @@ std::string hf_prefix_of(const SafetensorsModel& model, const ModelConfig& confi
 void check_hf_weights(const SafetensorsModel& model, const ModelConfig& config);
 
 // Fills this rank's flat parameter buffer (host float32; `table`'s tensors) from `model`,
-// reading only the rectangles the rank holds. Vocabulary padding rows are set to zero.
+// reading only the rectangles the rank holds: with `only`, only the flat elements inside those
+// ranges (ZeRO 3: the rank's shard and what stays whole), the rest left untouched. Vocabulary
+// padding rows are set to zero.
 void import_hf_weights(const SafetensorsModel& model, const ModelConfig& config, const LocalTable& table,
-                       float* params);
+                       float* params, const std::vector<FlatRange>* only = nullptr);
 
 // A whole logical tensor's values, by logical name (shape from the parameter table).
 using LogicalTensorSource = std::function<std::vector<float>(const ParamSpec& spec)>;

@@ -190,6 +190,7 @@ TEST(ConfigErrors, OutOfRange) {
       {"[training]\nrecompute = \"partial\"",
        "training.recompute = \"partial\" is not allowed; expected one of \"none\", \"selective\", \"full\""},
       {"[training]\nrecompute_layers = -1", "training.recompute_layers = -1 is not allowed; expected >= 0"},
+      {"[parallel]\nzero_stage = 4", "parallel.zero_stage = 4 is not allowed; expected in [0, 3]"},
   };
   for (const Case& c : cases) {
     std::string e = error_of(c.text + "\n");
