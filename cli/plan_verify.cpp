@@ -71,16 +71,18 @@ int verify_plan(const Config& chosen, const LayoutEstimate& predicted, const Ver
 
   const LayoutPlan plan = plan_layout(chosen, r.gpus);
   const nlohmann::json& measured = s["memory_bytes_per_rank"];
-  log::info("verify: memory per rank (MiB), predicted / measured: parameters, gradients, optimizer, activations, total");
+  log::info("verify: memory per rank (MiB), predicted / measured: parameters, gradients, optimizer, activations, "
+            "workspace, communication buffers, total");
   double worst = 0;
   for (int rank = 0; rank < r.gpus && rank < int(measured.size()); ++rank) {
     const PlannedMemory p = rank_memory(chosen, plan, rank, r.options.memory);
     const nlohmann::json& m = measured[size_t(rank)];
-    const double real[4] = {m[0].get<double>(), m[1].get<double>(), m[2].get<double>(), m[3].get<double>()};
-    const double plan_parts[4] = {p.parameters, p.gradients, p.optimizer, p.activations};
+    double real[6] = {};
+    for (size_t i = 0; i < 6 && i < m.size(); ++i) real[i] = m[i].get<double>();
+    const double plan_parts[6] = {p.parameters, p.gradients, p.optimizer, p.activations, p.workspace, p.communication};
     std::string line = printed("  rank %3d stage %2d |", rank, plan.layout.coord(rank).pp);
     double real_total = 0;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 6; ++i) {
       line += printed(" %9.2f / %9.2f", plan_parts[i] / 1048576.0, real[i] / 1048576.0);
       real_total += real[i];
     }

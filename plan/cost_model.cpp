@@ -125,7 +125,8 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   if (server) {
     // ParameterServer: the worker's whole gradient, and a buffer for one received push or pull
     // (shard 0, the largest); the optimizer keeps the state of the shard it serves.
-    mem.gradients = double(n) * f32 + (dp > 1 ? double(shard_range(n, dp, 0).size()) * f32 : 0.0);
+    mem.gradients = double(n) * f32;
+    mem.communication = dp > 1 ? double(shard_range(n, dp, 0).size()) * f32 : 0.0;
   } else {
     const size_t bucket_elems = static_cast<size_t>(config.parallel.bucket_mb * 1024 * 1024 / sizeof(float));
     const GradBufferSizes z = gradient_buffer_sizes(
@@ -134,7 +135,7 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
     // buckets kept through the backward, and the shard.
     mem.gradients = zero < 2 ? double(n) * f32
                              : (double(kGradStagingSlots) * double(z.slot_elems) + double(z.dedicated_elems()) + double(shard)) * f32;
-    if (dp > 1 && config.parallel.grad_reduce_dtype == "bf16") mem.gradients += double(kGradWireSlots) * double(z.largest) * 2.0;
+    if (dp > 1 && config.parallel.grad_reduce_dtype == "bf16") mem.communication = double(kGradWireSlots) * double(z.largest) * 2.0;
   }
   // AdamW: two float32 moments of its range, and a float32 master copy unless the parameters
   // are float32 themselves.
@@ -180,7 +181,8 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   if (spec.has_head) per_slot += rows * i32 + norm + rows * Vl * e + rows * f32;  // targets, ln_f, logits, losses
   const double scratch = 2 * rows * C * e + rows * qkv_w * e + rows * out_w * e + rows * Fl * e +
                          (arch.mlp == MlpKind::kSwiGlu ? rows * Il * e : 0.0) + 3 * rows * f32 + att_work;
-  mem.activations = slots * per_slot + recompute_set + scratch;
+  mem.activations = slots * per_slot + recompute_set;
+  mem.workspace = scratch;
   mem.activations_per_micro_batch = per_slot;
 
   // Rotary tables (max_seq_len, hs/2) twice, float32.

@@ -29,11 +29,13 @@ struct PlannedMemory {
   double parameters = 0;   // this rank's stage and tensor-parallel slice
   double gradients = 0;    // full buffer, shard, ZeRO 2's staging slots and tied accumulator
   double optimizer = 0;    // AdamW's moments (and master copy) of what this rank updates
-  double activations = 0;  // the stage's activation slots, recompute set and shared scratch
+  double activations = 0;  // the stage's activation slots and recompute set
+  double workspace = 0;    // the scratch its layers share
+  double communication = 0;  // bf16 wire buffers, a parameter server's receive buffer
   double buffers = 0;      // not in the trainer's report
   double activations_per_micro_batch = 0;  // of the activations: one slot
   double offloaded = 0;    // host memory: offloaded optimizer state and its gradient copy
-  double reported() const { return parameters + gradients + optimizer + activations; }
+  double reported() const { return parameters + gradients + optimizer + activations + workspace + communication; }
   double total() const { return reported() + buffers; }
 };
 

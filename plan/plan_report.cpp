@@ -70,7 +70,8 @@ nlohmann::json to_json(const LayoutEstimate& l, PlanDType dtype, const Config& c
   }
   auto memory = [](const PlannedMemory& m) {
     return nlohmann::json{{"parameters", m.parameters}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
-                          {"activations", m.activations}, {"buffers", m.buffers}, {"total", m.total()},
+                          {"activations", m.activations}, {"workspace", m.workspace}, {"communication", m.communication},
+                          {"buffers", m.buffers}, {"total", m.total()},
                           {"activations_per_micro_batch", m.activations_per_micro_batch},
                           {"offloaded_to_host", m.offloaded}};
   };
@@ -112,8 +113,9 @@ void print_table(const std::vector<const LayoutEstimate*>& rows) {
                   "%9.3f | %12.0f %5.2f %5.2f",
                   ++i, l->layout.tp, l->layout.pp, l->layout.dp, l->layout.zero_stage, l->layout.micro_batch_size,
                   l->layout.num_micro_batches, l->layout.recompute == "none" ? "-" : l->layout.recompute == "full" ? "F" : "S",
-                  l->layout.offload ? "yes" : "-", m.total() / mu.scale, m.parameters / mu.scale, m.gradients / mu.scale,
-                  m.optimizer / mu.scale, (m.activations + m.buffers) / mu.scale, t.step_s() / tu.scale,
+                  l->layout.offload ? "yes" : "-", m.total() / mu.scale, m.parameters / mu.scale, (m.gradients + m.communication) / mu.scale,
+                  m.optimizer / mu.scale, (m.activations + m.workspace + m.buffers) / mu.scale,
+                  t.step_s() / tu.scale,
                   t.compute_s / tu.scale, t.tp_comm_s / tu.scale, t.pp_idle_s / tu.scale, t.dp_comm_s / tu.scale,
                   t.offload_s / tu.scale, l->tokens_per_s, l->efficiency, l->pp_idle_fraction);
     log::info(line);
@@ -180,8 +182,8 @@ std::optional<LayoutEstimate> print_plan(const Config& config, const PlanRequest
   } else {
     log::info("");
     print_table(rows);
-    log::info("  memory: the rank that needs the most (its stage holds the embedding or the head); activ includes "
-              "buffers; rc: training.recompute (S selective, F full); off: parallel.offload_optimizer (its state "
+    log::info("  memory: the rank that needs the most (its stage holds the embedding or the head); grads include "
+              "communication buffers, activ the workspace and buffers; rc: training.recompute (S selective, F full); off: parallel.offload_optimizer (its state "
               "in host memory, not counted); E = compute / step; idle = (p-1)/(m+p-1)");
     // What a larger GPU would buy: the layouts predicted faster than the first row, and why
     // each is out.

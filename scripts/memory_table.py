@@ -84,20 +84,20 @@ def main():
     for label, zero, recompute, offload in SETTINGS:
         print(f"running {label} ...", file=sys.stderr, flush=True)
         s, p = run(os.path.abspath(a.trainer), os.path.abspath(a.corpus), a.steps, out, label, zero, recompute, offload)
-        measured = s["memory_high_water_bytes_per_rank"][0]  # [parameters, gradients, optimizer, activations, device]
+        # [parameters, gradients, optimizer, activations, workspace, communication, device peak]
+        measured = s["memory_high_water_bytes_per_rank"][0][:6]
         pm = p["memory_bytes"]
-        planned = [pm["parameters"], pm["gradients"], pm["optimizer"], pm["activations"]]
-        total_m, total_p = sum(measured[:4]), sum(planned)
-        rows.append((label, measured[:4], planned, total_m, total_p, s["activation_bytes_per_micro_batch"][0],
+        planned = [pm[k] for k in ("parameters", "gradients", "optimizer", "activations", "workspace", "communication")]
+        rows.append((label, measured, planned, sum(measured), sum(planned), s["activation_bytes_per_micro_batch"][0],
                      s["offloaded_bytes_per_rank"][0], s["ms_per_step"]))
     base_ms = rows[1][7]  # ZeRO 1, the default
-    print("| setting | parameters | gradients | optimizer | activations (per micro-batch) | total measured | "
-          "total planned | plan error | host (offloaded) | step time | vs ZeRO 1 |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| setting | parameters | gradients | optimizer | activations (per micro-batch) | workspace | "
+          "comm buffers | total measured | total planned | plan error | host (offloaded) | step time | vs ZeRO 1 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, m, p, tm, tp, per_mb, host, ms in rows:
         print(f"| {label} | {m[0] / MIB:.1f} | {m[1] / MIB:.1f} | {m[2] / MIB:.1f} | {m[3] / MIB:.1f} "
-              f"({per_mb / MIB:.1f}) | {tm / MIB:.1f} | {tp / MIB:.1f} | {100 * (tp - tm) / tm:+.2f}% | "
-              f"{host / MIB:.1f} | {ms / 1000:.2f} s | {100 * (ms / base_ms - 1):+.1f}% |")
+              f"({per_mb / MIB:.1f}) | {m[4] / MIB:.1f} | {m[5] / MIB:.1f} | {tm / MIB:.1f} | {tp / MIB:.1f} | "
+              f"{100 * (tp - tm) / tm:+.2f}% | {host / MIB:.1f} | {ms / 1000:.2f} s | {100 * (ms / base_ms - 1):+.1f}% |")
     print(f"\nMiB on rank 0; step time: the mean of the steps after the first; runs in {out}", file=sys.stderr)
 
 

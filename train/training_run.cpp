@@ -269,9 +269,17 @@ void TrainingRun::open_data() {
 
 MemoryBytes TrainingRun::memory_bytes() const {
   const double parameters = sharded_ ? double(sharded_->working_set_bytes()) : double(stage_->parameters().bytes());
-  return {parameters, double(sync_->gradient_bytes()), double(optimizer_->state_bytes()),
-          double(stage_->activation_bytes().total()), double(stage_->activation_bytes().per_slot),
-          double(optimizer_->offloaded_bytes())};
+  const ActivationBytes a = stage_->activation_bytes();
+  MemoryBytes m;
+  m.parameters = parameters;
+  m.gradients = double(sync_->gradient_bytes());
+  m.optimizer = double(optimizer_->state_bytes());
+  m.activations = double(a.total() - a.scratch);
+  m.workspace = double(a.scratch);
+  m.communication = double(sync_->communication_bytes());
+  m.activations_per_micro_batch = double(a.per_slot);
+  m.offloaded = double(optimizer_->offloaded_bytes());
+  return m;
 }
 
 MemoryBytes TrainingRun::memory_high_water() const {

@@ -64,8 +64,10 @@ struct MemoryBytes {
   double parameters = 0;   // this rank's stage and tensor-parallel slice
   double gradients = 0;    // full buffer, shard or buckets, by ZeRO stage
   double optimizer = 0;    // AdamW's master copy and moments of what this rank updates
-  double activations = 0;  // the stage's activation slots and work buffers
-  double total() const { return parameters + gradients + optimizer + activations; }
+  double activations = 0;  // the stage's activation slots and its recomputed blocks' shared set
+  double workspace = 0;    // scratch the layers share (one layer runs at a time)
+  double communication = 0;  // buffers that only carry traffic (bf16 wire copies, a server's receive buffer)
+  double total() const { return parameters + gradients + optimizer + activations + workspace + communication; }
   // Of the activations: what one micro-batch in flight keeps for its backward (one slot).
   double activations_per_micro_batch = 0;
   // Host memory, not in total(): offloaded optimizer state and its gradient copy.

@@ -300,7 +300,7 @@ TensorView GradientSync::shard_grads() const {
 }
 
 size_t GradientSync::gradient_bytes() const {
-  return full_.bytes() + shard_acc_.bytes() + slots_.bytes() + dedicated_.bytes() + wire_.bytes();
+  return full_.bytes() + shard_acc_.bytes() + slots_.bytes() + dedicated_.bytes();
 }
 
 double covered_seconds(std::vector<std::pair<double, double>> spans) {

@@ -121,7 +121,10 @@ class DataParallelSync {
   // What this rank's optimizer updates, and its gradients after finish_step.
   virtual ShardRange optimizer_range() const = 0;
   virtual TensorView optimizer_grads() const = 0;
+  // Bytes of gradients (accumulated and reduced), and of buffers that only carry traffic (bf16
+  // copies on the wire, a parameter server's received shard).
   virtual size_t gradient_bytes() const = 0;
+  virtual size_t communication_bytes() const = 0;
   // Tests the reductions in flight without waiting (moves MPI on, and notes which finished):
   // for a caller about to wait on something else, such as the pipeline's cool-down.
   virtual void progress() = 0;
@@ -168,6 +171,7 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   TensorView optimizer_grads() const override { return zero_stage_ == 0 ? full_.view() : shard_grads(); }
   int zero_stage() const { return zero_stage_; }
   size_t gradient_bytes() const override;
+  size_t communication_bytes() const override { return wire_.bytes(); }
   void progress() override { poll(); }
   double take_wait_seconds() override;
   ReductionTimes reduction_times() const override;

@@ -72,7 +72,8 @@ class ParameterServer final : public DataParallelSync {
   TensorView shard_grads() const override { return local_.optimizer_grads().slice(shard_.begin, shard_.size()); }
   ShardRange optimizer_range() const override { return shard_; }
   TensorView optimizer_grads() const override { return shard_grads(); }
-  size_t gradient_bytes() const override { return local_.gradient_bytes() + scratch_.bytes(); }
+  size_t gradient_bytes() const override { return local_.gradient_bytes(); }
+  size_t communication_bytes() const override { return local_.communication_bytes() + scratch_.bytes(); }
   void progress() override { local_.progress(); }
   double take_wait_seconds() override { return local_.take_wait_seconds(); }
   ReductionTimes reduction_times() const override { return local_.reduction_times(); }

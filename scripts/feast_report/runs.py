@@ -108,7 +108,7 @@ def rank_memory(run):
     """(parts of the rank with the most memory, in bytes) from summary.json, else the CSV's
     per-part maxima."""
     per_rank = run.summary.get("memory_bytes_per_rank")
-    if isinstance(per_rank, list) and per_rank:
-        return max(per_rank, key=sum)
+    if isinstance(per_rank, list) and per_rank:  # a run of an older trainer reports fewer parts
+        return (list(max(per_rank, key=sum)) + [0.0] * len(MEMORY_PARTS))[:len(MEMORY_PARTS)]
     parts = [run.get(f"memory_{p}_max") for p in MEMORY_PARTS]
     return parts if all(p is not None for p in parts) else None

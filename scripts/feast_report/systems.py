@@ -163,7 +163,7 @@ def memory_figure(sweep):
     fig, ax = new_figure(height=max(2.0, 1.0 + 0.3 * len(runs)))
     y = np.arange(len(runs))
     left = np.zeros(len(runs))
-    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
+    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
     for j, part in enumerate(MEMORY_PARTS):
         vals = np.array([rank_memory(r)[j] / MIB for r in runs])
         ax.barh(y, vals, left=left, color=colors[j], label=part, height=0.7)

@@ -19,9 +19,9 @@ SUMMARY_ORDER = [
     "pp_idle_s", "dp_comm_s", "optimizer_s", "data_s", "other_s", "dp_reduce_s", "dp_reduce_exposed_s",
     "pp_idle_fraction", "pp_idle_formula",
     "efficiency", "mfu", "peak_tflops_per_rank", "peak_source", "memory_parameters_max", "memory_gradients_max",
-    "memory_optimizer_max", "memory_activations_max", "memory_total_max"]
+    "memory_optimizer_max", "memory_activations_max", "memory_workspace_max", "memory_communication_max", "memory_total_max"]
 # The parts of summary.json's memory_bytes_per_rank, in its order (report.py reads them too).
-MEMORY_PARTS = ["parameters", "gradients", "optimizer", "activations"]
+MEMORY_PARTS = ["parameters", "gradients", "optimizer", "activations", "workspace", "communication"]
 
 
 def read_json(path):
@@ -41,8 +41,8 @@ def row_of(sweep, point, status, error, seconds, plan):
             if k in ("time_split", "dp_reductions") and isinstance(v, dict):
                 row.update(v)
             elif k == "memory_bytes_per_rank" and isinstance(v, list) and v:
-                for i, part in enumerate(MEMORY_PARTS):
-                    row[f"memory_{part}_max"] = max(r[i] for r in v)
+                for i, part in enumerate(MEMORY_PARTS):  # a run of an older trainer reports fewer parts
+                    row[f"memory_{part}_max"] = max(r[i] if i < len(r) else 0.0 for r in v)
                 row["memory_total_max"] = max(sum(r) for r in v)
             elif not isinstance(v, (dict, list)):
                 row[k] = v

@@ -114,7 +114,8 @@ for l in layouts:
     assert l["tp"] * l["pp"] * l["dp"] == 16, l
     assert l["dp"] * l["micro_batch_size"] * l["num_micro_batches"] == 32, l
     m, t = l["memory_bytes"], l["time"]
-    assert abs(m["total"] - sum(m[k] for k in ("parameters", "gradients", "optimizer", "activations", "buffers"))) < 1, m
+    assert abs(m["total"] - sum(m[k] for k in ("parameters", "gradients", "optimizer", "activations", "workspace",
+                                               "communication", "buffers"))) < 1, m
     assert abs(t["step_s"] - sum(t[k] for k in ("compute_s", "tp_comm_s", "pp_idle_s", "dp_comm_s", "offload_s"))) < 1e-12 * t["step_s"] + 1e-15, t
     assert l["recompute"] in ("none", "selective", "full") and (t["offload_s"] > 0) == l["offload_optimizer"], l
     assert abs(l["tokens_per_s"] * t["step_s"] - 32 * 64) < 1e-6, l

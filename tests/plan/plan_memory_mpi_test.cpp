@@ -135,9 +135,11 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
     }
     const MemoryBytes real = run->memory_bytes();
     const PlannedMemory plan = rank_memory(c, run->plan(), me, {PlanDType::kFp32, run->inferred().threads});
-    const double parts_real[4] = {real.parameters, real.gradients, real.optimizer, real.activations};
-    const double parts_plan[4] = {plan.parameters, plan.gradients, plan.optimizer, plan.activations};
-    const char* names[4] = {"parameters", "gradients", "optimizer", "activations"};
+    const double parts_real[6] = {real.parameters,  real.gradients, real.optimizer,
+                                  real.activations, real.workspace, real.communication};
+    const double parts_plan[6] = {plan.parameters,  plan.gradients, plan.optimizer,
+                                  plan.activations, plan.workspace, plan.communication};
+    const char* names[6] = {"parameters", "gradients", "optimizer", "activations", "workspace", "communication buffers"};
     double err = relative_error(plan.reported(), real.total());
     EXPECT_LE(relative_error(plan.offloaded, real.offloaded), 0.05)
         << k.arch << " " << label(k, run->plan().micro_batches) << " rank " << me << ": offloaded bytes planned "
@@ -146,7 +148,7 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
     EXPECT_LE(relative_error(plan.activations_per_micro_batch, real.activations_per_micro_batch), 0.05)
         << k.arch << " " << label(k, run->plan().micro_batches) << " rank " << me << ": activations per micro-batch planned "
         << plan.activations_per_micro_batch << " bytes, the trainer keeps " << real.activations_per_micro_batch;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 6; ++i) {
       EXPECT_LE(relative_error(parts_plan[i], parts_real[i]), 0.05)
           << k.arch << " " << label(k, run->plan().micro_batches) << " rank " << me
           << ": " << names[i] << " planned " << parts_plan[i] << " bytes, the trainer holds " << parts_real[i];
@@ -154,8 +156,9 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
     }
 
     // Rank 0 prints every rank's numbers and checks the layout's figure: its largest rank.
-    double mine[9] = {parts_real[0], parts_real[1], parts_real[2], parts_real[3], parts_plan[0], parts_plan[1],
-                      parts_plan[2], parts_plan[3], err};
+    // Printed as four columns: activations with the workspace and communication buffers.
+    double mine[9] = {parts_real[0], parts_real[1], parts_real[2], parts_real[3] + parts_real[4] + parts_real[5],
+                      parts_plan[0], parts_plan[1], parts_plan[2], parts_plan[3] + parts_plan[4] + parts_plan[5], err};
     std::vector<double> all(9 * size_t(world));
     MPI_Gather(mine, 9, MPI_DOUBLE, all.data(), 9, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (me == 0) {

@@ -259,7 +259,8 @@ def systems_sweep(root, rng, sweep="sys16", names=LAYOUTS, spread=0.3):
                  "dp_comm_s": 0.05 * (dp > 1), "optimizer_s": 0.03, "data_s": 0.01, "other_s": 0.01}
         total = sum(split.values())
         split = {k: v / total * ms / 1e3 for k, v in split.items()}
-        memory = [[4e6 / (tp * pp), 4e6 / (tp * pp), 8e6 / (tp * pp), 6e6 / (tp * dp)] for _ in range(world)]
+        memory = [[4e6 / (tp * pp), 4e6 / (tp * pp), 8e6 / (tp * pp), 6e6 / (tp * dp), 1e6 / tp, 5e5 / dp]
+                  for _ in range(world)]
         summary = {"ended": "finished", "world_size": world, "tp": tp, "pp": pp, "dp": dp, "micro_batches": m,
                    "dp_sync": "parameter-server" if name.endswith("_ps") else "allreduce", "parameters": 842496.0,
                    "tokens_per_step": tokens_per_step, "steps": 60, "final_loss": losses[-1],

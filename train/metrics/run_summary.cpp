@@ -156,12 +156,13 @@ std::string summary_json(const RunFacts& f, const RunOutcome& o) {
                                             {"refresh_total", t.refresh}};
   }
   nlohmann::json memory = nlohmann::json::array();
-  for (const MemoryBytes& m : f.memory) memory.push_back({m.parameters, m.gradients, m.optimizer, m.activations});
+  for (const MemoryBytes& m : f.memory)
+    memory.push_back({m.parameters, m.gradients, m.optimizer, m.activations, m.workspace, m.communication});
   j["memory_bytes_per_rank"] = memory;
   if (!o.memory_high_water.empty()) {
     nlohmann::json high = nlohmann::json::array();
     for (const MemoryBytes& m : o.memory_high_water)
-      high.push_back({m.parameters, m.gradients, m.optimizer, m.activations, m.device_peak});
+      high.push_back({m.parameters, m.gradients, m.optimizer, m.activations, m.workspace, m.communication, m.device_peak});
     j["memory_high_water_bytes_per_rank"] = high;
   }
   nlohmann::json per_micro_batch = nlohmann::json::array();
@@ -231,18 +232,21 @@ std::vector<std::string> format_memory_table(const std::vector<MemoryBytes>& mem
   std::vector<std::pair<std::vector<std::string>, std::vector<int>>> rows;  // figures, ranks
   for (int r = 0; r < int(memory.size()); ++r) {
     const MemoryBytes& m = memory[size_t(r)];
-    std::vector<std::string> figures = {mib(m.parameters), mib(m.gradients), mib(m.optimizer), mib(m.activations),
-                                        mib(m.activations_per_micro_batch), mib(m.total())};
+    std::vector<std::string> figures = {mib(m.parameters),  mib(m.gradients),     mib(m.optimizer),
+                                        mib(m.activations), mib(m.activations_per_micro_batch), mib(m.workspace),
+                                        mib(m.communication), mib(m.total())};
     auto same = std::find_if(rows.begin(), rows.end(), [&](const auto& row) { return row.first == figures; });
     if (every_rank || memory.size() <= 16 || same == rows.end()) rows.push_back({figures, {r}});
     else same->second.push_back(r);
   }
   std::vector<std::string> lines = {
-      "memory per rank (MiB): rank(s) | parameters | gradients | optimizer | activations (per micro-batch) | total"};
+      "memory per rank (MiB): rank(s) | parameters | gradients | optimizer | activations (per micro-batch) | "
+      "workspace | comm buffers | total"};
   for (const auto& [f, ranks] : rows) {
-    char line[220];
-    std::snprintf(line, sizeof line, "  %6s | %10s | %9s | %9s | %11s (%13s) | %9s", format_ranges(ranks).c_str(),
-                  f[0].c_str(), f[1].c_str(), f[2].c_str(), f[3].c_str(), f[4].c_str(), f[5].c_str());
+    char line[260];
+    std::snprintf(line, sizeof line, "  %6s | %10s | %9s | %9s | %11s (%13s) | %9s | %12s | %9s",
+                  format_ranges(ranks).c_str(), f[0].c_str(), f[1].c_str(), f[2].c_str(), f[3].c_str(), f[4].c_str(),
+                  f[5].c_str(), f[6].c_str(), f[7].c_str());
     lines.push_back(line);
   }
   double offloaded = 0, device_peak = 0;
@@ -260,8 +264,9 @@ std::vector<std::string> format_memory_table(const std::vector<MemoryBytes>& mem
 }
 
 std::vector<MemoryBytes> gather_memory(Communicator& world, const MemoryBytes& mine) {
-  constexpr size_t kParts = 7;
-  const double v[kParts] = {mine.parameters, mine.gradients, mine.optimizer, mine.activations,
+  constexpr size_t kParts = 9;
+  const double v[kParts] = {mine.parameters,    mine.gradients, mine.optimizer,
+                            mine.activations,   mine.workspace, mine.communication,
                             mine.activations_per_micro_batch, mine.offloaded, mine.device_peak};
   std::vector<double> all(kParts * size_t(world.size()));
   const std::vector<size_t> counts(size_t(world.size()), kParts);
@@ -269,7 +274,7 @@ std::vector<MemoryBytes> gather_memory(Communicator& world, const MemoryBytes& m
   std::vector<MemoryBytes> out(size_t(world.size()));
   for (size_t r = 0; r < out.size(); ++r) {
     const double* p = &all[kParts * r];
-    out[r] = {p[0], p[1], p[2], p[3], p[4], p[5], p[6]};
+    out[r] = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]};
   }
   return out;
 }
