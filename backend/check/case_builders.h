@@ -66,6 +66,8 @@ OpCase cast_to_bf16_case(size_t n);
 OpCase cast_to_fp32_case(size_t n);
 OpCase copy_case(size_t n);
 OpCase zero_case(size_t n);
+OpCase reserved_pages_case();
+OpCase host_round_trip_case(size_t n);
 
 // "%g" of x, for shape texts.
 std::string format_number(double x);

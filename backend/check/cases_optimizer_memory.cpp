@@ -118,8 +118,53 @@ void zero(CheckHarness& h, size_t n) {
   h.compare("x", x, std::vector<double>(n, 0.0));
 }
 
+// ZeRO 3's pages: a reserved tensor of four pages keeps what is written to it; its middle pages
+// given back and taken again hold what is written there next, and the outer pages keep theirs.
+// Where pages cannot be given back (page_bytes() 0) the tensor is plain memory and the middle is
+// simply rewritten.
+void reserved_pages(CheckHarness& h) {
+  Backend& be = h.backend();
+  const size_t page = be.page_bytes(), page_elems = page > 0 ? page / 4 : 1024, n = 4 * page_elems;
+  Tensor reserved = be.reserve(DType::kFloat32, n);
+  std::vector<double> want = h.random(n);
+  for (double& x : want) x = double(float(x));
+  std::vector<float> host(want.begin(), want.end());
+  be.copy(reserved.view(), host_view(host.data(), n));
+  const TensorView middle = reserved.view().slice(page_elems, 2 * page_elems);
+  if (page > 0) {
+    be.decommit(middle);
+    be.commit(middle);
+  }
+  const std::vector<double> fresh = h.random(2 * page_elems, 2.0);
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    host[page_elems + i] = float(fresh[i]);
+    want[page_elems + i] = double(float(fresh[i]));
+  }
+  be.copy(middle, host_view(host.data() + page_elems, 2 * page_elems));
+  h.compare("reserved", reserved.view(), want);
+}
+
+// Offloaded optimizer state: device values through host memory of allocate_host and back.
+void host_round_trip(CheckHarness& h, size_t n) {
+  Backend& be = h.backend();
+  const Operand src = h.floats(n), dst = h.floats(n);
+  Tensor staged = be.allocate_host(DType::kFloat32, n);
+  FEAST_CHECK(staged.view().device.is_cpu(), "allocate_host gave memory on " << staged.view().device.name());
+  be.copy(staged.view(), src.view());
+  be.copy(dst.view(), staged.view());
+  h.compare("dst", dst, src.values);
+}
+
 }  // namespace
 
+OpCase reserved_pages_case() {
+  return {"reserve", "4 pages, the middle two given back and taken again", HeldTo::kFloat32,
+          [](CheckHarness& h) { reserved_pages(h); }};
+}
+OpCase host_round_trip_case(size_t n) {
+  return {"allocate_host", count_shape(n) + " device to host to device", HeldTo::kFloat32,
+          [n](CheckHarness& h) { host_round_trip(h, n); }};
+}
 OpCase adamw_step_case(size_t n, float weight_decay, float grad_scale) {
   return {"adamw_step",
           count_shape(n) + " wd=" + format_number(weight_decay) + " grad_scale=" + format_number(grad_scale),

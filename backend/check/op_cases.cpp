@@ -103,6 +103,8 @@ std::vector<OpCase> make_cases() {
   add(cast_to_fp32_case(1001));
   add(copy_case(4099));
   add(zero_case(4099));
+  add(reserved_pages_case());
+  add(host_round_trip_case(4099));
   return cases;
 }
 
