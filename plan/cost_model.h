@@ -43,12 +43,12 @@ struct MemoryOptions {
   PlanDType dtype = PlanDType::kFp32;
   // OpenMP threads per rank: the CPU attention backward keeps a T x T scratch per thread.
   int threads = 1;
-  // ZeRO 3: the page size in which parameters are held and given back (the CPU's 4 KiB, a
-  // GPU's 2 MiB); 0 where pages cannot be given back (every rank holds its stage's parameters).
-  size_t page_bytes = 4096;
   // On GPUs attention is one fused kernel that keeps a log-sum-exp per row, not the T x T
   // probabilities and scratch of the CPU path; fp32 runs on GPUs too (training.dtype = "fp32").
   bool gpu = false;
+  // ZeRO 3: the page size in which parameters are held and given back (the CPU's 4 KiB, a
+  // GPU's 2 MiB); 0 where pages cannot be given back (every rank holds its stage's parameters).
+  size_t page_bytes = 4096;
 };
 
 // The memory of world rank `rank` of a run of `config` laid out as `plan` (plan_layout(config,

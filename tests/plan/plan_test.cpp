@@ -91,8 +91,9 @@ TEST(PlanMemory, OneRankOfATinyModelCountedByHand) {
   // rstd 8), qkv 96, probabilities 1x2x2 floats 16, y 32, fc 128, gelu 128, residuals 64; the
   // head: ln_f 48, logits 2x256 floats 2048, losses 8. Scratch: tmp 32, dres 32, dqkv 96, dy 32,
   // dbig 128, cross-entropy 24, attention backward 1 thread x 2 x 2 floats 16.
-  EXPECT_EQ(m.activations, (32 + 8 + 8) + (96 + 96 + 16 + 32 + 128 + 128 + 64) + (48 + 2048 + 8) +
-                               (32 + 32 + 96 + 32 + 128 + 24 + 16));
+  EXPECT_EQ(m.activations, (32 + 8 + 8) + (96 + 96 + 16 + 32 + 128 + 128 + 64) + (48 + 2048 + 8));
+  EXPECT_EQ(m.workspace, 32 + 32 + 96 + 32 + 128 + 24 + 16);
+  EXPECT_EQ(m.communication, 0);
   EXPECT_EQ(m.buffers, 0);  // learned positions: no rotary tables
 
   // Mixed precision: bf16 parameters and activations, float32 gradients, a float32 master copy
@@ -104,16 +105,16 @@ TEST(PlanMemory, OneRankOfATinyModelCountedByHand) {
   // Per slot: input 16 + tokens 8 + targets 8; the block: norms 2 x (16 + 8 + 8), qkv 48,
   // log-sum-exp 1 x 2 floats 8, y 16, fc 64, gelu 64, residuals 32; the head: ln_f 32, logits
   // 1024, losses 8. Scratch: 16 + 16 + 48 + 16 + 64, cross-entropy 24, no attention scratch.
-  EXPECT_EQ(b.activations, (16 + 8 + 8) + (64 + 48 + 8 + 16 + 64 + 64 + 32) + (32 + 1024 + 8) +
-                               (16 + 16 + 48 + 16 + 64 + 24));
+  EXPECT_EQ(b.activations, (16 + 8 + 8) + (64 + 48 + 8 + 16 + 64 + 64 + 32) + (32 + 1024 + 8));
+  EXPECT_EQ(b.workspace, 16 + 16 + 48 + 16 + 64 + 24);
 
   // fp32 on a GPU (training.dtype = "fp32"): the CPU's sizes, no master copy, and the fused
   // attention's log-sum-exp instead of the probabilities and their scratch.
   const PlannedMemory g = rank_memory(c, plan, 0, {PlanDType::kFp32, 1, true});
   EXPECT_EQ(g.parameters, m.parameters);
   EXPECT_EQ(g.optimizer, m.optimizer);
-  EXPECT_EQ(g.activations, (32 + 8 + 8) + (96 + 96 + 8 + 32 + 128 + 128 + 64) + (48 + 2048 + 8) +
-                               (32 + 32 + 96 + 32 + 128 + 24));
+  EXPECT_EQ(g.activations, (32 + 8 + 8) + (96 + 96 + 8 + 32 + 128 + 128 + 64) + (48 + 2048 + 8));
+  EXPECT_EQ(g.workspace, 32 + 32 + 96 + 32 + 128 + 24);
 }
 
 TEST(PlanMemory, ZeroShardsOptimizerStateAndGradients) {
