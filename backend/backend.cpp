@@ -23,6 +23,25 @@ DType compute_dtype_for(const std::string& device, const std::string& dtype) {
                     "\": the devices are \"cpu\" and \"cuda\", the dtypes \"auto\", \"fp32\" and \"bf16\"");
 }
 
+void cast_across(Backend& backend, const TensorView& dst, const TensorView& src, const TensorView& scratch) {
+  FEAST_CHECK(dst.numel == src.numel, "cast_across: " << src.numel << " elements into " << dst.numel);
+  if (src.numel == 0) return;
+  if (dst.dtype == src.dtype) return backend.copy(dst, src);
+  FEAST_CHECK(scratch.dtype == DType::kFloat32 && scratch.numel > 0, "cast_across needs a float32 scratch");
+  const bool to_host = dst.device.is_cpu();
+  for (size_t at = 0; at < src.numel; at += scratch.numel) {
+    const size_t n = std::min(scratch.numel, src.numel - at);
+    const TensorView chunk = scratch.first(n);
+    if (to_host) {
+      backend.cast(chunk, src.slice(at, n));
+      backend.copy(dst.slice(at, n), chunk);
+    } else {
+      backend.copy(chunk, src.slice(at, n));
+      backend.cast(dst.slice(at, n), chunk);
+    }
+  }
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype, int local_rank) {
   const DType compute = compute_dtype_for(device, dtype);
   if (device == "cpu") return std::make_unique<CpuBackend>();

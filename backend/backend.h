@@ -201,6 +201,11 @@ class Backend {
 std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype = "auto",
                                       int local_rank = 0);
 
+// dst = src in dst's dtype, where one is host float32 memory and the other the device's, of
+// another dtype or not: cast on the device a chunk at a time through `scratch` (float32 on the
+// device), so no float32 copy of the whole tensor is needed there. Same dtypes: one copy.
+void cast_across(Backend& backend, const TensorView& dst, const TensorView& src, const TensorView& scratch);
+
 // The compute dtype `training.dtype` means on `device` (throws ConfigError as make_backend).
 DType compute_dtype_for(const std::string& device, const std::string& dtype);
 

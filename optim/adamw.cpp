@@ -54,23 +54,11 @@ AdamW::AdamW(Backend& backend, const LocalTable& table, const TensorView& params
 }
 
 void AdamW::master_from_params() {
-  if (!host_) return backend_.cast(master_, params_);
-  if (params_.dtype == DType::kFloat32) return backend_.copy(master_, params_);
-  for (size_t at = 0; at < params_.numel; at += kCastChunk) {
-    const size_t n = std::min(kCastChunk, params_.numel - at);
-    backend_.cast(device_chunk_.view().first(n), params_.slice(at, n));
-    backend_.copy(master_.slice(at, n), device_chunk_.view().first(n));
-  }
+  host_ ? cast_across(backend_, master_, params_, device_chunk_.view()) : backend_.cast(master_, params_);
 }
 
 void AdamW::params_from_master() {
-  if (!host_) return backend_.cast(params_, master_);
-  if (params_.dtype == DType::kFloat32) return backend_.copy(params_, master_);
-  for (size_t at = 0; at < params_.numel; at += kCastChunk) {
-    const size_t n = std::min(kCastChunk, params_.numel - at);
-    backend_.copy(device_chunk_.view().first(n), master_.slice(at, n));
-    backend_.cast(params_.slice(at, n), device_chunk_.view().first(n));
-  }
+  host_ ? cast_across(backend_, params_, master_, device_chunk_.view()) : backend_.cast(params_, master_);
 }
 
 void AdamW::reload_master_from_params() {

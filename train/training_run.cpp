@@ -224,11 +224,7 @@ void TrainingRun::import_initial_weights() {
       import_hf_weights(model, config_.model, stage_->table(), host.data(), &kept);
       Tensor f32 = backend_->allocate(DType::kFloat32, std::min(params.numel, kHostCopyChunk));
       for (const FlatRange& r : kept)
-        for (size_t at = r.begin; at < r.end; at += kHostCopyChunk) {
-          const size_t n = std::min(kHostCopyChunk, r.end - at);
-          backend_->copy(f32.view().first(n), host_view(host.data() + at, n));
-          backend_->cast(params.slice(at, n), f32.view().first(n));
-        }
+        cast_across(*backend_, params.slice(r.begin, r.size()), host_view(host.data() + r.begin, r.size()), f32.view());
     }
   } catch (const DataError& e) {
     error = std::string(e.what()) + " [model.init_from at " + config_.where("model.init_from") + "]";
@@ -284,7 +280,7 @@ MemoryBytes TrainingRun::memory_bytes() const {
 
 MemoryBytes TrainingRun::memory_high_water() const {
   MemoryBytes m = memory_bytes();
-  if (sharded_) m.parameters = double(sharded_peak_ > 0 ? sharded_peak_ : sharded_->peak_bytes());
+  if (sharded_) m.parameters = double(sharded_->peak_bytes());
   m.device_peak = double(backend_->peak_memory_bytes());
   return m;
 }
@@ -388,11 +384,8 @@ RankState TrainingRun::rank_state() {
     const bool whole = !sharded_ || sharded_->holds_all();
     const size_t from = whole ? 0 : st.share_begin, to = whole ? st.params.numel : st.share_end;
     Tensor f32 = backend_->allocate(DType::kFloat32, std::min(st.params.numel, kHostCopyChunk));
-    for (size_t at = from; at < to; at += kHostCopyChunk) {
-      const size_t n = std::min(kHostCopyChunk, to - at);
-      backend_->cast(f32.view().first(n), st.params.slice(at, n));
-      backend_->copy(host_view(host_params_.data() + at, n), f32.view().first(n));
-    }
+    cast_across(*backend_, host_view(host_params_.data() + from, to - from), st.params.slice(from, to - from),
+                f32.view());
   }
   st.params = host_view(host_params_.data(), host_params_.size());
   host_optimizer_.assign(3 * st.optimizer.size(), {});
@@ -425,11 +418,7 @@ void TrainingRun::rank_state_loaded() {
   }
   FEAST_CHECK(host_params_.size() == params.numel, "rank_state_loaded() without rank_state()");
   Tensor f32 = backend_->allocate(DType::kFloat32, std::min(params.numel, kHostCopyChunk));
-  for (size_t at = 0; at < params.numel; at += kHostCopyChunk) {
-    const size_t n = std::min(kHostCopyChunk, params.numel - at);
-    backend_->copy(f32.view().first(n), host_view(host_params_.data() + at, n));
-    backend_->cast(params.slice(at, n), f32.view().first(n));
-  }
+  cast_across(*backend_, params, host_view(host_params_.data(), host_params_.size()), f32.view());
   const std::vector<AdamW::TensorState> states = optimizer_->tensor_states();
   for (size_t i = 0; i < states.size(); ++i) {
     const TensorView views[] = {states[i].master, states[i].exp_avg, states[i].exp_avg_sq};
@@ -528,10 +517,7 @@ StepResult TrainingRun::step(const StopVote& vote) {
     gathers = sharded_->gather_times();
     Timer gather;
     if (!r.skipped) sharded_->refresh_whole_ranges();
-    if (last_step) {
-      sharded_peak_ = sharded_->peak_bytes();
-      sharded_->gather_all();
-    }
+    if (last_step) sharded_->gather_all();
     dp_seconds += gather.seconds();
   }
   StageTimes st = executor_->take_times();

@@ -175,7 +175,6 @@ class TrainingRun {
   ParameterServer* ps_ = nullptr;           // sync_ when parallel.dp_sync = "parameter-server"
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<ShardedParameters> sharded_;  // ZeRO 3 (dp > 1): the blocks' parameters by shard
-  size_t sharded_peak_ = 0;  // its held bytes at most, before the last step gathered every block
   std::unique_ptr<PipelineExecutor> executor_;
   InferredValues inferred_;
   int cpu_sharing_ranks_ = 1;

@@ -91,49 +91,34 @@ WorkHandle ShardedParameters::gather(FlatRange r) {
   return dp_.allgather(base + mine * e, base + r.begin * e, counts, params_.dtype);
 }
 
-void ShardedParameters::hold_pages(int unit) {
+void ShardedParameters::claim_pages(int unit, int delta) {
+  // The unit's pages that go from no holder to one (delta +1) or from one to none (delta -1)
+  // are committed or given back, each run of neighbouring pages in one call.
   const auto [first, end] = layout_.unit_pages[size_t(unit)];
   char* base = static_cast<char*>(params_.data);
-  size_t run = end;  // first page of a run of newly held pages
+  size_t run = end;  // first page of the current run of such pages
   auto flush = [&](size_t p) {
-    if (run < p) backend_.commit({base + run * layout_.page_bytes, DType::kFloat32, params_.device,
-                                  (p - run) * layout_.page_bytes / 4});
+    if (run < p) {
+      const TensorView pages{base + run * layout_.page_bytes, DType::kFloat32, params_.device,
+                             (p - run) * layout_.page_bytes / 4};
+      delta > 0 ? backend_.commit(pages) : backend_.decommit(pages);
+    }
     run = end;
   };
   for (size_t p = first; p < end; ++p) {
-    if (layout_.pinned[p] || refs_[p]++ > 0) {
+    if (layout_.pinned[p] || (refs_[p] += delta) != (delta > 0 ? 1 : 0)) {
       flush(p);
       continue;
     }
-    ++held_pages_;
+    held_pages_ = delta > 0 ? held_pages_ + 1 : held_pages_ - 1;
     if (run == end) run = p;
   }
   flush(end);
   peak_pages_ = std::max(peak_pages_, held_pages_);
 }
 
-void ShardedParameters::drop_pages(int unit) {
-  const auto [first, end] = layout_.unit_pages[size_t(unit)];
-  char* base = static_cast<char*>(params_.data);
-  size_t run = end;
-  auto flush = [&](size_t p) {
-    if (run < p) backend_.decommit({base + run * layout_.page_bytes, DType::kFloat32, params_.device,
-                                    (p - run) * layout_.page_bytes / 4});
-    run = end;
-  };
-  for (size_t p = first; p < end; ++p) {
-    if (layout_.pinned[p] || --refs_[p] > 0) {
-      flush(p);
-      continue;
-    }
-    --held_pages_;
-    if (run == end) run = p;
-  }
-  flush(end);
-}
-
 void ShardedParameters::start(int unit) {
-  hold_pages(unit);
+  claim_pages(unit, +1);
   launched_[size_t(unit)] = step_clock_.seconds();
   work_[size_t(unit)] = gather(units_[size_t(unit)]);
   state_[size_t(unit)] = State::kGathering;
@@ -161,7 +146,7 @@ void ShardedParameters::release(int unit) {
   if (keep_whole_) return;
   if (state_[size_t(unit)] == State::kGathering) finish(unit);
   if (state_[size_t(unit)] == State::kReleased) return;
-  drop_pages(unit);
+  claim_pages(unit, -1);
   state_[size_t(unit)] = State::kReleased;
 }
 
@@ -189,16 +174,19 @@ void ShardedParameters::release_all() {
 }
 
 void ShardedParameters::gather_all() {
+  // Whole for what reads the weights after training: not a step's peak.
+  const size_t steps_peak = peak_pages_;
   for (size_t u = 0; u < units_.size(); ++u) prefetch(int(u));
   for (size_t u = 0; u < units_.size(); ++u) acquire(int(u));
   keep_whole_ = true;
+  peak_pages_ = steps_peak;
 }
 
 void ShardedParameters::hold_all() {
   for (size_t u = 0; u < units_.size(); ++u) {
     if (state_[u] == State::kGathering) finish(int(u));
     if (state_[u] == State::kReleased) {
-      hold_pages(int(u));
+      claim_pages(int(u), +1);
       state_[u] = State::kWhole;
     }
   }

@@ -80,7 +80,8 @@ class ShardedParameters final : public ParameterResidency {
   bool holds_all() const { return keep_whole_; }
   size_t working_set_bytes() const { return layout_.working_set_bytes(); }
   size_t held_bytes() const { return held_pages_ * layout_.page_bytes; }
-  // The most held at once (pinned pages and gathered units) since release_all.
+  // The most held at once (pinned pages and gathered units) since release_all, gather_all's
+  // gathering of every block excepted.
   size_t peak_bytes() const { return peak_pages_ * layout_.page_bytes; }
   // This step's gathers so far: how long they ran, and how long the stage waited for them.
   ReductionTimes gather_times() const;
@@ -91,8 +92,9 @@ class ShardedParameters final : public ParameterResidency {
   WorkHandle gather(FlatRange range);
   void start(int unit);
   void finish(int unit);
-  void hold_pages(int unit);
-  void drop_pages(int unit);
+  // Adds delta (+1 or -1) holders to the unit's pages, committing or giving back those that
+  // change between held and not.
+  void claim_pages(int unit, int delta);
 
   Backend& backend_;
   TensorView params_;
