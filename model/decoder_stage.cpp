@@ -31,6 +31,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
       tp_(spec.tp > 1 ? tp_comm : nullptr, spec.tp_rank, spec.tp),
       logical_(decoder_param_table(config)),
       table_(logical_, spec),
+      units_(feast::parameter_units(table_)),
       activations_(backend, shape.slots) {
   FEAST_CHECK(shape.max_seq <= config.max_seq_len,
               "sequence length " << shape.max_seq << " exceeds model.max_seq_len " << config.max_seq_len);
@@ -119,17 +120,16 @@ std::vector<GradRange> DecoderStage::gradient_ranges() const {
   return out;
 }
 
-std::vector<FlatRange> DecoderStage::parameter_units() const {
-  std::vector<FlatRange> units;
-  for (const DecoderBlock& b : blocks_) {
-    FlatRange u{SIZE_MAX, 0};
-    for (const FlatRange& r : b.grad_ranges()) {
-      u.begin = std::min(u.begin, r.begin);
-      u.end = std::max(u.end, r.end);
-    }
-    units.push_back(u);
-  }
-  return units;
+void DecoderStage::hold_step(int step, int next) {
+  if (!residency_) return;
+  for (const int u : units_.walk[size_t(step)]) residency_->acquire(u);
+  if (next >= 0)
+    for (const int u : units_.walk[size_t(next)]) residency_->prefetch(u);
+}
+
+void DecoderStage::let_go_step(int step) {
+  if (!residency_) return;
+  for (const int u : units_.walk[size_t(step)]) residency_->release(u);
 }
 
 ActivationBytes DecoderStage::activation_bytes() const {
@@ -153,25 +153,32 @@ float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targ
   check_micro_batch(slot, B, T);
   const LayerContext ctx = context();
   const size_t s = size_t(slot), N = size_t(B) * size_t(T);
+  // The walk's steps in order, each one's successor arriving while it runs.
+  const int steps = int(units_.walk.size());
+  auto next = [&](int step) { return step + 1 < steps ? step + 1 : -1; };
   if (embedding_) {
+    const int e = units_.embedding_step();
+    hold_step(e, next(e));
     backend_.copy(tokens_[s].first(N), host_view(tokens, N));
     embedding_->forward(ctx, input_[s], tokens_[s], B, T);
+    let_go_step(e);
   }
   TensorView x = input_[s];
-  const int n = int(blocks_.size());
-  for (int i = 0; i < n; ++i) {
-    if (residency_) {
-      residency_->acquire(i);
-      if (i + 1 < n) residency_->prefetch(i + 1);
-    }
+  for (int i = 0; i < int(blocks_.size()); ++i) {
+    const int b = units_.block_step(i);
+    hold_step(b, next(b));
     blocks_[size_t(i)].forward(ctx, slot, x, B, T);
-    if (residency_) residency_->release(i);
+    let_go_step(b);
     x = blocks_[size_t(i)].output(slot);
   }
   if (!head_) return 0.0f;
+  const int h = units_.head_step();
+  hold_step(h, -1);
   backend_.copy(targets_[s].first(N), host_view(targets, N));
   final_norm_->forward(ctx, slot, x, int(N));
-  return head_->forward(ctx, slot, final_norm_->out(slot), targets_[s], int(N), loss_scale);
+  const float loss = head_->forward(ctx, slot, final_norm_->out(slot), targets_[s], int(N), loss_scale);
+  let_go_step(h);
+  return loss;
 }
 
 void DecoderStage::backward(int slot, int B, int T) {
@@ -182,22 +189,26 @@ void DecoderStage::backward(int slot, int B, int T) {
   const int N = B * T;
   // dres carries d loss / d (residual stream) backwards through the blocks (on non-last stages
   // it arrives from the next stage).
+  // The walk backwards, the embedding's step excepted: its backward adds rows of the output
+  // gradient to its gradient and reads no weight.
+  const int last_block = int(blocks_.size()) - 1;
   if (head_) {
+    const int h = units_.head_step();
+    hold_step(h, last_block >= 0 ? units_.block_step(last_block) : -1);
     const TensorView x_last = blocks_.empty() ? input_[s] : blocks_.back().output(slot);
     head_->backward(ctx, slot, final_norm_->out(slot), scratch_.tmp, N, *sink_);
     const size_t NC = size_t(N) * size_t(config_.n_embd);
     tp_.copy_to_tp_backward(scratch_.tmp.first(NC));
     backend_.zero(scratch_.dres.first(NC));
     final_norm_->backward(ctx, slot, scratch_.dres, scratch_.tmp, x_last, N, *sink_);
+    let_go_step(h);
   }
-  for (int i = int(blocks_.size()) - 1; i >= 0; --i) {
-    if (residency_) {
-      residency_->acquire(i);
-      if (i > 0) residency_->prefetch(i - 1);
-    }
+  for (int i = last_block; i >= 0; --i) {
+    const int b = units_.block_step(i);
+    hold_step(b, i > 0 ? units_.block_step(i - 1) : -1);
     const TensorView x = i > 0 ? blocks_[size_t(i) - 1].output(slot) : input_[s];
     blocks_[size_t(i)].backward(ctx, slot, x, B, T, *sink_);
-    if (residency_) residency_->release(i);
+    let_go_step(b);
   }
   if (embedding_) embedding_->backward(ctx, scratch_.dres, tokens_[s], B, T, *sink_);
 }

@@ -49,7 +49,7 @@ class DecoderStage final : public PipelineStage {
   void set_gradient_sink(GradientSink* sink) override { sink_ = sink; }
   void set_gradient_range_limit(size_t max_elems) override;
   std::vector<GradRange> gradient_ranges() const override;
-  std::vector<FlatRange> parameter_units() const override;
+  const ParameterUnits& parameter_units() const override { return units_; }
   void set_parameter_residency(ParameterResidency* residency) override { residency_ = residency; }
 
   TensorView input(int slot) override { return input_[size_t(slot)]; }
@@ -77,11 +77,15 @@ class DecoderStage final : public PipelineStage {
   TensorParallel tp_;
   ParamTable logical_;
   LocalTable table_;
+  ParameterUnits units_;
   Tensor params_;
   Tensor rope_cos_, rope_sin_;  // (maxT, hs/2) float32, rotary families only
   ActivationMemory activations_;
   GradientSink* sink_ = nullptr;
   ParameterResidency* residency_ = nullptr;
+  // With a residency: the walk's step `step` is needed now (and `next` soon, if >= 0); done with it.
+  void hold_step(int step, int next);
+  void let_go_step(int step);
   std::unique_ptr<TokenEmbedding> embedding_;  // first stage
   std::vector<DecoderBlock> blocks_;
   std::unique_ptr<Norm> final_norm_;           // last stage

@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "model/gradient_sink.h"
 #include "model/parameter_residency.h"
+#include "model/parameter_units.h"
 #include "model/parameters.h"
 
 namespace feast {
@@ -57,10 +58,9 @@ class PipelineStage {
   // Every range backward acquires: disjoint, together covering the flat buffer.
   virtual std::vector<GradRange> gradient_ranges() const = 0;
 
-  // The ranges of the flat buffer that ZeRO 3 brings in one at a time (the blocks, in forward
-  // order), and what tells the stage they are in; everything else stays whole on every rank.
-  // Without a residency (the default) every parameter is always whole.
-  virtual std::vector<FlatRange> parameter_units() const = 0;
+  // The units of the flat buffer that ZeRO 3 brings in one at a time, and what tells the stage
+  // they are in. Without a residency (the default) every parameter is always whole.
+  virtual const ParameterUnits& parameter_units() const = 0;
   virtual void set_parameter_residency(ParameterResidency* residency) = 0;
 
   // Pipeline I/O, (B, T, C) activations in compute_dtype(): the input a non-first stage

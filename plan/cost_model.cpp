@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "model/architecture.h"
 #include "model/layers/activation_memory.h"
+#include "model/parameter_units.h"
 #include "model/parameters.h"
 #include "model/pipeline_stage.h"
 #include "parallel/pipeline/pipeline_executor.h"
@@ -77,25 +78,6 @@ int recomputed_blocks(const Config& config, const StageSpec& spec) {
   return n == 0 ? spec.num_layers : std::min(n, spec.num_layers);
 }
 
-// The flat ranges of a stage's blocks, in order (DecoderStage::parameter_units).
-std::vector<FlatRange> block_units(const LocalTable& table) {
-  std::vector<FlatRange> units;
-  std::string current;
-  for (const LocalParam& p : table.params()) {
-    const std::string& name = p.spec->name;
-    if (name.rfind("layers.", 0) != 0) continue;
-    const std::string prefix = name.substr(0, name.find('.', 7) + 1);  // "layers.3."
-    if (prefix != current) {
-      units.push_back({p.offset, p.offset + p.numel});
-      current = prefix;
-    } else {
-      units.back().begin = std::min(units.back().begin, p.offset);
-      units.back().end = std::max(units.back().end, p.offset + p.numel);
-    }
-  }
-  return units;
-}
-
 // One block's parameters (all blocks are alike), for the FLOPs of recomputing it.
 double block_parameters(const ParamTable& logical) {
   double n = 0;
@@ -118,9 +100,9 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   const int dp = plan.layout.dp(), zero = effective_zero_stage(config, plan);
   const size_t shard = shard_range(n, dp, dp_rank).size();
   const bool server = config.parallel.dp_sync == "parameter-server";
-  // ZeRO 3: the pages ShardedParameters holds at most (its shard, what stays whole, two blocks).
+  // ZeRO 3: the pages ShardedParameters holds at most (its shard, two steps' units).
   if (zero == 3 && !server)
-    mem.parameters = double(ShardedPages(n, size_t(e), o.page_bytes, shard_range(n, dp, dp_rank), block_units(table))
+    mem.parameters = double(ShardedPages(n, size_t(e), o.page_bytes, shard_range(n, dp, dp_rank), parameter_units(table))
                                 .working_set_bytes());
   if (server) {
     // ParameterServer: the worker's whole gradient, and a buffer for one received push or pull
@@ -387,18 +369,30 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
         const double rs = std::max(0.0, reduce_scatter_seconds(g * P, d, dp_link) - window);
         dps = (zero == 2 ? m : 1) * rs + allgather_seconds(e * P, d, dp_link);
       } else {
-        // ZeRO 3: ZeRO 2's reductions; every micro-batch gathers each block before its forward
-        // and again before its backward, the next block's gather hidden behind this block's
-        // compute (a third of it forward, two thirds backward) and the first of each pass
-        // exposed; after the update what stays whole is gathered again.
+        // ZeRO 3: ZeRO 2's reductions; every micro-batch gathers each step of the units' walk
+        // before it runs forward and again backward (the embedding's backward reads no
+        // weight), the next step's gather hidden behind this step's compute (a block's: a
+        // third of it forward, two thirds backward; the embedding's and head's are counted as
+        // hiding nothing) and the first of each pass exposed.
         const double rs = std::max(0.0, reduce_scatter_seconds(g * P, d, dp_link) - window);
-        const int L = spec.num_layers;
-        const double block = L > 0 ? block_parameters(logical) / t : 0.0;
-        const double gather = L > 0 ? allgather_seconds(e * block, d, dp_link) : 0.0;
-        const double per_block = L > 0 ? compute[size_t(s)] / L : 0.0;
-        const double forward = gather + (L - 1) * std::max(0.0, gather - per_block / 3);
-        const double backward = gather + (L - 1) * std::max(0.0, gather - 2 * per_block / 3);
-        dps = m * (rs + (L > 0 ? forward + backward : 0.0)) + allgather_seconds(e * (P - L * block), d, dp_link);
+        const ParameterUnits units = parameter_units(LocalTable(logical, spec));
+        const double per_block = spec.num_layers > 0 ? compute[size_t(s)] / spec.num_layers : 0.0;
+        const size_t steps = units.walk.size();
+        std::vector<double> gather(steps), hides(steps, 0.0);  // per step: its gather, and its compute
+        for (size_t i = 0; i < steps; ++i) {
+          double elems = 0;
+          for (const int u : units.walk[i]) elems += double(units.ranges[size_t(u)].size());
+          gather[i] = allgather_seconds(e * elems, d, dp_link);
+          const bool block = int(i) != units.embedding_step() && int(i) != units.head_step();
+          hides[i] = block ? per_block : 0.0;
+        }
+        double passes = 0;
+        for (size_t i = 0; i < steps; ++i)  // forward
+          passes += i == 0 ? gather[i] : std::max(0.0, gather[i] - hides[i - 1] / 3);
+        const size_t last = units.embedding_step() >= 0 ? 1 : 0;
+        for (size_t i = steps; i-- > last;)  // backward
+          passes += i + 1 == steps ? gather[i] : std::max(0.0, gather[i] - 2 * hides[i + 1] / 3);
+        dps = m * (rs + passes);
       }
     }
     // A tied embedding's two copies are summed over the first and last stage at the step's end.

@@ -167,7 +167,7 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
     sharded_ = std::make_unique<ShardedParameters>(*backend_, stage_->parameters(), sync_->shard(),
                                                    stage_->parameter_units(), *groups_.dp);
     stage_->set_parameter_residency(sharded_.get());
-    sharded_->release_all();  // initialised whole; from now on only the shard and what stays whole
+    sharded_->release_all();  // initialised whole; from now on only the shard
     if (!sharded_->pages_given_back())
       log::info("ZeRO 3: " + backend_->name() + " cannot give parameter pages back: each rank keeps its whole "
                 "stage's parameters (the gradients and the optimizer state are sharded, as under ZeRO 2)");
@@ -207,13 +207,10 @@ void TrainingRun::import_initial_weights() {
   const std::string& folder = config_.model.init_from;
   std::string error;
   Timer timer;
-  // Under ZeRO 3 each rank reads only what it keeps: its shard and what stays whole.
+  // Under ZeRO 3 each rank reads only what it keeps: its shard.
   const TensorView params = stage_->parameters();
   std::vector<FlatRange> kept = {{0, params.numel}};
-  if (sharded_) {
-    kept = whole_ranges(params.numel, stage_->parameter_units());
-    kept.push_back({sync_->shard().begin, sync_->shard().end});
-  }
+  if (sharded_) kept = {{sync_->shard().begin, sync_->shard().end}};
   std::vector<float> host;  // a GPU's weights in float32, before they are rounded to the compute dtype
   try {
     const SafetensorsModel model(folder);
@@ -509,14 +506,12 @@ StepResult TrainingRun::step(const StopVote& vote) {
     ps_->pull_all_rows(stage_->parameters());
     dp_seconds += pull.seconds();
   }
-  // ZeRO 3: the gathers the passes waited for are data-parallel time, not compute; then the
-  // copies of what stays whole take the updated shards, and the last step leaves every block
-  // whole too.
+  // ZeRO 3: the gathers the passes waited for are data-parallel time, not compute; the last
+  // step leaves every unit whole (for hooks, evaluation, export).
   ReductionTimes gathers;
   if (sharded_) {
     gathers = sharded_->gather_times();
     Timer gather;
-    if (!r.skipped) sharded_->refresh_whole_ranges();
     if (last_step) sharded_->gather_all();
     dp_seconds += gather.seconds();
   }

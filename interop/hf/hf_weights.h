@@ -52,7 +52,7 @@ void check_hf_weights(const SafetensorsModel& model, const ModelConfig& config);
 
 // Fills this rank's flat parameter buffer (host float32; `table`'s tensors) from `model`,
 // reading only the rectangles the rank holds: with `only`, only the flat elements inside those
-// ranges (ZeRO 3: the rank's shard and what stays whole), the rest left untouched. Vocabulary
+// ranges (ZeRO 3: the rank's shard), the rest left untouched. Vocabulary
 // padding rows are set to zero.
 void import_hf_weights(const SafetensorsModel& model, const ModelConfig& config, const LocalTable& table,
                        float* params, const std::vector<FlatRange>* only = nullptr);

@@ -6,27 +6,17 @@
 
 namespace feast {
 
-std::vector<FlatRange> whole_ranges(size_t total, const std::vector<FlatRange>& units) {
-  std::vector<FlatRange> out;
-  size_t at = 0;
-  for (const FlatRange& u : units) {
-    if (u.begin > at) out.push_back({at, u.begin});
-    at = u.end;
-  }
-  if (at < total) out.push_back({at, total});
-  return out;
-}
-
 ShardedPages::ShardedPages(size_t total, size_t element_bytes, size_t page, ShardRange shard,
-                           const std::vector<FlatRange>& units)
+                           const ParameterUnits& units)
     : page_bytes(page) {
   const size_t bytes = total * element_bytes;
   if (page == 0) {  // nothing can be given back: one page, the whole buffer, always held
     gives_back = false;
     pages = 1;
     pinned = {true};
-    unit_pages.assign(units.size(), {0, 0});
+    unit_pages.assign(units.ranges.size(), {0, 0});
     page_bytes = bytes;
+    working_set_ = bytes;
     return;
   }
   pages = (bytes + page - 1) / page;
@@ -38,43 +28,41 @@ ShardedPages::ShardedPages(size_t total, size_t element_bytes, size_t page, Shar
       for (size_t p = first_page(begin); p < end_page(end); ++p) pinned[p] = true;
   };
   pin(shard.begin, shard.end);
-  for (const FlatRange& r : whole_ranges(total, units)) pin(r.begin, r.end);
-  for (const FlatRange& u : units) unit_pages.push_back({first_page(u.begin), end_page(u.end)});
+  for (const FlatRange& u : units.ranges) unit_pages.push_back({first_page(u.begin), end_page(u.end)});
+  // Two neighbouring steps' units held at once, their pages counted once each.
+  size_t most = 0;
+  std::vector<bool> held(pages);
+  for (size_t i = 0; i < units.walk.size(); ++i) {
+    std::fill(held.begin(), held.end(), false);
+    for (size_t j = i; j <= std::min(i + 1, units.walk.size() - 1); ++j)
+      for (const int u : units.walk[j])
+        for (size_t p = unit_pages[size_t(u)].first; p < unit_pages[size_t(u)].second; ++p) held[p] = !pinned[p];
+    most = std::max(most, size_t(std::count(held.begin(), held.end(), true)));
+  }
+  working_set_ = pinned_bytes() + most * page;
 }
 
 size_t ShardedPages::pinned_bytes() const {
   return size_t(std::count(pinned.begin(), pinned.end(), true)) * page_bytes;
 }
 
-size_t ShardedPages::working_set_bytes() const {
-  size_t most = 0;
-  for (size_t i = 0; i < unit_pages.size(); ++i) {
-    const size_t j = std::min(i + 1, unit_pages.size() - 1);
-    const size_t first = std::min(unit_pages[i].first, unit_pages[j].first);
-    const size_t end = std::max(unit_pages[i].second, unit_pages[j].second);
-    size_t extra = 0;
-    for (size_t p = first; p < end; ++p) extra += pinned[p] ? 0 : 1;
-    most = std::max(most, extra);
-  }
-  return pinned_bytes() + most * page_bytes;
-}
-
 ShardedParameters::ShardedParameters(Backend& backend, const TensorView& params, ShardRange shard,
-                                     std::vector<FlatRange> units, Communicator& dp)
+                                     const ParameterUnits& units, Communicator& dp)
     : backend_(backend),
       params_(params),
       shard_(shard),
-      units_(std::move(units)),
+      units_(units.ranges),
       dp_(dp),
-      layout_(params.numel, dtype_size(params.dtype), backend.page_bytes(), shard, units_),
+      layout_(params.numel, dtype_size(params.dtype), backend.page_bytes(), shard, units),
       refs_(layout_.pages, 0),
       state_(units_.size(), State::kWhole),
       work_(units_.size()),
       launched_(units_.size(), 0.0) {
   for (size_t i = 0; i < units_.size(); ++i)
-    FEAST_CHECK(units_[i].begin < units_[i].end && units_[i].end <= params.numel &&
-                    (i == 0 || units_[i - 1].end <= units_[i].begin),
-                "ZeRO 3: the stage's parameter units are not disjoint ranges in order");
+    FEAST_CHECK(units_[i].begin < units_[i].end && units_[i].begin == (i == 0 ? 0 : units_[i - 1].end),
+                "ZeRO 3: the stage's parameter units are not neighbouring ranges in order");
+  FEAST_CHECK(!units_.empty() && units_.back().end == params.numel,
+              "ZeRO 3: the stage's parameter units do not cover its parameters");
   // Every unit starts whole (the buffer was just written) and held by nobody: release_all
   // gives their pages back.
   held_pages_ = layout_.pages;
@@ -148,14 +136,6 @@ void ShardedParameters::release(int unit) {
   if (state_[size_t(unit)] == State::kReleased) return;
   claim_pages(unit, -1);
   state_[size_t(unit)] = State::kReleased;
-}
-
-void ShardedParameters::refresh_whole_ranges() {
-  for (const FlatRange& r : whole_ranges(params_.numel, units_)) {
-    Timer wait;
-    gather(r)->wait();
-    exposed_ += wait.seconds();
-  }
 }
 
 void ShardedParameters::release_all() {

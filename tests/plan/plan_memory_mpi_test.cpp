@@ -109,7 +109,7 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
       cases.push_back({arch, 2, 2, 1, 0, "1f1b", 2, "allreduce", false, "fp32", mode, 1});
       cases.push_back({arch, 1, 1, 4, 1, "1f1b", 2, "allreduce", false, "fp32", mode});
     }
-  // ZeRO 3: the parameter pages a step holds at most (its shard, what stays whole, two blocks),
+  // ZeRO 3: the parameter pages a step holds at most (its shard, two neighbouring steps' units),
   // with six layers so that blocks come and go, alone and with recomputation and offload.
   cases.push_back({"gpt2-L6", 1, 1, 4, 3, "1f1b", 2});
   cases.push_back({"llama-L6", 1, 2, 2, 3, "1f1b", 1});

@@ -201,7 +201,7 @@ std::vector<std::string> format_summary(const RunFacts& f, const RunOutcome& o) 
     lines.push_back(buf);
   };
   overlap("data-parallel gradient reductions", s.dp_reduce, s.dp_reduce_exposed, "behind the backward");
-  overlap("ZeRO 3 gathers of blocks", s.dp_gather, s.dp_gather_exposed, "behind the blocks before them");
+  overlap("ZeRO 3 gathers of units", s.dp_gather, s.dp_gather_exposed, "behind the units before them");
   if (!o.memory_high_water.empty()) {
     lines.push_back("memory at the end, high-water marks:");
     for (const std::string& line : format_memory_table(o.memory_high_water, false)) lines.push_back("  " + line);

@@ -33,7 +33,7 @@ struct TimeSplit {
   // Not parts of the step (they overlap the others): how long the data-parallel gradient
   // reductions ran, and the part of dp_comm spent waiting for them.
   double dp_reduce = 0, dp_reduce_exposed = 0;
-  // ZeRO 3's gathers of blocks during the passes: the same two figures.
+  // ZeRO 3's gathers of units during the passes: the same two figures.
   double dp_gather = 0, dp_gather_exposed = 0;
   // E: the share of compute in compute plus exposed communication and idle.
   double efficiency() const;

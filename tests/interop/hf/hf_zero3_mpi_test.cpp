@@ -2,7 +2,6 @@
 // it keeps.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -22,9 +21,9 @@ using testing::world_size;
 
 const std::string kFixtures = std::string(FEAST_SOURCE_DIR) + "/tests/fixtures/hf";
 
-// Under ZeRO 3 each rank reads only what it keeps (its shard and what stays whole): those
-// elements equal the whole import's, the blocks' other pages were never written (they read
-// zero, holding no memory), and gathering the blocks gives every weight of the whole import.
+// Under ZeRO 3 each rank reads only what it keeps (its shard): those elements equal the whole
+// import's, the other pages were never written (they read zero, holding no memory), and
+// gathering the units gives every weight of the whole import.
 TEST(HfZero3, EachRankReadsOnlyWhatItKeeps) {
   ASSERT_EQ(world_size(), 4) << "ZeRO 3 at dp 4: run on four ranks";
   const std::string source = kFixtures + "/gpt2-tiny", data = kFixtures + "/finetune-gpt2-tiny.bin";
@@ -48,19 +47,16 @@ TEST(HfZero3, EachRankReadsOnlyWhatItKeeps) {
   run.import_initial_weights();
   const TensorView p = run.stage().parameters();
   const float* mine = p.as<float>();
-  const std::vector<FlatRange> units = run.stage().parameter_units();
   const ShardRange shard = shard_range(p.numel, 4, world_rank());
-  size_t kept = 0, untouched = 0;
+  size_t untouched = 0;
   for (size_t i = 0; i < p.numel; ++i) {
-    const bool in_unit = std::any_of(units.begin(), units.end(), [&](const FlatRange& u) { return i >= u.begin && i < u.end; });
-    if (!in_unit || (i >= shard.begin && i < shard.end)) {
+    if (i >= shard.begin && i < shard.end) {
       ASSERT_EQ(mine[i], whole[i]) << "element " << i << ", which this rank keeps";
-      ++kept;
     } else if (mine[i] == 0.0f) {
       ++untouched;
     }
   }
-  EXPECT_GT(untouched, p.numel / 4) << "the blocks outside this rank's shard were written";
+  EXPECT_GT(untouched, p.numel / 2) << "the parameters outside this rank's shard were written";
   run.gather_parameters();
   for (size_t i = 0; i < p.numel; ++i) ASSERT_EQ(mine[i], whole[i]) << "element " << i << " after gathering";
 }
