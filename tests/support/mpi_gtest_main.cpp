@@ -1,8 +1,12 @@
 // main() for GoogleTest binaries that run under mpirun: MPI around the tests, output from rank
 // 0 only (other ranks' failures still count), and a non-zero exit on every rank when any rank
-// failed, so CTest sees one verdict for the whole job.
+// failed, so CTest sees one verdict for the whole job. A test that fails on one rank of several
+// aborts the job: the ranks would otherwise go on out of step (one left a test early, the
+// others wait in its collectives) until CTest's timeout.
 #include <gtest/gtest.h>
 #include <mpi.h>
+
+#include <cstdio>
 
 int main(int argc, char** argv) {
   // As the trainer: MPI_THREAD_MULTIPLE when granted (the asynchronous checkpoint writer's thread
@@ -24,6 +28,22 @@ int main(int argc, char** argv) {
       }
     };
     listeners.Append(new FailurePrinter(rank));
+  }
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size > 1) {
+    struct AbortOnFailure : ::testing::EmptyTestEventListener {
+      int rank;
+      explicit AbortOnFailure(int r) : rank(r) {}
+      void OnTestEnd(const ::testing::TestInfo& test) override {
+        if (!test.result()->Failed()) return;
+        std::fprintf(stderr, "[rank %d] %s.%s failed: aborting the job so that no rank waits for it\n", rank,
+                     test.test_suite_name(), test.name());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+    };
+    ::testing::UnitTest::GetInstance()->listeners().Append(new AbortOnFailure(rank));
   }
   int failed = RUN_ALL_TESTS() != 0 ? 1 : 0, any = 0;
   MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
