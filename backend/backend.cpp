@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include <algorithm>
+
 #include "core/device_info.h"
 #include "core/error.h"
 #include "backend/cpu/cpu_backend.h"
@@ -40,6 +42,12 @@ void cast_across(Backend& backend, const TensorView& dst, const TensorView& src,
       backend.cast(dst.slice(at, n), chunk);
     }
   }
+}
+
+void cast_across(Backend& backend, const TensorView& dst, const TensorView& src) {
+  if (dst.dtype == src.dtype) return cast_across(backend, dst, src, {});
+  const Tensor scratch = backend.allocate(DType::kFloat32, std::min(src.numel, kCastAcrossChunk));
+  cast_across(backend, dst, src, scratch.view());
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype, int local_rank) {

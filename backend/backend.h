@@ -205,6 +205,10 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const std::stri
 // another dtype or not: cast on the device a chunk at a time through `scratch` (float32 on the
 // device), so no float32 copy of the whole tensor is needed there. Same dtypes: one copy.
 void cast_across(Backend& backend, const TensorView& dst, const TensorView& src, const TensorView& scratch);
+// The same through a scratch of its own, of at most kCastAcrossChunk elements (none when the
+// dtypes agree): for a one-off copy, where a loop's caller keeps one scratch for all of them.
+void cast_across(Backend& backend, const TensorView& dst, const TensorView& src);
+inline constexpr size_t kCastAcrossChunk = size_t{16} << 20;
 
 // The compute dtype `training.dtype` means on `device` (throws ConfigError as make_backend).
 DType compute_dtype_for(const std::string& device, const std::string& dtype);

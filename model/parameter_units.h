@@ -19,9 +19,6 @@ namespace feast {
 struct ParameterUnits {
   std::vector<FlatRange> ranges;       // neighbouring, in buffer order, together the whole buffer
   std::vector<std::vector<int>> walk;  // a forward's steps: the units each holds
-  int front = -1;                      // the vocabulary-sized tensors' unit (-1: none on this stage)
-  int first_block = -1;                // block i's unit is first_block + i (-1: no blocks)
-  int tail = -1;                       // the final norm's unit (-1: not on this stage)
   bool has_embedding_step = false;  // the first stage: the embedding reads the front
   bool has_head_step = false;       // the last stage: the head reads the front and the tail
   // The walk's steps: the embedding's (if the stage has it), each block's, the head's (if any).

@@ -8,14 +8,6 @@
 
 namespace feast {
 
-namespace {
-
-// Elements per cast between a lower-precision compute copy and offloaded float32 weights: a
-// 64 MiB float32 buffer on the device, whatever the range's size.
-constexpr size_t kCastChunk = size_t{16} << 20;
-
-}  // namespace
-
 AdamW::AdamW(Backend& backend, const LocalTable& table, const TensorView& params, size_t begin, size_t end,
              const AdamWConfig& config, MasterWeights master, Backend* host)
     : backend_(backend),
@@ -42,7 +34,9 @@ AdamW::AdamW(Backend& backend, const LocalTable& table, const TensorView& params
   if (host) {
     master_copy_ = backend.allocate_host(DType::kFloat32, end - begin);
     host_grads_ = backend.allocate_host(DType::kFloat32, end - begin);
-    if (params.dtype != DType::kFloat32) device_chunk_ = backend.allocate(DType::kFloat32, std::min(end - begin, kCastChunk));
+    // Lower-precision weights cast through one float32 buffer on the device, kept for every step.
+    if (params.dtype != DType::kFloat32)
+      device_chunk_ = backend.allocate(DType::kFloat32, std::min(end - begin, kCastAcrossChunk));
     master_ = master_copy_.view();
   } else if (master == MasterWeights::kShareWhenFloat32 && params.dtype == DType::kFloat32) {
     master_ = params_;

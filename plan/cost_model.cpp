@@ -68,8 +68,6 @@ int effective_zero_stage(const Config& config, const LayoutPlan& plan) {
   return plan.layout.dp() == 1 ? 0 : config.parallel.zero_stage;
 }
 
-// AdamW's cast buffer for offloaded state (optim/adamw.cpp's kCastChunk).
-constexpr size_t kOffloadCastChunk = size_t{16} << 20;
 
 // The blocks of a stage that recompute (DecoderStage: its first training.recompute_layers, 0 = all).
 int recomputed_blocks(const Config& config, const StageSpec& spec) {
@@ -126,7 +124,7 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
     // Offloaded (optim/adamw.h): master, moments and the gradients' copy in host memory; on the
     // device only the float32 buffer that casts the weights back, for lower-precision weights.
     mem.offloaded = 4.0 * double(range) * f32;
-    mem.optimizer = o.dtype == PlanDType::kFp32 ? 0.0 : double(std::min(range, kOffloadCastChunk)) * f32;
+    mem.optimizer = o.dtype == PlanDType::kFp32 ? 0.0 : double(std::min(range, kCastAcrossChunk)) * f32;
   } else {
     mem.optimizer = double(range) * (2 * f32 + (o.dtype == PlanDType::kFp32 ? 0.0 : f32));
   }

@@ -32,9 +32,6 @@
 namespace feast {
 namespace {
 
-// Elements a GPU's parameters are cast through at a time on their way to and from a checkpoint.
-constexpr size_t kHostCopyChunk = size_t{16} << 20;
-
 // Opens a split, naming the config key that chose it when anything is wrong.
 Dataset open_split(const Config& config, const std::string& key, const std::string& pattern, Split split) {
   try {
@@ -219,9 +216,8 @@ void TrainingRun::import_initial_weights() {
     } else {  // a GPU's parameters: read into host memory, then copy (and round) into place a chunk at a time
       host.assign(params.numel, 0.0f);
       import_hf_weights(model, config_.model, stage_->table(), host.data(), &kept);
-      Tensor f32 = backend_->allocate(DType::kFloat32, std::min(params.numel, kHostCopyChunk));
       for (const FlatRange& r : kept)
-        cast_across(*backend_, params.slice(r.begin, r.size()), host_view(host.data() + r.begin, r.size()), f32.view());
+        cast_across(*backend_, params.slice(r.begin, r.size()), host_view(host.data() + r.begin, r.size()));
     }
   } catch (const DataError& e) {
     error = std::string(e.what()) + " [model.init_from at " + config_.where("model.init_from") + "]";
@@ -380,9 +376,7 @@ RankState TrainingRun::rank_state() {
     // first (rank_state_to_load).
     const bool whole = !sharded_ || sharded_->holds_all();
     const size_t from = whole ? 0 : st.share_begin, to = whole ? st.params.numel : st.share_end;
-    Tensor f32 = backend_->allocate(DType::kFloat32, std::min(st.params.numel, kHostCopyChunk));
-    cast_across(*backend_, host_view(host_params_.data() + from, to - from), st.params.slice(from, to - from),
-                f32.view());
+    cast_across(*backend_, host_view(host_params_.data() + from, to - from), st.params.slice(from, to - from));
   }
   st.params = host_view(host_params_.data(), host_params_.size());
   host_optimizer_.assign(3 * st.optimizer.size(), {});
@@ -414,8 +408,7 @@ void TrainingRun::rank_state_loaded() {
     return;
   }
   FEAST_CHECK(host_params_.size() == params.numel, "rank_state_loaded() without rank_state()");
-  Tensor f32 = backend_->allocate(DType::kFloat32, std::min(params.numel, kHostCopyChunk));
-  cast_across(*backend_, params, host_view(host_params_.data(), host_params_.size()), f32.view());
+  cast_across(*backend_, params, host_view(host_params_.data(), host_params_.size()));
   const std::vector<AdamW::TensorState> states = optimizer_->tensor_states();
   for (size_t i = 0; i < states.size(); ++i) {
     const TensorView views[] = {states[i].master, states[i].exp_avg, states[i].exp_avg_sq};

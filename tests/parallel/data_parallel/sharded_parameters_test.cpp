@@ -23,9 +23,6 @@ ParameterUnits units_of(std::vector<FlatRange> ranges, bool head_reads_front) {
   ParameterUnits u;
   u.ranges = std::move(ranges);
   for (int i = 0; i < int(u.ranges.size()); ++i) u.walk.push_back({i});
-  u.front = 0;
-  u.first_block = 1;
-  u.tail = int(u.ranges.size()) - 1;
   u.has_embedding_step = u.has_head_step = true;
   if (head_reads_front) u.walk.back().push_back(0);
   return u;
