@@ -68,6 +68,14 @@ class Backend {
   // against it.
   virtual Stream& stream() = 0;
   virtual std::unique_ptr<Event> create_event() = 0;
+  // Another stream on this device, for copies that run beside stream()'s work (the offloaded
+  // optimizer's, one per direction); events order it against stream(). On the CPU every
+  // stream is the same no-op.
+  virtual std::unique_ptr<Stream> create_stream() = 0;
+  // dst = src (as copy()) enqueued on `on` (stream() or one of create_stream()'s): on a GPU it
+  // returns before the copy is done, so host memory in it must come from allocate_host() and be
+  // left alone until an event recorded on `on` after it is reached. On the CPU: copy().
+  virtual void copy_async(const TensorView& dst, const TensorView& src, Stream& on) = 0;
   // The most device memory this backend's allocator has held at once; 0 where it is not tracked
   // (the CPU's host memory, reported by the run's own accounting).
   virtual size_t peak_memory_bytes() const { return 0; }

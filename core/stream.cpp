@@ -22,6 +22,8 @@ Stream& cpu_stream() {
   return stream;
 }
 
+std::unique_ptr<Stream> make_cpu_stream() { return std::make_unique<CpuStream>(); }
+
 std::unique_ptr<Event> make_cpu_event() { return std::make_unique<CpuEvent>(); }
 
 }  // namespace feast

@@ -29,8 +29,9 @@ class Event {
   virtual void synchronize() = 0;
 };
 
-// The CPU's stream and events: work is done when the call that did it returns.
+// The CPU's streams and events: work is done when the call that did it returns.
 Stream& cpu_stream();
+std::unique_ptr<Stream> make_cpu_stream();
 std::unique_ptr<Event> make_cpu_event();
 
 }  // namespace feast

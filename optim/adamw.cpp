@@ -34,10 +34,8 @@ AdamW::AdamW(Backend& backend, const LocalTable& table, const TensorView& params
   if (host) {
     master_copy_ = backend.allocate_host(DType::kFloat32, end - begin);
     host_grads_ = backend.allocate_host(DType::kFloat32, end - begin);
-    // Lower-precision weights cast through one float32 buffer on the device, kept for every step.
-    if (params.dtype != DType::kFloat32)
-      device_chunk_ = backend.allocate(DType::kFloat32, std::min(end - begin, kCastAcrossChunk));
     master_ = master_copy_.view();
+    offload_ = std::make_unique<OffloadPipeline>(backend, params_, master_, host_grads_.view());
   } else if (master == MasterWeights::kShareWhenFloat32 && params.dtype == DType::kFloat32) {
     master_ = params_;
   } else {
@@ -48,11 +46,7 @@ AdamW::AdamW(Backend& backend, const LocalTable& table, const TensorView& params
 }
 
 void AdamW::master_from_params() {
-  host_ ? cast_across(backend_, master_, params_, device_chunk_.view()) : backend_.cast(master_, params_);
-}
-
-void AdamW::params_from_master() {
-  host_ ? cast_across(backend_, params_, master_, device_chunk_.view()) : backend_.cast(params_, master_);
+  offload_ ? offload_->master_from_params() : backend_.cast(master_, params_);
 }
 
 void AdamW::reload_master_from_params() {
@@ -75,19 +69,26 @@ void AdamW::step(const TensorView& grads, int64_t t, double lr, double grad_norm
   s.bias_correction1 = static_cast<float>(1.0 - std::pow(config_.beta1, double(t)));
   s.bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(config_.beta2, double(t))));
   const float scale = clip_factor(grad_norm, config_.grad_clip);
-  Backend& updater = host_ ? *host_ : backend_;
-  const TensorView g = host_ ? host_grads_.view() : grads;
-  if (host_) backend_.copy(g, grads);
-  for (const Run& r : runs_) {
-    s.weight_decay = r.weight_decay;
-    const size_t n = r.end - r.begin;
-    updater.adamw_step(master_.slice(r.begin, n), m_.view().slice(r.begin, n), v_.view().slice(r.begin, n),
-                       g.slice(r.begin, n), s, scale);
+  // Elements [begin, end) of the range, each run of one weight decay in one fused pass.
+  auto update = [&](Backend& updater, const TensorView& g, size_t begin, size_t end) {
+    for (const Run& r : runs_) {
+      const size_t b = std::max(begin, r.begin), e = std::min(end, r.end);
+      if (b >= e) continue;
+      s.weight_decay = r.weight_decay;
+      updater.adamw_step(master_.slice(b, e - b), m_.view().slice(b, e - b), v_.view().slice(b, e - b),
+                         g.slice(b, e - b), s, scale);
+    }
+  };
+  if (offload_) {
+    offload_->run(grads, [&](size_t begin, size_t end) { update(*host_, host_grads_.view(), begin, end); });
+    return;
   }
-  if (separate_master()) params_from_master();
+  update(backend_, grads, 0, end_ - begin_);
+  if (separate_master()) backend_.cast(params_, master_);
 }
 
 std::vector<AdamW::TensorState> AdamW::tensor_states() const {
+  if (offload_) offload_->wait();
   std::vector<TensorState> out;
   for (const LocalParam& p : table_.params()) {
     const size_t b = std::max(begin_, p.offset), e = std::min(end_, p.offset + p.numel);

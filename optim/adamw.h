@@ -9,13 +9,15 @@
 // Offloaded (parallel.offload_optimizer), the master weights and both moments live in host
 // memory (the compute backend's allocate_host: pinned on a GPU) and a CPU backend updates them:
 // each step copies the range's gradients to the host, updates there, and copies the weights
-// back (cast to the compute dtype on the device, a chunk at a time). The master copy is then
-// always separate; on the CPU the same kernel runs on the same values, so the results are those
-// of the optimizer that is not offloaded, to the bit.
+// back (cast to the compute dtype on the device), the three pipelined chunk by chunk
+// (backend/offload_pipeline.h). The master copy is then always separate; on the CPU the same
+// kernel runs on the same values, so the results are those of the optimizer that is not
+// offloaded, to the bit.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "core/tensor.h"
 #include "backend/backend.h"
 #include "model/parameters.h"
+#include "backend/offload_pipeline.h"
 
 namespace feast {
 
@@ -49,7 +52,19 @@ class AdamW {
 
   // One update at step t (1-based: the bias corrections use it) with learning rate lr, given
   // the global gradient norm (before clipping); grads (float32) hold elements [begin, end).
+  // Offloaded, the device's stream waits for the weights to come back; the host does not.
   void step(const TensorView& grads, int64_t t, double lr, double grad_norm);
+  // Offloaded: starts copying the step's final gradients to the host, so that they travel
+  // while the gradient norm is reduced (step() starts them itself otherwise). Else nothing.
+  void start_gradient_copies(const TensorView& grads) {
+    if (offload_) offload_->start_gradients(grads);
+  }
+  // The step whose copies started is skipped: the next step copies its own gradients.
+  void discard_gradient_copies() {
+    if (offload_) offload_->discard_gradients();
+  }
+  // Offloaded: the host's part of the last step (its update, its waits for gradients).
+  OffloadTimes offload_times() const { return offload_ ? offload_->last_times() : OffloadTimes{}; }
 
   // The parameters were replaced from outside (imported weights): the master copy, when there is
   // one, takes them again.
@@ -57,6 +72,7 @@ class AdamW {
   // The same from float32 values of the whole flat buffer, for weights that had more precision
   // than the compute copy keeps (a bf16 run importing fp32 files).
   void load_master(const TensorView& flat_float32) {
+    if (offload_) offload_->wait();
     if (separate_master()) backend_.copy(master_, flat_float32.slice(begin_, end_ - begin_));
   }
 
@@ -65,8 +81,10 @@ class AdamW {
   bool separate_master() const { return static_cast<bool>(master_copy_.data()); }
   bool offloaded() const { return host_ != nullptr; }
   // Bytes of optimizer state on the compute device: both moments, and the master copy when
-  // there is one (0 when offloaded, but for the device's cast buffer).
-  size_t state_bytes() const { return offloaded() ? device_chunk_.bytes() : m_.bytes() + v_.bytes() + master_copy_.bytes(); }
+  // there is one (0 when offloaded, but for the device's cast buffers).
+  size_t state_bytes() const {
+    return offloaded() ? offload_->device_bytes() : m_.bytes() + v_.bytes() + master_copy_.bytes();
+  }
   // Bytes in host memory when offloaded: the state and the gradients' host copy.
   size_t offloaded_bytes() const {
     return offloaded() ? m_.bytes() + v_.bytes() + master_copy_.bytes() + host_grads_.bytes() : 0;
@@ -74,7 +92,8 @@ class AdamW {
 
   // The state of one local tensor's elements that fall in [begin, end): elements
   // [local_begin, local_end) of the tensor (LocalParam::logical_slices maps them to the logical
-  // tensor), and its float32 master weights and moments.
+  // tensor), and its float32 master weights and moments (offloaded: once the last step's copies
+  // are done, so they may be written).
   struct TensorState {
     const LocalParam* param = nullptr;
     size_t local_begin = 0, local_end = 0;
@@ -91,10 +110,8 @@ class AdamW {
     size_t begin, end;  // relative to begin_
     float weight_decay;
   };
-  // master_ = params_ (as float32, through the device's cast buffer when they are not).
+  // master_ = params_ (as float32, through the device's cast buffers when they are not).
   void master_from_params();
-  // params_ = master_ (the same, the other way).
-  void params_from_master();
 
   Backend& backend_;
   Backend* host_;  // updates offloaded state; null when not offloaded
@@ -106,8 +123,8 @@ class AdamW {
   TensorView master_;   // float32 master weights of [begin, end): params_ or master_copy_
   Tensor master_copy_;
   Tensor m_, v_;
-  Tensor host_grads_;    // offloaded: the range's gradients copied to the host
-  Tensor device_chunk_;  // offloaded, lower-precision parameters: float32 casts on the device
+  Tensor host_grads_;  // offloaded: the range's gradients copied to the host
+  std::unique_ptr<OffloadPipeline> offload_;
 };
 
 // Sum of squared gradients over flat elements [begin, end) of tensors whose

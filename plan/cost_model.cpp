@@ -11,6 +11,7 @@
 #include "model/parameter_units.h"
 #include "model/parameters.h"
 #include "model/pipeline_stage.h"
+#include "backend/offload_pipeline.h"
 #include "parallel/pipeline/pipeline_executor.h"
 #include "parallel/data_parallel/grad_sync.h"
 #include "parallel/data_parallel/sharded_parameters.h"
@@ -122,9 +123,9 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   const size_t range = zero == 0 && !server ? n : shard;
   if (config.parallel.offload_optimizer) {
     // Offloaded (optim/adamw.h): master, moments and the gradients' copy in host memory; on the
-    // device only the float32 buffer that casts the weights back, for lower-precision weights.
+    // device only the float32 buffers that cast the weights back, for lower-precision weights.
     mem.offloaded = 4.0 * double(range) * f32;
-    mem.optimizer = o.dtype == PlanDType::kFp32 ? 0.0 : double(std::min(range, kCastAcrossChunk)) * f32;
+    mem.optimizer = o.dtype == PlanDType::kFp32 ? 0.0 : double(offload_device_bytes(range, DType::kBFloat16));
   } else {
     mem.optimizer = double(range) * (2 * f32 + (o.dtype == PlanDType::kFp32 ? 0.0 : f32));
   }
@@ -419,13 +420,21 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   est.time.dp_comm_s = *std::max_element(dp_comm.begin(), dp_comm.end());
   if (config.parallel.offload_optimizer) {
     // The largest range (a stage's, or its ZeRO shard): float32 gradients to the host and float32
-    // weights back, one copy each way; on a GPU also the host's update, which reads and writes
-    // the weights and both moments and reads the gradients (28 bytes per element). On the CPU the
-    // update runs either way: only the copies are extra.
+    // weights back. On a GPU also the host's update, which reads and writes the weights and both
+    // moments and reads the gradients (28 bytes per element), and the three are pipelined in
+    // chunks (backend/offload_pipeline.h): the first chunk passes through all three, each further
+    // one adds the slowest. On the CPU the update runs either way and the copies are the host's
+    // own, one after the other: only they are extra.
     double range = 0;
     for (const PlannedMemory& pm : est.stage_memory) range = std::max(range, pm.offloaded / 16.0);
     const Link& h = cl.host_link;
-    est.time.offload_s = 2 * (h.latency + 4 * range / h.bandwidth) + (options.memory.gpu ? 28 * range / cl.host_memory_bw : 0.0);
+    if (options.memory.gpu && range > 0) {
+      const double chunk = double(offload_chunk_elements(size_t(range))), chunks = std::ceil(range / chunk);
+      const double copy = h.latency + 4 * chunk / h.bandwidth, update = 28 * chunk / cl.host_memory_bw;
+      est.time.offload_s = 2 * copy + update + (chunks - 1) * std::max(copy, update);
+    } else {
+      est.time.offload_s = 2 * (h.latency + 4 * range / h.bandwidth);
+    }
   }
   const double step = est.time.step_s();
   est.tokens_per_s = step > 0 ? double(d) * m * B * T / step : 0;

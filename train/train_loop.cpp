@@ -49,7 +49,8 @@ void write_tensorboard(TensorBoardWriter& tb, const StepMetrics& m) {
       {"time/optimizer_s", s.optimizer}, {"time/data_s", s.data},
       {"time/other_s", s.other},       {"time/dp_reduce_s", s.dp_reduce},
       {"time/dp_reduce_exposed_s", s.dp_reduce_exposed}, {"time/dp_gather_s", s.dp_gather},
-      {"time/dp_gather_exposed_s", s.dp_gather_exposed}};
+      {"time/dp_gather_exposed_s", s.dp_gather_exposed}, {"time/offload_update_s", s.offload_update},
+      {"time/offload_wait_s", s.offload_wait}};
   if (m.val_loss) values.emplace_back("val/loss", *m.val_loss);
   tb.add_scalars(m.step, values);
 }

@@ -462,6 +462,8 @@ StepResult TrainingRun::step(const StopVote& vote) {
   sync_->take_wait_seconds();  // finish_step's waits are in dp_timer
   dp_seconds += dp_timer.seconds() + backward_waits;
   Timer norm_timer;
+  // Offloaded: the gradients leave for the host while the norm is reduced.
+  optimizer_->start_gradient_copies(sync_->optimizer_grads());
   // One reduction for the loss (owned by one rank), the squared gradient norm (each logical
   // element counted once over tp, pp and dp) and the ranks' votes to stop after this step. The
   // reduction itself is the step's "other" time; the norm and the update are the optimizer's.
@@ -481,7 +483,10 @@ StepResult TrainingRun::step(const StopVote& vote) {
   r.lr = state_.learning_rate(config_.training);
   r.stop = {reduced[2] > 0, reduced[3] > 0, reduced[4] > 0};
   r.skipped = !std::isfinite(r.loss) || !std::isfinite(r.grad_norm);
-  if (r.skipped) handle_nonfinite(r, std::isfinite(my_loss) && std::isfinite(my_squares));
+  if (r.skipped) {
+    optimizer_->discard_gradient_copies();
+    handle_nonfinite(r, std::isfinite(my_loss) && std::isfinite(my_squares));
+  }
   Timer opt_timer;
   if (!r.skipped) optimizer_->step(sync_->optimizer_grads(), step + 1, r.lr, r.grad_norm);
   opt_seconds += opt_timer.seconds();
@@ -514,7 +519,8 @@ StepResult TrainingRun::step(const StopVote& vote) {
   dp_seconds += gathers.exposed;
   st.data += data_seconds;
   st.pp_wait += cooldown;
-  r.timing = {timer.seconds(), st, dp_seconds, opt_seconds, sync_->reduction_times(), gathers};
+  r.timing = {timer.seconds(), st,     dp_seconds, opt_seconds, sync_->reduction_times(),
+              gathers,         r.skipped ? OffloadTimes{} : optimizer_->offload_times()};
   state_.step = step + 1;
   state_.tokens_seen += tokens_per_step();
   return r;

@@ -39,6 +39,7 @@ struct StepTiming {
   double optimizer = 0;  // norm, clipping and the AdamW update of this rank's shard
   ReductionTimes dp_reduce;  // the gradient reductions: how long they ran, and the part in dp_comm
   ReductionTimes dp_gather;  // ZeRO 3's gathers of units during the passes: the same figures
+  OffloadTimes offload;      // offloaded: the host's update and its waits for gradients (in optimizer)
 };
 
 // Why a rank wants the job to stop after the current step; the ranks agree on it in the step's

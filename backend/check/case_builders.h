@@ -68,6 +68,7 @@ OpCase copy_case(size_t n);
 OpCase zero_case(size_t n);
 OpCase reserved_pages_case();
 OpCase host_round_trip_case(size_t n);
+OpCase offload_pipeline_case(size_t n);
 
 // "%g" of x, for shape texts.
 std::string format_number(double x);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/check/case_builders.h"
+#include "backend/offload_pipeline.h"
 #include "core/bfloat16.h"
 
 namespace feast::check {
@@ -155,8 +156,49 @@ void host_round_trip(CheckHarness& h, size_t n) {
   h.compare("dst", dst, src.values);
 }
 
+// copy_async on streams of create_stream(), as offloaded AdamW uses them
+// (backend/offload_pipeline.h): gradients to host memory and weights
+// back, cast to the compute dtype, chunk by chunk on streams of their own, with a host update of
+// each chunk in between; two steps, the second with its gradients started early, so that its
+// copies follow the first step's.
+void offload_pipeline(CheckHarness& h, size_t n) {
+  Backend& be = h.backend();
+  const Operand params = h.activations(n), grads = h.floats(n);
+  Tensor master = be.allocate_host(DType::kFloat32, n), host_grads = be.allocate_host(DType::kFloat32, n);
+  OffloadPipeline pipeline(be, params.view(), master.view(), host_grads.view());
+  pipeline.master_from_params();
+  float* m = static_cast<float*>(master.view().data);
+  const float* g = static_cast<const float*>(host_grads.view().data);
+  std::vector<float> want_master(params.values.begin(), params.values.end());
+  std::vector<int> updates(n);
+  for (int step = 0; step < 2; ++step) {
+    if (step == 1) pipeline.start_gradients(grads.view());
+    std::fill(updates.begin(), updates.end(), 0);
+    pipeline.run(grads.view(), [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        m[i] -= 0.25f * g[i];
+        ++updates[i];
+      }
+    });
+    for (size_t i = 0; i < n; ++i) want_master[i] -= 0.25f * float(grads.values[i]);
+    const auto [fewest, most] = std::minmax_element(updates.begin(), updates.end());
+    h.compare_values("updates of each element, step " + std::to_string(step + 1), {double(*fewest), double(*most)},
+                     {1.0, 1.0});
+  }
+  pipeline.wait();
+  std::vector<double> want(n);
+  for (size_t i = 0; i < n; ++i) want[i] = round_to(h.compute_dtype(), want_master[i]);
+  h.compare_values("master", std::vector<double>(m, m + n), std::vector<double>(want_master.begin(), want_master.end()));
+  h.compare("params", params, want);
+}
+
 }  // namespace
 
+OpCase offload_pipeline_case(size_t n) {
+  const size_t chunks = (n + offload_chunk_elements(n) - 1) / offload_chunk_elements(n);
+  return {"copy_async", count_shape(n) + " offload pipeline: " + std::to_string(chunks) + " chunks, two steps",
+          HeldTo::kFloat32, [n](CheckHarness& h) { offload_pipeline(h, n); }};
+}
 OpCase reserved_pages_case() {
   return {"reserve", "4 pages, the middle two given back and taken again", HeldTo::kFloat32,
           [](CheckHarness& h) { reserved_pages(h); }};

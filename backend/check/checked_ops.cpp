@@ -12,7 +12,7 @@ const std::vector<std::string>& checked_ops() {
       "matmul_backward_weight_rows", "attention_forward", "attention_backward", "rope_forward", "rope_backward",
       "gelu_forward", "gelu_backward", "swiglu_forward", "swiglu_backward", "add", "cross_entropy_row_max",
       "cross_entropy_partials", "cross_entropy_finish", "sum", "adamw_step", "sum_of_squares", "sums_of_squares",
-      "cast", "copy", "zero", "reserve", "allocate_host"};
+      "cast", "copy", "zero", "reserve", "allocate_host", "copy_async"};
   return ops;
 }
 

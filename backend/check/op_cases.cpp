@@ -105,6 +105,7 @@ std::vector<OpCase> make_cases() {
   add(zero_case(4099));
   add(reserved_pages_case());
   add(host_round_trip_case(4099));
+  add(offload_pipeline_case(20603));  // four chunks, the last shorter
   return cases;
 }
 

@@ -76,6 +76,8 @@ void CpuBackend::zero(const TensorView& x) {
 
 Stream& CpuBackend::stream() { return cpu_stream(); }
 std::unique_ptr<Event> CpuBackend::create_event() { return make_cpu_event(); }
+std::unique_ptr<Stream> CpuBackend::create_stream() { return make_cpu_stream(); }
+void CpuBackend::copy_async(const TensorView& dst, const TensorView& src, Stream&) { copy(dst, src); }
 
 void CpuBackend::embedding_forward(const TensorView& out, const TensorView& tokens, const TensorView& wte,
                                    const TensorView& wpe, int B, int T, int C, int vocab_begin, int vocab_end) {

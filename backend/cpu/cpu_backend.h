@@ -22,6 +22,8 @@ class CpuBackend final : public Backend {
   void zero(const TensorView& x) override;
   Stream& stream() override;
   std::unique_ptr<Event> create_event() override;
+  std::unique_ptr<Stream> create_stream() override;
+  void copy_async(const TensorView& dst, const TensorView& src, Stream& on) override;
 
   void embedding_forward(const TensorView& out, const TensorView& tokens, const TensorView& wte, const TensorView& wpe,
                          int B, int T, int C, int vocab_begin, int vocab_end) override;

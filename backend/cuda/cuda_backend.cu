@@ -105,16 +105,16 @@ class CudaBackend final : public Backend {
   void decommit(const TensorView& pages) override { reserved_.decommit(pages.data, pages.bytes()); }
 
   void copy(const TensorView& dst, const TensorView& src) override {
-    FEAST_CHECK(dst.dtype == src.dtype && dst.numel == src.numel,
-                name() << " copy: " << src.numel << " " << dtype_name(src.dtype) << " into " << dst.numel << " "
-                       << dtype_name(dst.dtype));
-    check_place(dst, "copy", "dst", true);
-    check_place(src, "copy", "src", true);
-    if (dst.numel == 0 || dst.data == src.data) return;
+    if (!check_copy(dst, src, "copy")) return;
     // A micro-batch's tokens and targets: queued without waiting for the stream.
     if (src.device.is_cpu() && !dst.device.is_cpu() && uploads_.upload(dst.data, src.data, dst.bytes())) return;
     FEAST_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, dst.bytes(), cudaMemcpyDefault, ctx_.stream));
     if (dst.device.is_cpu() || src.device.is_cpu()) stream_.synchronize();
+  }
+
+  void copy_async(const TensorView& dst, const TensorView& src, Stream& on) override {
+    if (check_copy(dst, src, "copy_async"))
+      FEAST_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, dst.bytes(), cudaMemcpyDefault, handle_of(on)));
   }
 
   void zero(const TensorView& x) override {
@@ -124,6 +124,7 @@ class CudaBackend final : public Backend {
 
   Stream& stream() override { return stream_; }
   std::unique_ptr<Event> create_event() override { return std::make_unique<CudaEvent>(); }
+  std::unique_ptr<Stream> create_stream() override { return std::make_unique<CudaStream>(device_.index); }
 
   // ---- ops: check, then launch ----------------------------------------------------------------
   void embedding_forward(const TensorView& out, const TensorView& tokens, const TensorView& wte,
@@ -320,6 +321,15 @@ class CudaBackend final : public Backend {
   size_t peak_memory_bytes() const override { return allocator_.peak_bytes_in_use() + scratch_.bytes(); }
 
  private:
+  // A copy's operands, checked; false when there is nothing to copy.
+  bool check_copy(const TensorView& dst, const TensorView& src, const char* op) const {
+    FEAST_CHECK(dst.dtype == src.dtype && dst.numel == src.numel,
+                name() << " " << op << ": " << src.numel << " " << dtype_name(src.dtype) << " into " << dst.numel
+                       << " " << dtype_name(dst.dtype));
+    check_place(dst, op, "dst", true);
+    check_place(src, op, "src", true);
+    return dst.numel > 0 && dst.data != src.data;
+  }
   // The view's memory is where this backend can use it: its GPU, or host memory when allowed.
   void check_place(const TensorView& v, const char* op, const char* operand, bool host_ok) const {
     FEAST_CHECK(v.device == device_ || (host_ok && v.device.is_cpu()),

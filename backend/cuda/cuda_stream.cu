@@ -3,15 +3,12 @@
 #include "backend/cuda/cublas_check.h"
 
 namespace feast::cuda {
-namespace {
 
 cudaStream_t handle_of(Stream& stream) {
   auto* cuda = dynamic_cast<CudaStream*>(&stream);
-  FEAST_CHECK(cuda != nullptr, "a CUDA event used with a stream that is not a CUDA stream");
+  FEAST_CHECK(cuda != nullptr, "a CUDA stream was expected, not another backend's");
   return cuda->handle();
 }
-
-}  // namespace
 
 CudaStream::CudaStream(int device_index) {
   FEAST_CUDA_CHECK(cudaSetDevice(device_index));

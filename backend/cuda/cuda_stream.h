@@ -23,6 +23,9 @@ class CudaStream final : public Stream {
   cudaStream_t stream_ = nullptr;
 };
 
+// The cudaStream_t of a stream that must be a CudaStream (another kind throws).
+cudaStream_t handle_of(Stream& stream);
+
 class CudaEvent final : public Event {
  public:
   CudaEvent();

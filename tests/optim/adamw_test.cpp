@@ -136,13 +136,15 @@ TEST(AdamW, SeparateMasterWeightsGiveTheSameUpdate) {
   }
 }
 
-// Offloaded: the state in host memory, the gradients copied there, the weights copied back;
-// the same bits as the optimizer that keeps its state with the parameters, and none of its
-// state counted on the device.
+// Offloaded: the state in host memory, the gradients copied there, the weights copied back,
+// chunk by chunk (several here, which the runs of one weight decay cross); the same bits as the
+// optimizer that keeps its state with the parameters, and none of its state counted on the
+// device.
 TEST(AdamW, OffloadedStateGivesTheSameUpdate) {
-  const WholeModel model(1, 2, 8, 20, 4);
+  const WholeModel model(2, 2, 32, 50, 8);
   const LocalTable& t = model.table;
   const size_t n = t.total_numel(), begin = n / 5, end = n - n / 7;  // a shard, as under ZeRO
+  ASSERT_LE(3 * offload_chunk_elements(end - begin), end - begin) << "the range should make several chunks";
   std::vector<float> g(end - begin), kept(n), offloaded(n);
   for (size_t i = 0; i < g.size(); ++i) g[i] = 0.003f * float(int(i % 31) - 15);
   for (size_t i = 0; i < n; ++i) kept[i] = offloaded[i] = 0.02f * float(i % 23) - 0.2f;
@@ -171,6 +173,33 @@ TEST(AdamW, OffloadedStateGivesTheSameUpdate) {
       EXPECT_NE(x.data, y.data) << name << ": the offloaded state is a copy of its own";
     }
   }
+}
+
+// The gradients' copies may start before the step (while the norm is reduced); a step that is
+// then skipped leaves nothing behind, and a step given other gradients than those started uses
+// its own.
+TEST(AdamW, OffloadedGradientsStartedEarlyOrForAnotherBuffer) {
+  const WholeModel model(2, 2, 32, 50, 8);
+  const LocalTable& t = model.table;
+  const size_t n = t.total_numel();
+  std::vector<float> g(n), other(n, 7.0f), kept(n), offloaded(n);
+  for (size_t i = 0; i < n; ++i) {
+    g[i] = 0.002f * float(int(i % 37) - 18);
+    kept[i] = offloaded[i] = 0.01f * float(i % 19) - 0.1f;
+  }
+  CpuBackend host;
+  AdamW a(backend, t, host_view(kept.data(), n), 0, n, AdamWConfig{});
+  AdamW b(backend, t, host_view(offloaded.data(), n), 0, n, AdamWConfig{}, MasterWeights::kShareWhenFloat32, &host);
+  b.start_gradient_copies(host_view(other.data(), n));  // a step skipped after its copies began
+  b.start_gradient_copies(host_view(g.data(), n));      // the next step's, started early
+  a.step(host_view(g.data(), n), 1, 0.05, 1.0);
+  b.step(host_view(g.data(), n), 1, 0.05, 1.0);
+  ASSERT_EQ(kept, offloaded);
+  b.start_gradient_copies(host_view(other.data(), n));  // started for one buffer, stepped with another
+  a.step(host_view(g.data(), n), 2, 0.05, 1.0);
+  b.step(host_view(g.data(), n), 2, 0.05, 1.0);
+  ASSERT_EQ(kept, offloaded);
+  EXPECT_GE(b.offload_times().update, 0.0);
 }
 
 TEST(AdamW, StateIsReachablePerTensor) {

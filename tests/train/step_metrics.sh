@@ -21,6 +21,7 @@ run() {  # NAME NP TP PP EXTRA...
   python3 - "$work/$name" "$tp" "$pp" "$np" <<'PY' || fail "$name: metrics or summary wrong"
 import json, sys, glob
 d, tp, pp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+offloaded = d.endswith("offload")
 dp = int(sys.argv[4]) // (tp * pp)
 parts = ["compute_s", "tp_comm_s", "pp_idle_s", "dp_comm_s", "optimizer_s", "data_s", "other_s"]
 lines = [json.loads(l) for l in open(d + "/metrics.jsonl")]
@@ -41,6 +42,9 @@ for m in lines:
     assert m["dp_reduce_exposed_s"] <= m["dp_comm_s"] + 1e-12, m
     if dp == 1: assert m["dp_reduce_s"] == 0, m
     else: assert m["dp_reduce_s"] > 0, m
+    # The offloaded optimizer's host update and its waits for gradients are parts of optimizer_s.
+    assert m["offload_update_s"] + m["offload_wait_s"] <= m["optimizer_s"] + 1e-12, m
+    assert (m["offload_update_s"] > 0) == offloaded and (offloaded or m["offload_wait_s"] == 0), m
 s = json.load(open(d + "/summary.json"))
 assert s["ended"] == "finished" and s["steps"] == 4 and s["measured_steps"] == 3, s
 assert s["tp"] == tp and s["pp"] == pp and len(s["memory_bytes_per_rank"]) == s["world_size"], s
@@ -54,6 +58,7 @@ run tp2pp2dp2 8 2 2
 run pp2 2 1 2 --set logging.quiet=true
 run dp2 2 1 1 --set logging.tensorboard=false
 run one 1 1 1 --set logging.interval=2
+run offload 2 1 1 --set parallel.offload_optimizer=true --set parallel.zero_stage=2
 
 # A sparse parameter server reports its bytes next to the dense exchange's, in summary.json and
 # in the printed summary.
@@ -75,6 +80,9 @@ grep -q "scaling efficiency E = " "$work/tp2pp2dp2.out" || fail "no efficiency l
 grep -q "^data-parallel gradient reductions: .* ms in flight per step, .* exposed (waited for), .*% hidden" \
   "$work/dp2.out" || fail "no gradient reductions line at dp 2"
 grep -q "gradient reductions" "$work/pp2.out" && fail "gradient reductions line at dp 1"
+grep -q "^optimizer offload: the host updated for .* ms per step and waited .* ms for gradients" "$work/offload.out" ||
+  fail "no optimizer offload line"
+grep -q "optimizer offload" "$work/dp2.out" && fail "optimizer offload line without offload"
 grep -q "^time per step (mean of 3 steps" "$work/pp2.out" || fail "quiet run has no summary"
 [[ $(grep -c "^step " "$work/pp2.out") -eq 2 ]] || fail "logging.quiet printed step lines other than the 2 evaluations"
 [[ ! -e "$work/dp2/tensorboard" ]] || fail "logging.tensorboard = false wrote event files"

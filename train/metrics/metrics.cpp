@@ -44,6 +44,7 @@ void MetricsWriter::write(const StepMetrics& m) {
   if (m.val_loss) j["val_loss"] = *m.val_loss;
   j.update(split_json(m.split));
   j.update(reduction_json(m.split));
+  j.update(offload_json(m.split));
   j["mfu"] = m.mfu;
   out_ << j.dump() << '\n';
   out_.flush();

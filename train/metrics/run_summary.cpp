@@ -34,12 +34,15 @@ TimeSplit& TimeSplit::operator+=(const TimeSplit& o) {
   dp_reduce_exposed += o.dp_reduce_exposed;
   dp_gather += o.dp_gather;
   dp_gather_exposed += o.dp_gather_exposed;
+  offload_update += o.offload_update;
+  offload_wait += o.offload_wait;
   return *this;
 }
 
 TimeSplit TimeSplit::scaled(double f) const {
-  return {compute * f, tp_comm * f, pp_idle * f,   dp_comm * f,           optimizer * f, data * f,
-          other * f,   total * f,   dp_reduce * f, dp_reduce_exposed * f, dp_gather * f, dp_gather_exposed * f};
+  return {compute * f,   tp_comm * f,           pp_idle * f,   dp_comm * f,           optimizer * f,
+          data * f,      other * f,             total * f,     dp_reduce * f,         dp_reduce_exposed * f,
+          dp_gather * f, dp_gather_exposed * f, offload_update * f, offload_wait * f};
 }
 
 TimeSplit split_of(const StepTiming& t) {
@@ -59,15 +62,18 @@ TimeSplit split_of(const StepTiming& t) {
   s.dp_reduce_exposed = t.dp_reduce.exposed;
   s.dp_gather = t.dp_gather.in_flight;
   s.dp_gather_exposed = t.dp_gather.exposed;
+  s.offload_update = t.offload.update;
+  s.offload_wait = t.offload.waited;
   return s;
 }
 
 TimeSplit mean_over_ranks(Communicator& world, const TimeSplit& mine) {
-  double v[12] = {mine.compute, mine.tp_comm, mine.pp_idle,   mine.dp_comm,           mine.optimizer, mine.data,
-                  mine.other,   mine.total,   mine.dp_reduce, mine.dp_reduce_exposed, mine.dp_gather, mine.dp_gather_exposed};
-  world.allreduce(v, 12, DType::kFloat64)->wait();
+  double v[14] = {mine.compute,   mine.tp_comm,           mine.pp_idle,        mine.dp_comm,     mine.optimizer,
+                  mine.data,      mine.other,             mine.total,          mine.dp_reduce,   mine.dp_reduce_exposed,
+                  mine.dp_gather, mine.dp_gather_exposed, mine.offload_update, mine.offload_wait};
+  world.allreduce(v, 14, DType::kFloat64)->wait();
   const double n = world.size();
-  return TimeSplit{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]}.scaled(1.0 / n);
+  return TimeSplit{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13]}.scaled(1.0 / n);
 }
 
 double mfu(double flops_per_token, int64_t tokens, double seconds, const DevicePeak& peak, int world_size) {
@@ -101,6 +107,10 @@ nlohmann::json reduction_json(const TimeSplit& s) {
           {"dp_reduce_exposed_s", s.dp_reduce_exposed},
           {"dp_gather_s", s.dp_gather},
           {"dp_gather_exposed_s", s.dp_gather_exposed}};
+}
+
+nlohmann::json offload_json(const TimeSplit& s) {
+  return {{"offload_update_s", s.offload_update}, {"offload_wait_s", s.offload_wait}};
 }
 
 std::string summary_json(const RunFacts& f, const RunOutcome& o) {
@@ -139,6 +149,7 @@ std::string summary_json(const RunFacts& f, const RunOutcome& o) {
       {"ms_per_step", s.total * 1e3},
       {"time_split", split_json(s)},
       {"dp_reductions", reduction_json(s)},
+      {"optimizer_offload", offload_json(s)},
       {"pp_idle_fraction", s.pipeline_idle_fraction()},
       {"pp_idle_formula", pipeline_idle_formula(f.pp, f.micro_batches)},
       {"efficiency", s.efficiency()},
@@ -202,6 +213,13 @@ std::vector<std::string> format_summary(const RunFacts& f, const RunOutcome& o) 
   };
   overlap("data-parallel gradient reductions", s.dp_reduce, s.dp_reduce_exposed, "behind the backward");
   overlap("ZeRO 3 gathers of units", s.dp_gather, s.dp_gather_exposed, "behind the units before them");
+  if (s.offload_update > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "optimizer offload: the host updated for %.1f ms per step and waited %.1f ms for gradients to "
+                  "arrive; the weights travel back beside the update (what follows on the device waits for them)",
+                  s.offload_update * 1e3, s.offload_wait * 1e3);
+    lines.push_back(buf);
+  }
   if (!o.memory_high_water.empty()) {
     lines.push_back("memory at the end, high-water marks:");
     for (const std::string& line : format_memory_table(o.memory_high_water, false)) lines.push_back("  " + line);

@@ -35,6 +35,9 @@ struct TimeSplit {
   double dp_reduce = 0, dp_reduce_exposed = 0;
   // ZeRO 3's gathers of units during the passes: the same two figures.
   double dp_gather = 0, dp_gather_exposed = 0;
+  // Offloaded optimizer (parts of `optimizer`): the host's update, and its waits for gradients
+  // to arrive from the device.
+  double offload_update = 0, offload_wait = 0;
   // E: the share of compute in compute plus exposed communication and idle.
   double efficiency() const;
   // The pipeline's share of idle over the span the schedule runs (compute, tensor-parallel
@@ -101,6 +104,8 @@ double pipeline_idle_formula(int stages, int micro_batches);
 nlohmann::json split_json(const TimeSplit& split);
 // The gradient reductions' figures: {"dp_reduce_s": ..., "dp_reduce_exposed_s": ...}.
 nlohmann::json reduction_json(const TimeSplit& split);
+// The offloaded optimizer's: {"offload_update_s": ..., "offload_wait_s": ...}.
+nlohmann::json offload_json(const TimeSplit& split);
 
 // summary.json's object (docs/observability.md lists its keys).
 std::string summary_json(const RunFacts& facts, const RunOutcome& outcome);
