@@ -26,7 +26,6 @@ OffloadPipeline::OffloadPipeline(Backend& device, const TensorView& params, cons
       host_grads_(host_grads),
       chunk_(offload_chunk_elements(params.numel)),
       chunks_((params.numel + chunk_ - 1) / chunk_),
-      casts_(params.dtype != DType::kFloat32),
       to_host_(device.create_stream()),
       to_device_(device.create_stream()),
       device_ready_(device.create_event()),
@@ -36,7 +35,7 @@ OffloadPipeline::OffloadPipeline(Backend& device, const TensorView& params, cons
                                       << " master weights and " << host_grads.numel << " gradients on the host");
   FEAST_CHECK(host_master.dtype == DType::kFloat32 && host_grads.dtype == DType::kFloat32,
               "offloaded optimizer: the host's master weights and gradients are float32");
-  if (casts_) scratch_ = device.allocate(DType::kFloat32, 2 * chunk_);
+  if (casts()) scratch_ = device.allocate(DType::kFloat32, 2 * chunk_);
   for (size_t k = 0; k < chunks_; ++k) landed_.push_back(device.create_event());
   for (int s = 0; s < 2; ++s) {
     filled_[s] = device.create_event();
@@ -84,7 +83,7 @@ void OffloadPipeline::run(const TensorView& device_grads,
     Timer updating;
     update(begin, begin + n);
     times_.update += updating.seconds();
-    if (!casts_) {
+    if (!casts()) {
       device_.copy_async(params_.slice(begin, n), master_.slice(begin, n), *to_device_);
       continue;
     }

@@ -66,7 +66,6 @@ class OffloadPipeline {
   // weights), through the cast buffers; blocking.
   void master_from_params();
 
-  size_t chunk() const { return chunk_; }
   size_t device_bytes() const { return scratch_.bytes(); }
   OffloadTimes last_times() const { return times_; }
 
@@ -74,8 +73,9 @@ class OffloadPipeline {
   Backend& device_;
   TensorView params_, master_, host_grads_;
   size_t chunk_, chunks_;
-  bool casts_;  // the parameters are not float32: weights go back through scratch_
-  Tensor scratch_;  // casts_: two float32 buffers of chunk_ elements, used in turn
+  // The parameters are not float32: the weights go back through scratch_.
+  bool casts() const { return params_.dtype != DType::kFloat32; }
+  Tensor scratch_;  // casts(): two float32 buffers of chunk_ elements, used in turn
   std::unique_ptr<Stream> to_host_, to_device_;
   std::unique_ptr<Event> device_ready_;            // the device's work before the step's copies
   std::vector<std::unique_ptr<Event>> landed_;     // per chunk: its gradients are on the host

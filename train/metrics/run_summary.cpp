@@ -21,28 +21,20 @@ double TimeSplit::pipeline_idle_fraction() const {
   return span > 0 ? pp_idle / span : 0.0;
 }
 
+// A figure added to TimeSplit must be added to fields() too.
+static_assert(sizeof(TimeSplit) == TimeSplit::kFields * sizeof(double), "TimeSplit::fields() lists every figure");
+
 TimeSplit& TimeSplit::operator+=(const TimeSplit& o) {
-  compute += o.compute;
-  tp_comm += o.tp_comm;
-  pp_idle += o.pp_idle;
-  dp_comm += o.dp_comm;
-  optimizer += o.optimizer;
-  data += o.data;
-  other += o.other;
-  total += o.total;
-  dp_reduce += o.dp_reduce;
-  dp_reduce_exposed += o.dp_reduce_exposed;
-  dp_gather += o.dp_gather;
-  dp_gather_exposed += o.dp_gather_exposed;
-  offload_update += o.offload_update;
-  offload_wait += o.offload_wait;
+  TimeSplit other_split = o;
+  const auto mine = fields(), theirs = other_split.fields();
+  for (size_t i = 0; i < kFields; ++i) *mine[i] += *theirs[i];
   return *this;
 }
 
 TimeSplit TimeSplit::scaled(double f) const {
-  return {compute * f,   tp_comm * f,           pp_idle * f,   dp_comm * f,           optimizer * f,
-          data * f,      other * f,             total * f,     dp_reduce * f,         dp_reduce_exposed * f,
-          dp_gather * f, dp_gather_exposed * f, offload_update * f, offload_wait * f};
+  TimeSplit out = *this;
+  for (double* x : out.fields()) *x *= f;
+  return out;
 }
 
 TimeSplit split_of(const StepTiming& t) {
@@ -68,12 +60,13 @@ TimeSplit split_of(const StepTiming& t) {
 }
 
 TimeSplit mean_over_ranks(Communicator& world, const TimeSplit& mine) {
-  double v[14] = {mine.compute,   mine.tp_comm,           mine.pp_idle,        mine.dp_comm,     mine.optimizer,
-                  mine.data,      mine.other,             mine.total,          mine.dp_reduce,   mine.dp_reduce_exposed,
-                  mine.dp_gather, mine.dp_gather_exposed, mine.offload_update, mine.offload_wait};
-  world.allreduce(v, 14, DType::kFloat64)->wait();
-  const double n = world.size();
-  return TimeSplit{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13]}.scaled(1.0 / n);
+  TimeSplit sum = mine;
+  const auto fields = sum.fields();
+  double v[TimeSplit::kFields];
+  for (size_t i = 0; i < TimeSplit::kFields; ++i) v[i] = *fields[i];
+  world.allreduce(v, TimeSplit::kFields, DType::kFloat64)->wait();
+  for (size_t i = 0; i < TimeSplit::kFields; ++i) *fields[i] = v[i];
+  return sum.scaled(1.0 / world.size());
 }
 
 double mfu(double flops_per_token, int64_t tokens, double seconds, const DevicePeak& peak, int world_size) {

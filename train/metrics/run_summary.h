@@ -6,6 +6,8 @@
 // communication), summary.json and the printed summary.
 #pragma once
 
+#include <array>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -45,6 +47,14 @@ struct TimeSplit {
   double pipeline_idle_fraction() const;
   TimeSplit& operator+=(const TimeSplit& o);
   TimeSplit scaled(double f) const;
+  // Every figure above, in one order: what is added, scaled and averaged over ranks field by
+  // field (one list, so a new figure cannot be left out of one of them).
+  static constexpr size_t kFields = 14;
+  std::array<double*, kFields> fields() {
+    return {&compute,   &tp_comm,           &pp_idle,   &dp_comm,           &optimizer,      &data,        &other,
+            &total,     &dp_reduce,         &dp_reduce_exposed, &dp_gather, &dp_gather_exposed, &offload_update,
+            &offload_wait};
+  }
 };
 
 // This rank's step, its parts made to add up (`other` takes what no timer saw).
