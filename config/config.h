@@ -19,6 +19,8 @@ namespace feast {
 
 struct ParallelConfig {
   int tp = 1;                 // tensor-parallel degree
+  // Norms and residual sums hold 1/tp of each micro-batch's tokens (model/tensor_parallel.h).
+  bool sequence_parallel = false;
   int pp = 1;                 // pipeline-parallel degree
   int dp = 0;                 // data-parallel degree; 0 = world size / (tp * pp)
   std::string order = "tp-dp-pp";  // rank-numbering axes, innermost first

@@ -140,6 +140,15 @@ const std::vector<KeyDesc>& keys() {
 
       {FEAST_KEY(parallel, tp), at_least(1), "tensor-parallel degree",
        "tensor-parallel degree"},
+      {FEAST_KEY(parallel, sequence_parallel), any(), "split norms and residuals over tp ranks by rows",
+       "sequence parallelism (Megatron-LM's, Korthikanti et al. 2022; needs `tp` > 1 and `tp` dividing "
+       "`training.seq_len`): the norms and residual sums between the tensor-parallel products hold "
+       "1/tp of each micro-batch's tokens on each rank, and so do the activations sent between "
+       "pipeline stages; the all-reduce after a row-parallel layer becomes a reduce-scatter and a "
+       "column-parallel layer's input an all-gather (the same bytes). It divides by tp the memory "
+       "of the block outputs, norm outputs and residual sums a micro-batch keeps, and the pipeline's "
+       "point-to-point traffic; the norms' weight gradients are summed over the tp group at each "
+       "backward. The results equal those without it up to float rounding"},
       {FEAST_KEY(parallel, pp), at_least(1), "pipeline-parallel degree",
        "pipeline-parallel degree"},
       {FEAST_KEY(parallel, dp), at_least(0), "data-parallel degree; 0 = world / (tp * pp)",

@@ -103,6 +103,19 @@ void validate_config(const Config& c) {
     fail2("training.seq_len", std::to_string(c.training.seq_len), "<=", "model.max_seq_len",
           std::to_string(m.max_seq_len));
   }
+  if (c.parallel.sequence_parallel && c.parallel.tp < 2) {
+    fail(c.where("parallel.sequence_parallel"),
+         "parallel.sequence_parallel = true splits tokens over the tensor-parallel ranks, but parallel.tp = " +
+             std::to_string(c.parallel.tp) + " (" + c.where("parallel.tp") +
+             "); set parallel.tp to 2 or more, or remove parallel.sequence_parallel");
+  }
+  if (c.parallel.sequence_parallel && c.training.seq_len % c.parallel.tp != 0) {
+    fail(c.where("parallel.sequence_parallel"),
+         "parallel.sequence_parallel = true splits each sequence over parallel.tp = " +
+             std::to_string(c.parallel.tp) + " ranks (" + c.where("parallel.tp") + "), which does not divide " +
+             "training.seq_len = " + std::to_string(c.training.seq_len) + " (" + c.where("training.seq_len") +
+             "); choose a seq_len that tp divides, or remove parallel.sequence_parallel");
+  }
   if (c.training.min_lr > c.training.lr) {
     fail2("training.min_lr", format_double(c.training.min_lr), "<=", "training.lr",
           format_double(c.training.lr));

@@ -28,7 +28,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
       spec_(spec),
       shape_(shape),
       backend_(backend),
-      tp_(spec.tp > 1 ? tp_comm : nullptr, spec.tp_rank, spec.tp),
+      tp_(spec.tp > 1 ? tp_comm : nullptr, spec.tp_rank, spec.tp, shape.sequence_parallel),
       logical_(decoder_param_table(config)),
       table_(logical_, spec),
       units_(feast::parameter_units(table_)),
@@ -43,8 +43,13 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   if (config.kv_heads() % t != 0)
     throw ConfigError("parallel.tp = " + std::to_string(t) + " does not divide model.n_kv_head = " +
                       std::to_string(config.kv_heads()));
+  if (shape.sequence_parallel && shape.max_seq % t != 0)
+    throw ConfigError("parallel.sequence_parallel splits each sequence over parallel.tp = " + std::to_string(t) +
+                      " ranks, which does not divide training.seq_len = " + std::to_string(shape.max_seq));
   const int C = config.n_embd, Vl = config.padded_vocab() / t, vocab_begin = spec.tp_rank * Vl;
   const size_t rows = size_t(shape.max_batch) * size_t(shape.max_seq), NC = rows * size_t(C);
+  // A sequence-parallel region's rows: the input, the norms, the residual stream.
+  const size_t region_rows = size_t(tp_.local_rows(int(rows))), region_NC = region_rows * size_t(C);
   const DType dt = backend.compute_dtype();
   params_ = shape.reserved_parameters ? backend.reserve(dt, table_.total_numel()) : backend.allocate(dt, table_.total_numel());
 
@@ -62,17 +67,17 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   for (int i = 0; i < spec.num_layers; ++i) {
     const bool recomputed = shape.recompute_layers == 0 || i < shape.recompute_layers;
     activations_.begin_block();
-    blocks_.emplace_back(config, arch_, table_, params_.view(), spec.first_layer + i, t, shape.max_batch,
-                         shape.max_seq, activations_, recomputed ? shape.recompute : Recompute::kNone,
+    blocks_.emplace_back(config, arch_, table_, params_.view(), spec.first_layer + i, t, shape.sequence_parallel,
+                         shape.max_batch, shape.max_seq, activations_, recomputed ? shape.recompute : Recompute::kNone,
                          rope_cos_.view(), rope_sin_.view());
   }
   if (spec.has_head) {
-    final_norm_ = std::make_unique<Norm>(arch_.norm, float(config.norm_eps), table_, params_.view(), "ln_f", C, rows,
-                                         activations_, true);
+    final_norm_ = std::make_unique<Norm>(arch_.norm, float(config.norm_eps), table_, params_.view(), "ln_f", C,
+                                         region_rows, activations_, true);
     head_ = std::make_unique<LmHead>(table_.at("lm_head.weight"), params_.view(), C, vocab_begin, config.vocab_size,
                                      rows, activations_);
   }
-  input_ = activations_.take(true, dt, NC);
+  input_ = activations_.take(true, dt, region_NC);
   if (spec.has_embedding) tokens_ = activations_.take(true, DType::kInt32, rows);
   if (spec.has_head) targets_ = activations_.take(true, DType::kInt32, rows);
 
@@ -84,8 +89,8 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
     scratch_tensors_.push_back(backend.allocate(dtype, n));
     return scratch_tensors_.back().view();
   };
-  scratch_.tmp = take(dt, NC);
-  scratch_.dres = take(dt, NC);
+  scratch_.tmp = take(dt, region_NC);
+  scratch_.dres = take(dt, region_NC);
   scratch_.dqkv = take(dt, rows * size_t(att.qkv_width()));
   scratch_.dy = take(dt, rows * size_t(att.out_width()));
   scratch_.dbig = take(dt, rows * size_t(Fl));
@@ -93,6 +98,11 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   scratch_.ce_max = take(DType::kFloat32, rows);
   scratch_.ce_partials = take(DType::kFloat32, 2 * rows);
   scratch_.attention_workspace = take(dt, backend.attention_workspace_size(att));
+  if (shape.sequence_parallel) {
+    scratch_.gathered = take(dt, NC);
+    scratch_.partial = take(dt, NC);
+    scratch_.norm_grads = take(DType::kFloat32, 2 * size_t(C));
+  }
 }
 
 void DecoderStage::set_gradient_range_limit(size_t max_elems) {
@@ -147,6 +157,9 @@ void DecoderStage::check_micro_batch(int slot, int B, int T) const {
   FEAST_CHECK(slot >= 0 && slot < shape_.slots && B >= 1 && B <= shape_.max_batch && T >= 1 && T <= shape_.max_seq,
               "micro-batch " << B << "x" << T << " in slot " << slot << " exceeds the allocated " << shape_.slots
                              << " x " << shape_.max_batch << "x" << shape_.max_seq);
+  FEAST_CHECK(!shape_.sequence_parallel || (B * T) % spec_.tp == 0,
+              "a micro-batch of " << B << "x" << T << " tokens does not split over " << spec_.tp
+                                  << " sequence-parallel ranks");
 }
 
 float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale) {
@@ -175,8 +188,8 @@ float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targ
   const int h = units_.head_step();
   hold_step(h, -1);
   backend_.copy(targets_[s].first(N), host_view(targets, N));
-  final_norm_->forward(ctx, slot, x, int(N));
-  const float loss = head_->forward(ctx, slot, final_norm_->out(slot), targets_[s], int(N), loss_scale);
+  final_norm_->forward(ctx, slot, x, tp_.local_rows(int(N)));
+  const float loss = head_->forward(ctx, slot, head_input(slot, int(N)), targets_[s], int(N), loss_scale);
   let_go_step(h);
   return loss;
 }
@@ -196,11 +209,18 @@ void DecoderStage::backward(int slot, int B, int T) {
     const int h = units_.head_step();
     hold_step(h, last_block >= 0 ? units_.block_step(last_block) : -1);
     const TensorView x_last = blocks_.empty() ? input_[s] : blocks_.back().output(slot);
-    head_->backward(ctx, slot, final_norm_->out(slot), scratch_.tmp, N, *sink_);
-    const size_t NC = size_t(N) * size_t(config_.n_embd);
-    tp_.copy_to_tp_backward(scratch_.tmp.first(NC));
-    backend_.zero(scratch_.dres.first(NC));
-    final_norm_->backward(ctx, slot, scratch_.dres, scratch_.tmp, x_last, N, *sink_);
+    const int C = config_.n_embd, Nl = tp_.local_rows(N);
+    if (tp_.sequence_parallel()) {
+      // The head's input gradient is partial over the vocabulary shards; the reduce-scatter
+      // sums it and leaves this rank its rows.
+      head_->backward(ctx, slot, head_input(slot, N), scratch_.partial, N, *sink_);
+      tp_.gather_from_sp_backward(scratch_.partial, scratch_.tmp, N, C);
+    } else {
+      head_->backward(ctx, slot, final_norm_->out(slot), scratch_.tmp, N, *sink_);
+      tp_.copy_to_tp_backward(scratch_.tmp.first(size_t(N) * size_t(C)));
+    }
+    backend_.zero(scratch_.dres.first(size_t(Nl) * size_t(C)));
+    final_norm_->backward(ctx, slot, scratch_.dres, scratch_.tmp, x_last, Nl, *sink_);
     let_go_step(h);
   }
   for (int i = last_block; i >= 0; --i) {
@@ -211,6 +231,12 @@ void DecoderStage::backward(int slot, int B, int T) {
     let_go_step(b);
   }
   if (embedding_) embedding_->backward(ctx, scratch_.dres, tokens_[s], B, T, *sink_);
+}
+
+TensorView DecoderStage::head_input(int slot, int N) {
+  if (!tp_.sequence_parallel()) return final_norm_->out(slot);
+  tp_.gather_from_sp_forward(final_norm_->out(slot), scratch_.gathered, N, config_.n_embd);
+  return scratch_.gathered;
 }
 
 void initialize_parameters(PipelineStage& stage, uint64_t seed) {

@@ -29,6 +29,10 @@ struct StageShape {
   // ZeRO 3: the flat parameter buffer as reserved pages (Backend::reserve), which a residency
   // commits and gives back block by block.
   bool reserved_parameters = false;
+  // parallel.sequence_parallel (model/tensor_parallel.h): the regions between the
+  // tensor-parallel products hold 1/tp of each micro-batch's rows, and so do the activations
+  // passed between pipeline stages.
+  bool sequence_parallel = false;
 };
 
 class DecoderStage final : public PipelineStage {
@@ -56,7 +60,9 @@ class DecoderStage final : public PipelineStage {
   TensorView output(int slot) override;
   TensorView output_grad() override { return scratch_.dres; }
   TensorView input_grad() override { return scratch_.dres; }
-  size_t activation_numel(int B, int T) const override { return size_t(B) * size_t(T) * size_t(config_.n_embd); }
+  size_t activation_numel(int B, int T) const override {
+    return size_t(tp_.local_rows(B * T)) * size_t(config_.n_embd);
+  }
 
   float forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale) override;
   void backward(int slot, int B, int T) override;
@@ -68,6 +74,9 @@ class DecoderStage final : public PipelineStage {
  private:
   LayerContext context() { return {backend_, tp_, scratch_}; }
   void check_micro_batch(int slot, int B, int T) const;
+  // The final norm's output of `slot` as the head reads it: all N rows, gathered into the
+  // scratch under sequence parallelism (again in the backward, rather than kept per slot).
+  TensorView head_input(int slot, int N);
 
   ModelConfig config_;
   DecoderArch arch_;

@@ -142,13 +142,17 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   // thread; a fused kernel needs none.
   const double att_state = o.gpu ? double(B) * NHl * T * f32 : double(B) * NHl * T * T * f32;
   const double att_work = o.gpu ? 0.0 : double(o.threads) * T * T * e;
-  const double norm = rows * C * e + rows * f32 * (arch.norm == NormKind::kLayerNorm ? 2 : 1);  // out, rstd[, mean]
+  // Sequence parallelism (model/tensor_parallel.h): the norms, the residual sums and the
+  // stage's input hold rows / tp; the products' side keeps its tp-split widths over all rows.
+  const bool sp = config.parallel.sequence_parallel && t > 1;
+  const double region = sp ? rows / t : rows;
+  const double norm = region * C * e + region * f32 * (arch.norm == NormKind::kLayerNorm ? 2 : 1);  // out, rstd[, mean]
   // A block's activations by what recomputation does with them (model/layers/block.h): the
   // output is always kept; the rest of the products' side (norms, QKV, fc, the first residual
   // sum) unless the block recomputes fully; the attention core and MLP activation only without
   // recomputation. What a recomputing block does not keep lives once per stage.
-  const double output = rows * C * e;
-  const double products = 2 * norm + rows * qkv_w * e + rows * Fl * e + rows * C * e;
+  const double output = region * C * e;
+  const double products = 2 * norm + rows * qkv_w * e + rows * Fl * e + region * C * e;
   const double core = att_state + rows * out_w * e + rows * Il * e;
   const Recompute recompute = recompute_from_name(config.training.recompute);
   const int layers = spec.num_layers, recomputed = recomputed_blocks(config, spec);
@@ -157,11 +161,14 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   };
   const double block_kept = recomputed * kept(recompute) + (layers - recomputed) * kept(Recompute::kNone);
   const double recompute_set = recomputed > 0 ? kept(Recompute::kNone) - kept(recompute) : 0.0;
-  double per_slot = rows * C * e + block_kept;  // the slot's input and its blocks
+  double per_slot = region * C * e + block_kept;  // the slot's input and its blocks
   if (spec.has_embedding) per_slot += rows * i32;                              // tokens
   if (spec.has_head) per_slot += rows * i32 + norm + rows * Vl * e + rows * f32;  // targets, ln_f, logits, losses
-  const double scratch = 2 * rows * C * e + rows * qkv_w * e + rows * out_w * e + rows * Fl * e +
-                         (arch.mlp == MlpKind::kSwiGlu ? rows * Il * e : 0.0) + 3 * rows * f32 + att_work;
+  // tmp and dres (a region's rows), the products' gradients, the loss's statistics; with
+  // sequence parallelism the gathered rows and the partial sums (N, C) and a norm's gradients.
+  const double scratch = 2 * region * C * e + rows * qkv_w * e + rows * out_w * e + rows * Fl * e +
+                         (arch.mlp == MlpKind::kSwiGlu ? rows * Il * e : 0.0) + 3 * rows * f32 + att_work +
+                         (sp ? 2 * rows * C * e + 2 * C * f32 : 0.0);
   mem.activations = slots * per_slot + recompute_set;
   mem.workspace = scratch;
   mem.activations_per_micro_batch = per_slot;
@@ -254,7 +261,8 @@ std::string LayoutChoice::name() const {
   char buf[96];
   std::snprintf(buf, sizeof buf, "tp%d pp%d dp%d zero%d mbs%d m%d", tp, pp, dp, zero_stage, micro_batch_size,
                 num_micro_batches);
-  return std::string(buf) + (recompute != "none" ? " recompute-" + recompute : "") + (offload ? " offload" : "");
+  return std::string(buf) + (sequence_parallel ? " sp" : "") + (recompute != "none" ? " recompute-" + recompute : "") +
+         (offload ? " offload" : "");
 }
 
 int64_t global_batch_sequences(const Config& config, int gpus) {
@@ -285,11 +293,13 @@ Config config_for_layout(const Config& config, const LayoutChoice& choice, int64
   c.training.recompute = choice.recompute;
   c.training.recompute_layers = 0;
   c.parallel.offload_optimizer = choice.offload;
+  c.parallel.sequence_parallel = choice.sequence_parallel;
   if (int(c.parallel.stage_layers.size()) != choice.pp) c.parallel.stage_layers.clear();
   // plan_layout's messages say where a key was set: here, by the search.
   for (const char* key : {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.zero_stage",
                           "parallel.micro_batch_size", "parallel.num_micro_batches", "training.batch_size",
-                          "training.recompute", "training.recompute_layers", "parallel.offload_optimizer"})
+                          "training.recompute", "training.recompute_layers", "parallel.offload_optimizer",
+                          "parallel.sequence_parallel"})
     c.origin[key] = "tried by trainer plan";
   return c;
 }
@@ -303,7 +313,7 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   const double e = element_bytes(options.memory.dtype);
   LayoutEstimate est;
   est.layout = {t, p, d, config.parallel.zero_stage, B, m, config.training.recompute,
-                config.parallel.offload_optimizer};
+                config.parallel.offload_optimizer, config.parallel.sequence_parallel};
   est.valid = true;
   est.pp_idle_fraction = pipeline_idle_fraction(p, m);
 
@@ -341,7 +351,20 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
     // and MLP outputs) and two backward (their inputs' gradients); the vocab-parallel embedding
     // sums its output, the head its input's gradient, the cross-entropy the row maxima and then
     // two sums per row.
-    if (t > 1) {
+    // Sequence parallelism replaces each of those all-reduces by a reduce-scatter and an
+    // all-gather (the same bytes), and adds one all-gather per column-parallel layer and for
+    // the head in the backward (the input gathered again for the weight gradient, rather than
+    // kept) and the norms' gradient sums (C or 2C floats, one per norm and micro-batch).
+    if (t > 1 && config.parallel.sequence_parallel) {
+      const int blocks = spec.num_layers, again = recompute == Recompute::kFull ? recomputed : 0;
+      const int halves = 10 * blocks + 4 * again + (spec.has_embedding ? 2 : 0) + (spec.has_head ? 3 : 0);
+      const int norms = 2 * blocks + (spec.has_head ? 1 : 0);
+      const double norm_bytes = double(mc.n_embd) * 4 * (decoder_arch(mc).norm == NormKind::kLayerNorm ? 2 : 1);
+      tp_comm[size_t(s)] = halves * allgather_seconds(act_bytes, t, tp_link) +
+                           norms * ring_allreduce_seconds(norm_bytes, t, tp_link);
+      if (spec.has_head)
+        tp_comm[size_t(s)] += ring_allreduce_seconds(rows * 4, t, tp_link) + ring_allreduce_seconds(rows * 8, t, tp_link);
+    } else if (t > 1) {
       const int full = 4 * spec.num_layers + (spec.has_embedding ? 1 : 0) + (spec.has_head ? 1 : 0) +
                        (recompute == Recompute::kFull ? recomputed : 0);
       tp_comm[size_t(s)] = full * ring_allreduce_seconds(act_bytes, t, tp_link);
@@ -416,7 +439,9 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   }
   est.time.compute_s = m * compute[worst];
   est.time.tp_comm_s = m * tp_comm[worst];
-  est.time.pp_idle_s = p > 1 ? sum - slowest + 2.0 * (p - 1) * send_recv_seconds(act_bytes, pp_link) : 0.0;
+  // Sequence parallelism sends each tensor-parallel rank's rows only.
+  const double sent_bytes = config.parallel.sequence_parallel && t > 1 ? act_bytes / t : act_bytes;
+  est.time.pp_idle_s = p > 1 ? sum - slowest + 2.0 * (p - 1) * send_recv_seconds(sent_bytes, pp_link) : 0.0;
   est.time.dp_comm_s = *std::max_element(dp_comm.begin(), dp_comm.end());
   if (config.parallel.offload_optimizer) {
     // The largest range (a stage's, or its ZeRO shard): float32 gradients to the host and float32
@@ -488,11 +513,14 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
       for (int zero : zeros)
         for (int b : sizes)
           for (const char* recompute : {"none", "selective", "full"})
-            for (bool offload : {false, true}) {
-              LayoutChoice choice{tp, pp, dp, zero, b, int(G / dp / b), recompute, offload};
-              const Config c = config_for_layout(config, choice, G);
-              out.push_back(estimate_layout(c, plan_layout(c, N), options));
-            }
+            for (bool offload : {false, true})
+              for (bool sp : {false, true}) {
+                // Sequence parallelism where tp > 1 splits the sequence.
+                if (sp && (tp == 1 || config.training.seq_len % tp != 0)) continue;
+                LayoutChoice choice{tp, pp, dp, zero, b, int(G / dp / b), recompute, offload, sp};
+                const Config c = config_for_layout(config, choice, G);
+                out.push_back(estimate_layout(c, plan_layout(c, N), options));
+              }
     }
   auto category = [](const LayoutEstimate& l) { return l.fits ? 0 : l.valid ? 1 : 2; };
   // Speeds equal to 9 digits (ZeRO stages whose communication hides alike) are equal: the one

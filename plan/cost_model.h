@@ -102,7 +102,9 @@ struct LayoutChoice {
   int tp = 1, pp = 1, dp = 1, zero_stage = 0, micro_batch_size = 1, num_micro_batches = 1;
   std::string recompute = "none";  // training.recompute (of every block)
   bool offload = false;            // parallel.offload_optimizer
-  std::string name() const;  // "tp2 pp2 dp2 zero1 mbs4 m2", then " recompute-full", " offload" when set
+  bool sequence_parallel = false;  // parallel.sequence_parallel
+  // "tp2 pp2 dp2 zero1 mbs4 m2", then " sp", " recompute-full", " offload" when set
+  std::string name() const;
 };
 
 // Seconds of one optimizer step, split as metrics.jsonl splits a measured one.

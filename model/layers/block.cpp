@@ -3,35 +3,44 @@
 #include <string>
 
 namespace feast {
+namespace {
+
+// The rows a sequence-parallel region of the block holds for the largest micro-batch.
+size_t region_rows(int max_batch, int max_seq, int tp, bool sequence_parallel) {
+  const size_t rows = size_t(max_batch) * size_t(max_seq);
+  return sequence_parallel ? rows / size_t(tp) : rows;
+}
+
+}  // namespace
 
 DecoderBlock::DecoderBlock(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table,
-                           const TensorView& params, int layer, int tp, int max_batch, int max_seq,
-                           ActivationMemory& memory, Recompute recompute, const TensorView& cos,
+                           const TensorView& params, int layer, int tp, bool sequence_parallel, int max_batch,
+                           int max_seq, ActivationMemory& memory, Recompute recompute, const TensorView& cos,
                            const TensorView& sin)
     : C_(config.n_embd),
       recompute_(recompute),
       ln1_(arch.norm, float(config.norm_eps), table, params, "layers." + std::to_string(layer) + ".ln_1", C_,
-           size_t(max_batch) * size_t(max_seq), memory, recompute != Recompute::kFull),
+           region_rows(max_batch, max_seq, tp, sequence_parallel), memory, recompute != Recompute::kFull),
       attn_(config, arch, table, params, "layers." + std::to_string(layer) + ".", tp, max_batch, max_seq, memory,
             recompute, cos, sin),
       ln2_(arch.norm, float(config.norm_eps), table, params, "layers." + std::to_string(layer) + ".ln_2", C_,
-           size_t(max_batch) * size_t(max_seq), memory, recompute != Recompute::kFull),
+           region_rows(max_batch, max_seq, tp, sequence_parallel), memory, recompute != Recompute::kFull),
       mlp_(config, arch, table, params, "layers." + std::to_string(layer) + ".", tp,
            size_t(max_batch) * size_t(max_seq), memory, recompute) {
-  const size_t rows = size_t(max_batch) * size_t(max_seq);
+  const size_t rows = region_rows(max_batch, max_seq, tp, sequence_parallel);
   res2_ = memory.take(recompute != Recompute::kFull, memory.dtype(), rows * size_t(C_));
   res3_ = memory.take(true, memory.dtype(), rows * size_t(C_));
 }
 
 void DecoderBlock::forward(const LayerContext& ctx, int slot, const TensorView& x, int B, int T) {
   const size_t s = size_t(slot);
-  const int N = B * T;
-  const size_t NC = size_t(N) * size_t(C_);
+  const int N = B * T, Nl = ctx.tp.local_rows(N);
+  const size_t NC = size_t(Nl) * size_t(C_);
   const TensorView tmp = ctx.scratch.tmp;
-  ln1_.forward(ctx, slot, x, N);
+  ln1_.forward(ctx, slot, x, Nl);
   attn_.forward(ctx, slot, ln1_.out(slot), tmp, B, T);
   ctx.backend.add(res2_[s], x, tmp, NC);
-  ln2_.forward(ctx, slot, res2_[s], N);
+  ln2_.forward(ctx, slot, res2_[s], Nl);
   mlp_.forward(ctx, slot, ln2_.out(slot), tmp, N);
   ctx.backend.add(res3_[s], res2_[s], tmp, NC);
 }
@@ -44,28 +53,29 @@ void DecoderBlock::recompute_for_backward(const LayerContext& ctx, int slot, con
   } else if (recompute_ == Recompute::kFull) {
     // The forward up to the MLP's activation: the MLP's projection and the last residual sum
     // made only the output, which is kept. The same operations on the same inputs: the same bits.
-    const size_t s = size_t(slot), NC = size_t(N) * size_t(C_);
+    const int Nl = ctx.tp.local_rows(N);
+    const size_t s = size_t(slot), NC = size_t(Nl) * size_t(C_);
     const TensorView tmp = ctx.scratch.tmp;
-    ln1_.forward(ctx, slot, x, N);
+    ln1_.forward(ctx, slot, x, Nl);
     attn_.forward(ctx, slot, ln1_.out(slot), tmp, B, T);
     ctx.backend.add(res2_[s], x, tmp, NC);
-    ln2_.forward(ctx, slot, res2_[s], N);
+    ln2_.forward(ctx, slot, res2_[s], Nl);
     mlp_.forward_to_activation(ctx, slot, ln2_.out(slot), N);
   }
 }
 
 void DecoderBlock::backward(const LayerContext& ctx, int slot, const TensorView& x, int B, int T, GradientSink& sink) {
   const size_t s = size_t(slot);
-  const int N = B * T;
+  const int N = B * T, Nl = ctx.tp.local_rows(N);
   const StageScratch& sc = ctx.scratch;
   recompute_for_backward(ctx, slot, x, B, T);  // leaves dres alone; tmp is free until dnorm below
   // The residual gradient dres flows past each sub-block unchanged; the sub-block's input
   // gradient (through its norm, into tmp) is added to it by the norm's backward.
   const TensorView dnorm = sc.tmp;  // the forward's temporary is free during the backward
   mlp_.backward(ctx, slot, sc.dres, dnorm, ln2_.out(slot), N, sink);
-  ln2_.backward(ctx, slot, sc.dres, dnorm, res2_[s], N, sink);
+  ln2_.backward(ctx, slot, sc.dres, dnorm, res2_[s], Nl, sink);
   attn_.backward(ctx, slot, sc.dres, dnorm, ln1_.out(slot), B, T, sink);
-  ln1_.backward(ctx, slot, sc.dres, dnorm, x, N, sink);
+  ln1_.backward(ctx, slot, sc.dres, dnorm, x, Nl, sink);
 }
 
 std::vector<FlatRange> DecoderBlock::grad_ranges() const {

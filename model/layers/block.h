@@ -3,7 +3,9 @@
 // (model/layers/activation_memory.h) it keeps less and recomputes the rest at the start of its
 // backward: selective, the attention core and the MLP activation; full, everything but its
 // output, from its input (the previous block's output), which costs one more forward of the
-// block, with its tensor-parallel all-reduce. Legend: N rows, C channels.
+// block, with its tensor-parallel all-reduce. Under sequence parallelism its input, norms,
+// residual sums and output hold this rank's N/tp rows (model/tensor_parallel.h); the attention
+// and MLP between them work on all N. Legend: N rows, C channels.
 #pragma once
 
 #include <vector>
@@ -17,10 +19,11 @@ namespace feast {
 class DecoderBlock {
  public:
   DecoderBlock(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table, const TensorView& params,
-               int layer, int tp, int max_batch, int max_seq, ActivationMemory& memory, Recompute recompute,
-               const TensorView& cos, const TensorView& sin);
+               int layer, int tp, bool sequence_parallel, int max_batch, int max_seq, ActivationMemory& memory,
+               Recompute recompute, const TensorView& cos, const TensorView& sin);
 
-  // output(slot) (N, C) = the block applied to x (N, C).
+  // output(slot) (N, C) = the block applied to x (N, C) (each this rank's N/tp rows under
+  // sequence parallelism).
   void forward(const LayerContext& ctx, int slot, const TensorView& x, int B, int T);
   // On entry scratch.dres holds d loss / d output(slot); on exit d loss / d x. x is the
   // forward's input.

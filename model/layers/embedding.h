@@ -1,7 +1,9 @@
 // The token embedding on the first stage, vocab-parallel (each tensor-parallel rank holds rows
 // [vocab_begin, vocab_begin + Vl) of the padded vocabulary, embeds its own tokens and zeros
 // for the rest; the group's sum is the embedding), plus GPT-2's learned positions, which tp
-// rank 0 adds before the sum. Its gradient is acquired in chunks of whole rows.
+// rank 0 adds before the sum. Its gradient is acquired in chunks of whole rows. Under sequence
+// parallelism the sum is a reduce-scatter that leaves each rank its N/tp rows, and the
+// backward gathers their gradient from every rank.
 // Legend: B batch, T time, C channels, Vl this rank's vocabulary rows.
 #pragma once
 
@@ -15,9 +17,11 @@ class TokenEmbedding {
  public:
   TokenEmbedding(const LocalTable& table, const TensorView& params, bool learned_positions, int C, int vocab_begin);
 
-  // out (B*T, C) = the embedding of tokens (B, T), summed over the tensor-parallel group.
+  // out (B*T, C) = the embedding of tokens (B, T), summed over the tensor-parallel group (this
+  // rank's rows of it under sequence parallelism).
   void forward(const LayerContext& ctx, const TensorView& out, const TensorView& tokens, int B, int T) const;
-  // Adds the gradient of dout (B*T, C) to the token rows (chunk by chunk) and the positions.
+  // Adds the gradient of dout (B*T, C; this rank's rows under sequence parallelism) to the token
+  // rows (chunk by chunk) and the positions.
   void backward(const LayerContext& ctx, const TensorView& dout, const TensorView& tokens, int B, int T,
                 GradientSink& sink) const;
 

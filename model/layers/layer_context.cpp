@@ -20,9 +20,9 @@ WeightAndBias weight_and_bias(const LocalTable& table, const TensorView& params,
 }
 
 AcquiredGrads::AcquiredGrads(GradientSink& sink, const WeightAndBias& p) : sink_(sink), range_(p.range) {
-  const TensorView g = sink.acquire(range_.begin, range_.end);
-  w_ = g.first(p.weight->numel);
-  if (p.bias) b_ = g.slice(p.weight->numel, p.bias->numel);
+  all_ = sink.acquire(range_.begin, range_.end);
+  w_ = all_.first(p.weight->numel);
+  if (p.bias) b_ = all_.slice(p.weight->numel, p.bias->numel);
 }
 
 }  // namespace feast

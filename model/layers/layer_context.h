@@ -18,6 +18,7 @@
 namespace feast {
 
 struct StageScratch {
+  // tmp and dres hold a sequence-parallel region's rows (N/tp under sequence parallelism).
   TensorView tmp;        // (N, C): a row-parallel layer's output in the forward; d(norm output) in the backward
   TensorView dres;       // (N, C): d loss / d residual stream, carried down the blocks
   TensorView dqkv;       // (N, Wl)
@@ -27,6 +28,12 @@ struct StageScratch {
   TensorView ce_max;     // (N): the loss's row maxima
   TensorView ce_partials;  // (2, N): sums of exponentials and target logits, reduced together
   TensorView attention_workspace;
+  // Sequence parallelism only (model/tensor_parallel.h), each (N, C): a sequence-parallel
+  // region's rows gathered from every rank (a column-parallel layer's input, a row-parallel
+  // layer's output gradient), and a product's partial sum before its reduce-scatter (a
+  // row-parallel layer's output, a column-parallel layer's input gradient); and (2C) float32,
+  // a norm's parameter gradients of one micro-batch, summed over the group before they are added.
+  TensorView gathered, partial, norm_grads;
 };
 
 struct LayerContext {
@@ -56,12 +63,13 @@ class AcquiredGrads {
   AcquiredGrads(GradientSink& sink, const WeightAndBias& p);
   const TensorView& w() const { return w_; }
   const TensorView& b() const { return b_; }
+  const TensorView& all() const { return all_; }  // weight then bias
   void release() { sink_.release(range_.begin, range_.end); }
 
  private:
   GradientSink& sink_;
   FlatRange range_;
-  TensorView w_, b_;
+  TensorView all_, w_, b_;
 };
 
 }  // namespace feast

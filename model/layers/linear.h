@@ -3,7 +3,12 @@
 // forward needs no communication, its backward sums the partial input gradients (copy-to-tp).
 // A row-parallel layer holds input columns [rank]: its forward sums the partial outputs
 // (reduce-from-tp), its backward needs no communication; its replicated bias is added by tp
-// rank 0 only, before the sum. Legend: N rows, IN and OUT this rank's input and output widths.
+// rank 0 only, before the sum. With sequence parallelism a column-parallel layer's input and a
+// row-parallel layer's output hold this rank's N/tp rows: the column-parallel layer gathers its
+// input's rows (and gathers them again for its weight gradient rather than keeping them) and
+// reduce-scatters its input gradient; the row-parallel layer reduce-scatters its output and
+// gathers its output gradient. Legend: N rows of the micro-batch, IN and OUT this rank's input
+// and output widths.
 #pragma once
 
 #include <string>
@@ -17,17 +22,21 @@ class ColumnParallelLinear {
   // in: the full input width; out_local: this rank's output rows.
   ColumnParallelLinear(const LocalTable& table, const TensorView& params, const std::string& name, bool has_bias,
                        int in, int out_local);
-  // out (N, out_local) = x (N, in) @ W^T + b.
+  // out (N, out_local) = x (N, in) @ W^T + b; x has N/tp rows under sequence parallelism.
   void forward(const LayerContext& ctx, const TensorView& out, const TensorView& x, int N) const;
   // pre = x @ W^T + b and act = gelu(pre), in one call (Backend::matmul_gelu_forward).
   void forward_gelu(const LayerContext& ctx, const TensorView& pre, const TensorView& act, const TensorView& x,
                     int N) const;
-  // dx (N, in) = the sum over ranks of dout @ W; the weight and bias gradients are added.
+  // dx (N, in) = the sum over ranks of dout @ W (this rank's N/tp rows of it under sequence
+  // parallelism); the weight and bias gradients are added.
   void backward(const LayerContext& ctx, const TensorView& dx, const TensorView& dout, const TensorView& x, int N,
                 GradientSink& sink) const;
   FlatRange grad_range() const { return p_.range; }
 
  private:
+  // x itself, or its rows gathered into the scratch under sequence parallelism.
+  TensorView full_input(const LayerContext& ctx, const TensorView& x, int N) const;
+
   WeightAndBias p_;
   int in_, out_;
 };
@@ -37,9 +46,11 @@ class RowParallelLinear {
   // in_local: this rank's input columns; out: the full output width.
   RowParallelLinear(const LocalTable& table, const TensorView& params, const std::string& name, bool has_bias,
                     int in_local, int out);
-  // out (N, out) = the sum over ranks of x (N, in_local) @ W^T, + b.
+  // out (N, out) = the sum over ranks of x (N, in_local) @ W^T, + b (this rank's N/tp rows of it
+  // under sequence parallelism).
   void forward(const LayerContext& ctx, const TensorView& out, const TensorView& x, int N) const;
-  // dx (N, in_local) = dout @ W (dout is replicated); the weight and bias gradients are added.
+  // dx (N, in_local) = dout @ W (dout is replicated, or this rank's N/tp rows of it under
+  // sequence parallelism); the weight and bias gradients are added.
   void backward(const LayerContext& ctx, const TensorView& dx, const TensorView& dout, const TensorView& x, int N,
                 GradientSink& sink) const;
   FlatRange grad_range() const { return p_.range; }

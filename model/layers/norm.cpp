@@ -1,5 +1,7 @@
 #include "model/layers/norm.h"
 
+#include "core/error.h"
+
 namespace feast {
 
 Norm::Norm(NormKind kind, float eps, const LocalTable& table, const TensorView& params, const std::string& name,
@@ -26,10 +28,27 @@ void Norm::backward(const LayerContext& ctx, int slot, const TensorView& dx, con
                     const TensorView& x, int N, GradientSink& sink) {
   const size_t s = size_t(slot);
   AcquiredGrads g(sink, params_);
+  // Under sequence parallelism this rank saw only its rows: its parameter gradients are partial
+  // sums, which go through the scratch to be summed over the group before they are added.
+  const bool sp = ctx.tp.sequence_parallel();
+  const size_t n = params_.range.size();
+  TensorView gw = g.w(), gb = g.b();
+  if (sp) {
+    const TensorView own = ctx.scratch.norm_grads.first(n);
+    FEAST_CHECK(g.w().dtype == own.dtype, "a norm's gradients are float32");
+    ctx.backend.zero(own);
+    gw = own.first(size_t(C_));
+    gb = gb ? own.slice(size_t(C_), size_t(C_)) : TensorView{};
+  }
   if (kind_ == NormKind::kLayerNorm) {
-    ctx.backend.layernorm_backward(dx, g.w(), g.b(), dout, x, params_.w, mean_[s], rstd_[s], N, C_);
+    ctx.backend.layernorm_backward(dx, gw, gb, dout, x, params_.w, mean_[s], rstd_[s], N, C_);
   } else {
-    ctx.backend.rmsnorm_backward(dx, g.w(), dout, x, params_.w, rstd_[s], N, C_);
+    ctx.backend.rmsnorm_backward(dx, gw, dout, x, params_.w, rstd_[s], N, C_);
+  }
+  if (sp) {
+    const TensorView own = ctx.scratch.norm_grads.first(n);
+    ctx.tp.allreduce(own, ReduceOp::kSum);
+    ctx.backend.add(g.all(), g.all(), own, n);
   }
   g.release();
 }

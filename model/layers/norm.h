@@ -1,7 +1,10 @@
 // A normalisation layer of either kind the families use, LayerNorm (GPT-2, with bias) or
 // RMSNorm (Llama), replicated on every tensor-parallel rank. It keeps its output and
 // statistics per activation slot, or in the stage's recompute set when its block recomputes
-// it. Legend: N rows, C channels.
+// it. Under sequence parallelism it sees this rank's rows only, and sums its parameter
+// gradients over the tensor-parallel group at each backward (two small all-reduces per block
+// and micro-batch; Megatron-LM sums them once per step, which would need the gradient
+// reduction to know which ranges are partial). Legend: N rows (this rank's), C channels.
 #pragma once
 
 #include <string>

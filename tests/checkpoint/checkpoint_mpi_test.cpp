@@ -240,6 +240,14 @@ TEST_P(Reshard, SavedAtOneLayoutResumesAtEveryOther) {
     expect_losses_close(r.summary, straight.summary, 10, arch + " " + source.name() + " -> " + target.name());
   }
   {
+    // Resumed with sequence parallelism: the same tensors, the norms' rows split over tp.
+    const std::string dir = copy_checkpoint(file, arch + "_to_sp");
+    Config c = make_config(arch, Layout{4, 1, 2, 1}, dir);
+    c.parallel.sequence_parallel = true;
+    const Outcome r = train_run(c);
+    expect_losses_close(r.summary, straight.summary, 10, arch + " " + source.name() + " -> tp4 with sequence parallelism");
+  }
+  {
     const std::string dir = copy_checkpoint(file, arch + "_to_one");
     const Outcome r = train_run(make_config(arch, Layout{1, 1, 1, 0}, dir), /*alone=*/true);
     if (world_rank() == 0) expect_losses_close(r.summary, straight.summary, 10, arch + " -> one rank");

@@ -221,6 +221,13 @@ TEST(ConfigErrors, CrossKeyChecksNameBothKeys) {
   EXPECT_EQ(e, "demo.toml:2: training.recompute_layers = 2 names blocks that recompute, but training.recompute = "
                "\"none\" (default); set training.recompute = \"selective\" or \"full\", or remove "
                "training.recompute_layers");
+  e = error_of("[parallel]\nsequence_parallel = true\n");
+  EXPECT_EQ(e, "demo.toml:2: parallel.sequence_parallel = true splits tokens over the tensor-parallel ranks, but "
+               "parallel.tp = 1 (default); set parallel.tp to 2 or more, or remove parallel.sequence_parallel");
+  e = error_of("[parallel]\ntp = 4\nsequence_parallel = true\n[training]\nseq_len = 30\n");
+  EXPECT_EQ(e, "demo.toml:3: parallel.sequence_parallel = true splits each sequence over parallel.tp = 4 ranks "
+               "(demo.toml:2), which does not divide training.seq_len = 30 (demo.toml:5); choose a seq_len that "
+               "tp divides, or remove parallel.sequence_parallel");
   e = error_of("[training]\nlr = 1e-4\nmin_lr = 1e-3\n");
   EXPECT_EQ(e, "demo.toml:3: training.min_lr = 0.001 must be <= training.lr = 1e-4 "
                "(demo.toml:2)");

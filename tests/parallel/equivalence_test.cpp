@@ -81,6 +81,7 @@ struct Case {
   std::string recompute = "none";
   int recompute_layers = 0;
   bool offload = false;  // parallel.offload_optimizer
+  bool sequence_parallel = false;
   int batch() const { return dp == 3 ? 12 : 8; }  // global batch in sequences (divisible by dp * mbs)
 };
 
@@ -92,6 +93,7 @@ std::string describe(const Case& c) {
   if (c.recompute != "none")
     s += " recompute " + c.recompute + (c.recompute_layers ? " x" + std::to_string(c.recompute_layers) : "");
   if (c.offload) s += " offload";
+  if (c.sequence_parallel) s += " sp";
   return s;
 }
 
@@ -184,6 +186,7 @@ Outcome run_case(const Case& k, RunChecks& checks) {
   c.training.recompute = k.recompute;
   c.training.recompute_layers = k.recompute_layers;
   c.parallel.offload_optimizer = k.offload;
+  c.parallel.sequence_parallel = k.sequence_parallel;
   const ParallelLayout layout(k.tp, k.pp, k.dp, k.order);
   Outcome out;
   TrainHooks hooks;
@@ -338,6 +341,24 @@ std::vector<Case> cases() {
     for (const char* order : {"tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"})
       out.push_back({"gpt2", 2, 2, 2, 1, "1f1b", 2, order});
   }
+  // Sequence parallelism, both families: tp 2 and 4, with micro-batches of one and two
+  // sequences (rows split within a sequence, and across two), with pipeline stages (activations
+  // sent as each rank's rows), ZeRO and data parallelism, and with selective and full
+  // recomputation (the gathers run again in the recomputed forward).
+  auto sp = [](Case k) {
+    k.sequence_parallel = true;
+    return k;
+  };
+  for (const char* family : {"gpt2", "llama"}) {
+    if (n == 2) out.push_back(sp({family, 2, 1, 1, 0, "1f1b", 2}));
+    if (n == 4) out.push_back(sp({family, 4, 1, 1, 0, "1f1b", 1}));
+    if (n == 4) out.push_back(sp({family, 2, 2, 1, 0, "1f1b", 2}));
+    if (n == 8) out.push_back(sp({family, 2, 2, 2, 2, "1f1b", 1}));
+    if (n == 8) out.push_back(sp({family, 4, 1, 2, 1, "gpipe", 2}));
+  }
+  if (n == 2) out.push_back(sp({"llama", 2, 1, 1, 0, "1f1b", 1, "tp-dp-pp", {}, "full"}));
+  if (n == 4) out.push_back(sp({"gpt2-v300", 2, 1, 2, 3, "1f1b", 1, "tp-dp-pp", {}, "selective"}));
+  if (n == 8) out.push_back(sp({"llama-L5", 2, 4, 1, 0, "1f1b", 2, "tp-dp-pp", {}, "full", 1}));
   return out;
 }
 

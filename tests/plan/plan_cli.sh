@@ -33,8 +33,9 @@ grep -q '^assumed: fp32 (float32 throughout on GPUs) from training.device = "cud
   "$work/gpu32" || fail "a GPU fp32 run planned as: $(grep '^assumed' "$work/gpu32")"
 "$trainer" plan configs/demo.toml --gpus 8 --set training.device=cuda > "$work/gpu16" || fail "plan of a GPU run exited $?"
 grep -q '^assumed: bf16 (bf16 weights' "$work/gpu16" || fail "a GPU auto run planned as: $(grep '^assumed' "$work/gpu16")"
-grep -q '^layouts: 698 considered, 696 valid, 696 fit in 80.00 GiB' "$work/out" || fail "wrong layout counts: $(grep '^layouts' "$work/out")"
-row_re='^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-3] +[0-9]+ +[0-9]+ +(-|S|F) +(-|yes) \|'
+# 698 without sequence parallelism, and each of the 408 valid ones with tp > 1 again with it.
+grep -q '^layouts: 1106 considered, 1104 valid, 1104 fit in 80.00 GiB' "$work/out" || fail "wrong layout counts: $(grep '^layouts' "$work/out")"
+row_re='^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-3] +[0-9]+ +[0-9]+ +(-|yes) +(-|S|F) +(-|yes) \|'
 rows=$(grep -cE "$row_re" "$work/out")
 [[ $rows -eq 10 ]] || fail "expected 10 table rows, got $rows: $(cat "$work/out")"
 grep -qE '^ +1 .*\| +[0-9]+ +[0-9.]+ +[0-9.]+$' "$work/out" || fail "row 1 lacks tokens/s, E and idle"
@@ -53,11 +54,12 @@ grep -q '^  tp1 pp8 dp1: parallel.pp = 8 stages but model.n_layer = 4' "$work/ou
 grep -q 'C = 30.00 s (--checkpoint-seconds)' "$work/out" || fail "--checkpoint-seconds not used"
 grep -q '^Young/Daly interval sqrt(2 C MTTF) = 1.44 h' "$work/out" || fail "wrong interval: $(grep Young "$work/out")"
 
-# Too little memory for the fastest layouts: the first row recomputes or offloads, and the
-# faster ones are named with what they need.
+# Too little memory for the fastest layouts: the first row recomputes, offloads, splits the
+# sequence or shards parameters, and the faster ones are named with what they need.
 "$trainer" plan configs/demo.toml --gpus 4 --gpu-memory 6MiB --top 3 > "$work/out" || fail "plan --gpu-memory 6MiB exited $?"
-grep -qE '^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +[0-3] +[0-9]+ +[0-9]+ +(S|F|- +yes)|^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +3 ' "$work/out" ||
-  fail "the first row at 6 MiB neither recomputes nor offloads: $(grep -E "$row_re" "$work/out" | head -1)"
+saver='^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +[0-3] +[0-9]+ +[0-9]+ +(yes|- +(S|F)|- +- +yes)|^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +3 '
+grep -qE "$saver" "$work/out" ||
+  fail "the first row at 6 MiB saves no memory: $(grep -E "$row_re" "$work/out" | head -1)"
 grep -q '^faster layouts that do not fit ([0-9]*; the fastest 5):' "$work/out" || fail "no faster-layouts list: $(cat "$work/out")"
 grep -qE '^  tp[0-9] pp[0-9] dp[0-9] zero[0-3] mbs[0-9]+ m[0-9]+.*: [0-9]+% faster, needs [0-9.]+ MiB > 6.0 MiB per GPU' \
   "$work/out" || fail "a faster layout's reason is missing"
@@ -80,8 +82,9 @@ c = tomllib.load(open(sys.argv[1], "rb"))
 f = sys.argv[2].split()
 p, t = c["parallel"], c["training"]
 assert [p["tp"], p["pp"], p["dp"], p["zero_stage"], p["micro_batch_size"], p["num_micro_batches"]] == [int(x) for x in f[1:7]], (p, f)
-assert {"-": "none", "S": "selective", "F": "full"}[f[7]] == t["recompute"], (t["recompute"], f)
-assert p["offload_optimizer"] == (f[8] == "yes"), (p["offload_optimizer"], f)
+assert p["sequence_parallel"] == (f[7] == "yes"), (p["sequence_parallel"], f)
+assert {"-": "none", "S": "selective", "F": "full"}[f[8]] == t["recompute"], (t["recompute"], f)
+assert p["offload_optimizer"] == (f[9] == "yes"), (p["offload_optimizer"], f)
 assert t["batch_size"] == 32, t
 EOF
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 FEAST_MPIEXEC=$mpiexec \
@@ -127,7 +130,21 @@ for l in layouts:
     if l["tp"] * l["dp"] > 4 and l["dp"] > 1:
         assert l["inter_node"]["dp"], l
 assert [l["tokens_per_s"] for l in fits] == sorted((l["tokens_per_s"] for l in fits), reverse=True), "not best first"
-print(f"ok: {len(layouts)} layouts, {len(fits)} fit")
+# Sequence parallelism, tried where tp > 1: fewer activation bytes per micro-batch than the same
+# layout without it, one more all-gather per column-parallel layer in tp_comm, no other change.
+key = lambda l: (l["tp"], l["pp"], l["dp"], l["zero_stage"], l["micro_batch_size"], l["recompute"], l["offload_optimizer"])
+plain = {key(l): l for l in layouts if l["valid"] and not l["sequence_parallel"]}
+twins = 0
+for l in layouts:
+    if not l["valid"] or not l["sequence_parallel"]:
+        continue
+    assert l["tp"] > 1, l
+    p = plain[key(l)]
+    assert l["memory_bytes"]["activations_per_micro_batch"] < p["memory_bytes"]["activations_per_micro_batch"], (l, p)
+    assert l["time"]["tp_comm_s"] > p["time"]["tp_comm_s"] and l["time"]["compute_s"] == p["time"]["compute_s"], (l, p)
+    twins += 1
+assert twins > 0, "no layout with sequence parallelism"
+print(f"ok: {len(layouts)} layouts, {len(fits)} fit, {twins} with sequence parallelism")
 EOF
 echo "ok: --json"
 

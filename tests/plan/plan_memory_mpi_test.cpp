@@ -36,6 +36,7 @@ struct Case {
   std::string recompute = "none";
   int recompute_layers = 0;
   bool offload = false;
+  bool sequence_parallel = false;
 };
 
 Config case_config(const Case& k, const std::string& corpus) {
@@ -59,6 +60,7 @@ Config case_config(const Case& k, const std::string& corpus) {
   c.training.recompute = k.recompute;
   c.training.recompute_layers = k.recompute_layers;
   c.parallel.offload_optimizer = k.offload;
+  c.parallel.sequence_parallel = k.sequence_parallel;
   c.parallel.bucket_mb = 0.05;  // several buckets per stage, so ZeRO 2's staging slots are bucket-sized
   c.training.batch_size = 16;
   c.training.seq_len = 32;
@@ -73,7 +75,7 @@ std::string label(const Case& k, int micro_batches) {
          (k.schedule == "gpipe" ? " gpipe" : "") + (k.grad_reduce_dtype == "bf16" ? " bf16-grads" : "") +
          (k.recompute != "none" ? " rc-" + k.recompute + (k.recompute_layers ? std::to_string(k.recompute_layers) : "")
                                 : "") +
-         (k.offload ? " offload" : "");
+         (k.offload ? " offload" : "") + (k.sequence_parallel ? " sp" : "");
 }
 
 double relative_error(double planned, double real) {
@@ -118,6 +120,21 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
   cases.push_back({"gpt2", 1, 1, 4, 1, "1f1b", 2, "allreduce", false, "fp32", "none", 0, true});
   cases.push_back({"llama", 2, 2, 1, 0, "1f1b", 2, "allreduce", false, "fp32", "full", 0, true});
   cases.push_back({"llama", 1, 2, 2, 2, "1f1b", 2, "allreduce", false, "fp32", "selective", 0, true});
+  // Sequence parallelism: the regions' rows split over tp 2 and 4, with pipeline stages, ZeRO
+  // and both recomputation modes.
+  for (const char* arch : {"gpt2", "llama"}) {
+    Case a{arch, 2, 2, 1, 0};
+    a.sequence_parallel = true;
+    cases.push_back(a);
+    // (the llama here has two key/value heads: tp 2 at most)
+    Case b = std::string(arch) == "gpt2" ? Case{arch, 4, 1, 1, 0, "1f1b", 2, "allreduce", false, "fp32", "selective"}
+                                         : Case{arch, 2, 1, 2, 1, "1f1b", 2, "allreduce", false, "fp32", "selective"};
+    b.sequence_parallel = true;
+    cases.push_back(b);
+    Case c{arch, 2, 1, 2, 2, "1f1b", 2, "allreduce", false, "fp32", "full", 1};
+    c.sequence_parallel = true;
+    cases.push_back(c);
+  }
   // Gradients travelling in bf16: the wire buffers count.
   for (int zero = 0; zero <= 2; ++zero) cases.push_back({"gpt2", 1, 1, 4, zero, "1f1b", 2, "allreduce", false, "bf16"});
   double worst = 0;
