@@ -261,15 +261,16 @@ Verb parallel_mode() {
       "mpirun -np N trainer bench parallel [--layouts tpApBdC,...] [--steps N] [--warmup N]\n"
       "                                  [--layers L] [--heads H] [--embd C] [--seq T] [--batch S]\n"
       "                                  [--micro-batch B] [--micro-batches M,...] [--zero 0|1|2]\n"
-      "                                  [--schedule 1f1b|gpipe]";
+      "                                  [--schedule 1f1b|gpipe|zero-bubble]";
   cl.description =
       "Prints the world's all-reduce bandwidth (as `trainer bench comm --ops allreduce`), then for\n"
       "each layout (default: every tp, pp, dp in {1, 2, 4, 8} with tp * pp * dp = N) the median\n"
       "tokens/s and the split of step time into compute, tensor-parallel communication,\n"
       "data-parallel communication, pipeline idle, data loading and the optimizer, averaged over\n"
       "ranks; the pipeline's measured bubble (idle / (compute + tp-comm + pp-idle + data), the\n"
-      "forward-backward span) next to the formula (p-1)/(m+p-1) for m micro-batches per replica;\n"
-      "and E = compute / (compute + tp-comm + dp-comm + pp-idle). The model defaults to the demo's\n"
+      "forward-backward span) next to the schedule's formula for m micro-batches per replica\n"
+      "((p-1)/(m+p-1); zero-bubble's (p-1)/(3m+p-1)); and E = compute / (compute + tp-comm +\n"
+      "dp-comm + pp-idle). The model defaults to the demo's\n"
       "(4 layers, 4 heads, 128 channels, byte vocabulary) at sequence 64 and a global batch of 32\n"
       "sequences. --micro-batches runs each layout once per M micro-batches of --micro-batch\n"
       "sequences per data-parallel replica (the global batch is then dp * M * B, not --batch).";
@@ -285,7 +286,8 @@ Verb parallel_mode() {
       int_option("--micro-batch", "B", "sequences per micro-batch (default 4)"),
       {"--micro-batches", ValueKind::kText, "M,...", "micro-batches per replica, a run each"},
       {"--zero", ValueKind::kInteger, "0|1|2", "ZeRO stage (default 1)", {}, 0, 2},
-      {"--schedule", ValueKind::kText, "1f1b|gpipe", "pipeline schedule (default 1f1b)", {"1f1b", "gpipe"}},
+      {"--schedule", ValueKind::kText, "1f1b|gpipe|zero-bubble", "pipeline schedule (default 1f1b)",
+       {"1f1b", "gpipe", "zero-bubble"}},
   };
   v.run = run_parallel;
   return v;

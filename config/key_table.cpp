@@ -170,9 +170,14 @@ const std::vector<KeyDesc>& keys() {
       {FEAST_KEY(parallel, num_micro_batches), at_least(1), "micro-batches per step per dp rank",
        "micro-batches per optimizer step on each data-parallel rank (gradient accumulation; also the "
        "pipeline's micro-batches). Ignored when `training.batch_size` is set"},
-      {FEAST_KEY(parallel, schedule), one_of({"1f1b", "gpipe"}), "pipeline schedule",
+      {FEAST_KEY(parallel, schedule), one_of({"1f1b", "gpipe", "zero-bubble"}), "pipeline schedule",
        "pipeline schedule: 1F1B holds at most pp - stage micro-batches' activations; GPipe holds all of "
-       "them"},
+       "them; `\"zero-bubble\"` (ZB-H1, Qi et al. 2023) is 1F1B with each backward split into its "
+       "input-gradient and weight-gradient halves and the weight halves deferred into the time a stage "
+       "would wait, which cuts the idle share from (p-1)/(m+p-1) to (p-1)/(3m+p-1) (m >= p, equal "
+       "forward, input- and weight-gradient times), holds pp micro-batches on every stage and keeps "
+       "each layer's output gradients from one half to the other (docs/memory.md); it cannot be "
+       "combined with `training.recompute`. Every schedule computes the same gradients"},
       {FEAST_KEY(parallel, bucket_mb), above(0), "gradient-reduction bucket size, MiB",
        "size of the gradient-reduction buckets in MiB (whole layers are grouped until a bucket reaches "
        "it)"},

@@ -51,6 +51,13 @@ void validate_config(const Config& c) {
              " names blocks that recompute, but training.recompute = \"none\" (" + c.where("training.recompute") +
              "); set training.recompute = \"selective\" or \"full\", or remove training.recompute_layers");
   }
+  if (c.parallel.schedule == "zero-bubble" && c.training.recompute != "none") {
+    fail(c.where("parallel.schedule"),
+         "parallel.schedule = \"zero-bubble\" runs each block's weight gradients after its input gradients, from "
+         "what its forward kept, but training.recompute = \"" + c.training.recompute + "\" (" +
+             c.where("training.recompute") + ") keeps less; use parallel.schedule = \"1f1b\" with recomputation, "
+             "or training.recompute = \"none\" with zero-bubble");
+  }
   if (c.parallel.dp_sync == "parameter-server" && c.parallel.zero_stage != 0) {
     fail(c.where("parallel.zero_stage"),
          "parallel.zero_stage = " + std::to_string(c.parallel.zero_stage) + " cannot be combined with " +

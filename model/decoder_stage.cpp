@@ -32,7 +32,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
       logical_(decoder_param_table(config)),
       table_(logical_, spec),
       units_(feast::parameter_units(table_)),
-      activations_(backend, shape.slots) {
+      activations_(backend, shape.slots, shape.split_backward) {
   FEAST_CHECK(shape.max_seq <= config.max_seq_len,
               "sequence length " << shape.max_seq << " exceeds model.max_seq_len " << config.max_seq_len);
   FEAST_CHECK(config.n_embd % config.n_head == 0, "model.n_embd must be divisible by model.n_head");
@@ -79,6 +79,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   }
   input_ = activations_.take(true, dt, region_NC);
   if (spec.has_embedding) tokens_ = activations_.take(true, DType::kInt32, rows);
+  if (spec.has_embedding) input_grad_kept_ = activations_.take_output_grads(dt, region_NC);
   if (spec.has_head) targets_ = activations_.take(true, DType::kInt32, rows);
 
   // Scratch shared by the layers (one runs at a time).
@@ -101,8 +102,8 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   if (shape.sequence_parallel) {
     scratch_.gathered = take(dt, NC);
     scratch_.partial = take(dt, NC);
-    scratch_.norm_grads = take(DType::kFloat32, 2 * size_t(C));
   }
+  if (shape.sequence_parallel || shape.split_backward) scratch_.norm_grads = take(DType::kFloat32, 2 * size_t(C));
 }
 
 void DecoderStage::set_gradient_range_limit(size_t max_elems) {
@@ -237,6 +238,68 @@ TensorView DecoderStage::head_input(int slot, int N) {
   if (!tp_.sequence_parallel()) return final_norm_->out(slot);
   tp_.gather_from_sp_forward(final_norm_->out(slot), scratch_.gathered, N, config_.n_embd);
   return scratch_.gathered;
+}
+
+void DecoderStage::backward_input(int slot, int B, int T) {
+  FEAST_CHECK(shape_.split_backward, "DecoderStage::backward_input on a stage built for whole backwards");
+  check_micro_batch(slot, B, T);
+  const LayerContext ctx = context();
+  const size_t s = size_t(slot);
+  const int N = B * T, C = config_.n_embd, Nl = tp_.local_rows(N);
+  const int last_block = int(blocks_.size()) - 1;
+  if (head_) {
+    const int h = units_.head_step();
+    hold_step(h, last_block >= 0 ? units_.block_step(last_block) : -1);
+    const TensorView x_last = blocks_.empty() ? input_[s] : blocks_.back().output(slot);
+    if (tp_.sequence_parallel()) {
+      head_->backward_input(ctx, slot, scratch_.partial, N);
+      tp_.gather_from_sp_backward(scratch_.partial, scratch_.tmp, N, C);
+    } else {
+      head_->backward_input(ctx, slot, scratch_.tmp, N);
+      tp_.copy_to_tp_backward(scratch_.tmp.first(size_t(N) * size_t(C)));
+    }
+    backend_.zero(scratch_.dres.first(size_t(Nl) * size_t(C)));
+    final_norm_->backward_input(ctx, slot, scratch_.dres, scratch_.tmp, x_last, Nl);
+    let_go_step(h);
+  }
+  for (int i = last_block; i >= 0; --i) {
+    const int b = units_.block_step(i);
+    hold_step(b, i > 0 ? units_.block_step(i - 1) : -1);
+    blocks_[size_t(i)].backward_input(ctx, slot, i > 0 ? blocks_[size_t(i) - 1].output(slot) : input_[s], B, T);
+    let_go_step(b);
+  }
+  if (embedding_) {
+    const size_t n = size_t(Nl) * size_t(C);
+    backend_.copy(input_grad_kept_[s].first(n), scratch_.dres.first(n));
+  }
+}
+
+void DecoderStage::backward_weight(int slot, int B, int T) {
+  FEAST_CHECK(sink_, "DecoderStage::backward_weight needs a gradient sink");
+  FEAST_CHECK(shape_.split_backward, "DecoderStage::backward_weight on a stage built for whole backwards");
+  check_micro_batch(slot, B, T);
+  const LayerContext ctx = context();
+  const size_t s = size_t(slot);
+  const int N = B * T, Nl = tp_.local_rows(N);
+  // The parameters are held as the backward holds them: the products read none, but a norm's
+  // backward kernel reads its weight.
+  const int last_block = int(blocks_.size()) - 1;
+  if (head_) {
+    const int h = units_.head_step();
+    hold_step(h, last_block >= 0 ? units_.block_step(last_block) : -1);
+    const TensorView x_last = blocks_.empty() ? input_[s] : blocks_.back().output(slot);
+    head_->backward_weight(ctx, slot, head_input(slot, N), N, *sink_);
+    final_norm_->backward_weight(ctx, slot, x_last, Nl, *sink_);
+    let_go_step(h);
+  }
+  for (int i = last_block; i >= 0; --i) {
+    const int b = units_.block_step(i);
+    hold_step(b, i > 0 ? units_.block_step(i - 1) : -1);
+    blocks_[size_t(i)].backward_weight(ctx, slot, i > 0 ? blocks_[size_t(i) - 1].output(slot) : input_[s], B, T,
+                                       *sink_);
+    let_go_step(b);
+  }
+  if (embedding_) embedding_->backward(ctx, input_grad_kept_[s], tokens_[s], B, T, *sink_);
 }
 
 void initialize_parameters(PipelineStage& stage, uint64_t seed) {

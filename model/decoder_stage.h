@@ -33,6 +33,9 @@ struct StageShape {
   // tensor-parallel products hold 1/tp of each micro-batch's rows, and so do the activations
   // passed between pipeline stages.
   bool sequence_parallel = false;
+  // The zero-bubble schedule: backward_input and backward_weight, with the output gradients
+  // kept per slot between them (no recomputation).
+  bool split_backward = false;
 };
 
 class DecoderStage final : public PipelineStage {
@@ -66,6 +69,8 @@ class DecoderStage final : public PipelineStage {
 
   float forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale) override;
   void backward(int slot, int B, int T) override;
+  void backward_input(int slot, int B, int T) override;
+  void backward_weight(int slot, int B, int T) override;
   double take_tp_comm_seconds() override { return tp_.take_seconds(); }
 
   // This rank's (N, Vl) logits of `slot` after a forward with loss_scale == 0 (tests).
@@ -100,6 +105,7 @@ class DecoderStage final : public PipelineStage {
   std::unique_ptr<Norm> final_norm_;           // last stage
   std::unique_ptr<LmHead> head_;               // last stage
   std::vector<TensorView> input_, tokens_, targets_;  // per slot: (N, C); (N) first stage; (N) last stage
+  std::vector<TensorView> input_grad_kept_;  // per slot (N, C), first stage, split backward: the embedding's
   std::vector<Tensor> scratch_tensors_;
   StageScratch scratch_;
 };

@@ -83,6 +83,12 @@ class PipelineStage {
   // stages first receive the output gradient into output_grad(). Parameter gradients are added
   // through the sink; non-first stages leave the input gradient in input_grad().
   virtual void backward(int slot, int B, int T) = 0;
+  // Its two halves, for a schedule that splits them (zero-bubble), on a stage built to split
+  // them: the input gradient (left in input_grad() as backward leaves it; the stage keeps the
+  // output gradients the second half reads), and later the parameter gradients through the
+  // sink, in the order backward adds them. No gradient is added by the first half.
+  virtual void backward_input(int slot, int B, int T) = 0;
+  virtual void backward_weight(int slot, int B, int T) = 0;
 
   // Seconds spent in tensor-parallel communication since the last call (for the time split).
   virtual double take_tp_comm_seconds() = 0;

@@ -161,14 +161,21 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   };
   const double block_kept = recomputed * kept(recompute) + (layers - recomputed) * kept(Recompute::kNone);
   const double recompute_set = recomputed > 0 ? kept(Recompute::kNone) - kept(recompute) : 0.0;
-  double per_slot = region * C * e + block_kept;  // the slot's input and its blocks
+  // A split backward (zero-bubble) keeps each product's output gradient and each norm's from
+  // its input-gradient pass to its weight-gradient pass: per block QKV, fc and both projections'
+  // (all rows), the norms' (a region's); the final norm's and the embedding's input gradient.
+  const bool split = plan.schedule == ScheduleKind::kZeroBubble;
+  const double kept_grads = split ? rows * (qkv_w + Fl + 2 * C) * e + 2 * region * C * e : 0.0;
+  double per_slot = region * C * e + block_kept + layers * kept_grads;  // the slot's input and its blocks
+  if (split && spec.has_head) per_slot += region * C * e;
+  if (split && spec.has_embedding) per_slot += region * C * e;
   if (spec.has_embedding) per_slot += rows * i32;                              // tokens
   if (spec.has_head) per_slot += rows * i32 + norm + rows * Vl * e + rows * f32;  // targets, ln_f, logits, losses
   // tmp and dres (a region's rows), the products' gradients, the loss's statistics; with
   // sequence parallelism the gathered rows and the partial sums (N, C) and a norm's gradients.
   const double scratch = 2 * region * C * e + rows * qkv_w * e + rows * out_w * e + rows * Fl * e +
                          (arch.mlp == MlpKind::kSwiGlu ? rows * Il * e : 0.0) + 3 * rows * f32 + att_work +
-                         (sp ? 2 * rows * C * e + 2 * C * f32 : 0.0);
+                         (sp ? 2 * rows * C * e : 0.0) + (sp || split ? 2 * C * f32 : 0.0);
   mem.activations = slots * per_slot + recompute_set;
   mem.workspace = scratch;
   mem.activations_per_micro_batch = per_slot;
@@ -247,9 +254,6 @@ double parameter_server_seconds(double bytes, int workers, int servers, bool col
   return double(remote) * bytes / (double(servers) * link.bandwidth) + double(remote) * link.latency;
 }
 
-double pipeline_idle_fraction(int stages, int micro_batches) {
-  return double(stages - 1) / double(micro_batches + stages - 1);
-}
 
 double cluster_mttf_hours(double gpu_mttf_hours, int gpus) { return gpu_mttf_hours / gpus; }
 
@@ -315,7 +319,7 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   est.layout = {t, p, d, config.parallel.zero_stage, B, m, config.training.recompute,
                 config.parallel.offload_optimizer, config.parallel.sequence_parallel};
   est.valid = true;
-  est.pp_idle_fraction = pipeline_idle_fraction(p, m);
+  est.pp_idle_fraction = idle_fraction_formula(plan.schedule, p, m);
 
   const int gpn = std::max(1, cl.gpus_per_node);
   est.tp_inter_node = spans_nodes(
@@ -441,7 +445,11 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   est.time.tp_comm_s = m * tp_comm[worst];
   // Sequence parallelism sends each tensor-parallel rank's rows only.
   const double sent_bytes = config.parallel.sequence_parallel && t > 1 ? act_bytes / t : act_bytes;
-  est.time.pp_idle_s = p > 1 ? sum - slowest + 2.0 * (p - 1) * send_recv_seconds(sent_bytes, pp_link) : 0.0;
+  // Zero-bubble defers the weight gradients (a third of a micro-batch's work: forward, input
+  // and weight gradients taken as equal) into the bubble, which keeps (p-1)(F+B-W) of 1F1B's
+  // (p-1)(F+B+W): a third.
+  const double bubble = plan.schedule == ScheduleKind::kZeroBubble ? (sum - slowest) / 3.0 : sum - slowest;
+  est.time.pp_idle_s = p > 1 ? bubble + 2.0 * (p - 1) * send_recv_seconds(sent_bytes, pp_link) : 0.0;
   est.time.dp_comm_s = *std::max_element(dp_comm.begin(), dp_comm.end());
   if (config.parallel.offload_optimizer) {
     // The largest range (a stage's, or its ZeRO shard): float32 gradients to the host and float32

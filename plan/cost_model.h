@@ -73,8 +73,6 @@ double send_recv_seconds(double bytes, const Link& link);               // P/B +
 // workers - 1 when each server is also a worker (feast's: its own share never crosses a link).
 // One dedicated server gives the textbook N P/B; feast's dp servers (d - 1)/d P/B.
 double parameter_server_seconds(double bytes, int workers, int servers, bool colocated, const Link& link);
-// The pipeline bubble of 1F1B and GPipe: (p-1)/(m+p-1).
-double pipeline_idle_fraction(int stages, int micro_batches);
 // Cluster MTTF from one GPU's: MTTF_gpu / N (independent failures, any one ends the job).
 double cluster_mttf_hours(double gpu_mttf_hours, int gpus);
 // Young/Daly: the checkpoint interval that minimises lost work, sqrt(2 C MTTF).

@@ -9,8 +9,9 @@
 #              (bf16 attention through cuDNN where built in, then again through feast's own kernels)
 #   train      20 steps of a small GPT-2 and a small Llama on the GPU and on the CPU from the same
 #              initialisation and data: fp32 losses within 1e-4 relative, bf16 within 2e-2
-#   multirank  4 ranks sharing the GPU (tp 2 x pp 2, with and without sequence parallelism, MPI
-#              with device buffers staged through host memory) against one rank on the GPU:
+#   multirank  4 ranks sharing the GPU (tp 2 x pp 2, with and without sequence parallelism, and
+#              with the zero-bubble schedule in fp32; MPI with device buffers staged through host
+#              memory) against one rank on the GPU:
 #              fp32 within 1e-4, bf16 within 2e-2; 8 ranks (tp 2 x pp 2 x dp 2: ZeRO 1 1F1B and ZeRO 2 GPipe in fp32, ZeRO 1 with bf16
 #              gradients in bf16) likewise, each with its gradient reductions' time in flight
 #              and the part exposed; 4 ranks at dp 4 with ZeRO 3 (parameter pages as CUDA
@@ -206,6 +207,11 @@ multirank() {
     losses_agree "$state/runs/gpt2-cuda-$dtype" "$state/runs/gpt2-cuda-$dtype-tp2pp2-sp" \
       "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
   done
+  # The zero-bubble schedule: split backwards, weight passes while paired transfers are in flight.
+  gpu_run gpt2 fp32 "gpt2-cuda-fp32-tp2pp2-zero-bubble" mpirun --oversubscribe --bind-to none -np 4 -- \
+    --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batch_size=4 --set parallel.schedule=zero-bubble ||
+    return 1
+  losses_agree "$state/runs/gpt2-cuda-fp32" "$state/runs/gpt2-cuda-fp32-tp2pp2-zero-bubble" 1e-4 || ok=1
   # The equivalence grid's key layouts at 8 ranks (tp 2 x pp 2 x dp 2): ZeRO 1 with 1F1B and
   # ZeRO 2 with GPipe in fp32, and ZeRO 1 with bf16 compute and bf16 gradient traffic.
   local zero schedule grads name

@@ -119,6 +119,7 @@ TrainSummary train_in(const Config& config, const LayoutPlan& plan, std::unique_
   facts.pp = run.plan().layout.pp();
   facts.dp = run.plan().layout.dp();
   facts.micro_batches = run.plan().micro_batches;
+  facts.schedule = run.plan().schedule;
   facts.tokens_per_step = run.tokens_per_step();
   facts.parameters = matmul_parameters(config.model);
   facts.flops_per_token = training_flops_per_token(config.model, tc.seq_len);

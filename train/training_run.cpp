@@ -115,8 +115,14 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
   if (tc.device != "cpu") connect_gpus(hosts);
   // ZeRO 3 (with data parallelism to shard over): the flat buffer's pages come and go by block.
   const bool sharded = config.parallel.zero_stage == 3 && layout.dp() > 1 && config.parallel.dp_sync == "allreduce";
-  const StageShape shape{B, T, slots, recompute_from_name(tc.recompute), tc.recompute_layers, sharded,
-                         config.parallel.sequence_parallel};
+  const StageShape shape{B,
+                         T,
+                         slots,
+                         recompute_from_name(tc.recompute),
+                         tc.recompute_layers,
+                         sharded,
+                         config.parallel.sequence_parallel,
+                         plan_.schedule == ScheduleKind::kZeroBubble};
   stage_ = std::make_unique<DecoderStage>(config.model, spec, shape, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr);
   initialize_parameters(*stage_, tc.seed);

@@ -4,7 +4,9 @@
 // backward needs no slot of its own: the blocks of a stage that recompute share one set of such
 // buffers (one block runs its backward at a time), allocated for the first block that asks and
 // handed out again, in the same order, to the next; the blocks of a stage are alike, and a
-// request that differs is a bug caught at construction. Legend: N rows.
+// request that differs is a bug caught at construction. A stage whose backward is split in two
+// (the zero-bubble schedule) also keeps, per slot, the output gradients its weight-gradient
+// pass reads (take_output_grads). Legend: N rows.
 #pragma once
 
 #include <string>
@@ -27,13 +29,21 @@ const char* recompute_name(Recompute r);
 
 class ActivationMemory {
  public:
-  ActivationMemory(Backend& backend, int slots) : backend_(backend), slots_(slots) {}
+  // split_backward: the layers keep their output gradients for a later weight-gradient pass.
+  ActivationMemory(Backend& backend, int slots, bool split_backward = false)
+      : backend_(backend), slots_(slots), split_backward_(split_backward) {}
   ActivationMemory(const ActivationMemory&) = delete;
   ActivationMemory& operator=(const ActivationMemory&) = delete;
 
   // One view per slot of `numel` elements: distinct buffers when `saved`, otherwise the same
   // buffer of the recompute set for every slot.
   std::vector<TensorView> take(bool saved, DType dtype, size_t numel);
+  // One saved view per slot of `numel` elements when the backward is split, none otherwise: an
+  // output gradient kept from a layer's input-gradient pass to its weight-gradient pass.
+  std::vector<TensorView> take_output_grads(DType dtype, size_t numel) {
+    return split_backward_ ? take(true, dtype, numel) : std::vector<TensorView>{};
+  }
+  bool split_backward() const { return split_backward_; }
   // The next block's recomputed buffers start over from the first of the set.
   void begin_block() { cursor_ = 0; }
 
@@ -46,6 +56,7 @@ class ActivationMemory {
  private:
   Backend& backend_;
   int slots_;
+  bool split_backward_;
   std::vector<Tensor> saved_, recompute_;
   size_t saved_bytes_ = 0, cursor_ = 0;
 };

@@ -33,6 +33,11 @@ class SelfAttention {
   void backward(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx, const TensorView& x,
                 int B, int T, GradientSink& sink);
 
+  // The halves of backward (a split backward): dx from dout, keeping the projections' output
+  // gradients; later the parameter gradients from them.
+  void backward_input(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx, int B, int T);
+  void backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int B, int T, GradientSink& sink);
+
   std::vector<FlatRange> grad_ranges() const { return {qkv_.grad_range(), proj_.grad_range()}; }
   AttentionShape shape(int B, int T) const { return {B, T, n_head_, n_kv_head_, head_dim_}; }
 
@@ -42,6 +47,7 @@ class SelfAttention {
   RowParallelLinear proj_;
   TensorView cos_, sin_;
   std::vector<TensorView> qkv_out_, state_, y_;  // per slot: (N, Wl), backend's attention state, (N, Cq)
+  std::vector<TensorView> dqkv_, dproj_;         // per slot, a split backward only: (N, Wl), (N, C)
 };
 
 }  // namespace feast

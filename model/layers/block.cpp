@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "core/error.h"
+
 namespace feast {
 namespace {
 
@@ -30,6 +32,8 @@ DecoderBlock::DecoderBlock(const ModelConfig& config, const DecoderArch& arch, c
   const size_t rows = region_rows(max_batch, max_seq, tp, sequence_parallel);
   res2_ = memory.take(recompute != Recompute::kFull, memory.dtype(), rows * size_t(C_));
   res3_ = memory.take(true, memory.dtype(), rows * size_t(C_));
+  FEAST_CHECK(!memory.split_backward() || recompute == Recompute::kNone,
+              "a split backward reads what the forward kept, so its blocks recompute nothing");
 }
 
 void DecoderBlock::forward(const LayerContext& ctx, int slot, const TensorView& x, int B, int T) {
@@ -76,6 +80,27 @@ void DecoderBlock::backward(const LayerContext& ctx, int slot, const TensorView&
   ln2_.backward(ctx, slot, sc.dres, dnorm, res2_[s], Nl, sink);
   attn_.backward(ctx, slot, sc.dres, dnorm, ln1_.out(slot), B, T, sink);
   ln1_.backward(ctx, slot, sc.dres, dnorm, x, Nl, sink);
+}
+
+void DecoderBlock::backward_input(const LayerContext& ctx, int slot, const TensorView& x, int B, int T) {
+  const size_t s = size_t(slot);
+  const int N = B * T, Nl = ctx.tp.local_rows(N);
+  const StageScratch& sc = ctx.scratch;
+  const TensorView dnorm = sc.tmp;
+  mlp_.backward_input(ctx, slot, sc.dres, dnorm, N);
+  ln2_.backward_input(ctx, slot, sc.dres, dnorm, res2_[s], Nl);
+  attn_.backward_input(ctx, slot, sc.dres, dnorm, B, T);
+  ln1_.backward_input(ctx, slot, sc.dres, dnorm, x, Nl);
+}
+
+void DecoderBlock::backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int B, int T,
+                                   GradientSink& sink) {
+  const size_t s = size_t(slot);
+  const int N = B * T, Nl = ctx.tp.local_rows(N);
+  mlp_.backward_weight(ctx, slot, ln2_.out(slot), N, sink);
+  ln2_.backward_weight(ctx, slot, res2_[s], Nl, sink);
+  attn_.backward_weight(ctx, slot, ln1_.out(slot), B, T, sink);
+  ln1_.backward_weight(ctx, slot, x, Nl, sink);
 }
 
 std::vector<FlatRange> DecoderBlock::grad_ranges() const {

@@ -29,6 +29,12 @@ class DecoderBlock {
   // forward's input.
   void backward(const LayerContext& ctx, int slot, const TensorView& x, int B, int T, GradientSink& sink);
 
+  // The halves of backward (a split backward, no recomputation): on entry scratch.dres holds
+  // d loss / d output(slot), on exit d loss / d x; later the parameter gradients, in backward's
+  // order, from the output gradients the first half kept.
+  void backward_input(const LayerContext& ctx, int slot, const TensorView& x, int B, int T);
+  void backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int B, int T, GradientSink& sink);
+
   const TensorView& output(int slot) const { return res3_[size_t(slot)]; }
   // The ranges of its gradients in flat-buffer order: ln_1, qkv, proj, ln_2, fc, mlp proj.
   std::vector<FlatRange> grad_ranges() const;

@@ -34,6 +34,25 @@ void ColumnParallelLinear::backward(const LayerContext& ctx, const TensorView& d
     ctx.tp.copy_to_tp_backward(dx.first(size_t(N) * size_t(in_)));
 }
 
+void ColumnParallelLinear::backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& dout,
+                                          int N) const {
+  const bool sp = ctx.tp.sequence_parallel();
+  const TensorView din = sp ? ctx.scratch.partial : dx;
+  ctx.backend.matmul_backward_input(din, dout, p_.w, N, in_, out_);
+  if (sp)
+    ctx.tp.gather_from_sp_backward(din, dx, N, in_);
+  else
+    ctx.tp.copy_to_tp_backward(dx.first(size_t(N) * size_t(in_)));
+}
+
+void ColumnParallelLinear::backward_weight(const LayerContext& ctx, const TensorView& dout, const TensorView& x,
+                                           int N, GradientSink& sink) const {
+  const TensorView in = full_input(ctx, x, N);
+  AcquiredGrads g(sink, p_);
+  ctx.backend.matmul_backward(TensorView{}, g.w(), g.b(), dout, in, p_.w, N, in_, out_);
+  g.release();
+}
+
 RowParallelLinear::RowParallelLinear(const LocalTable& table, const TensorView& params, const std::string& name,
                                      bool has_bias, int in_local, int out)
     : p_(weight_and_bias(table, params, name, has_bias)), in_(in_local), out_(out) {}
@@ -57,6 +76,26 @@ void RowParallelLinear::backward(const LayerContext& ctx, const TensorView& dx, 
   }
   AcquiredGrads g(sink, p_);
   ctx.backend.matmul_backward(dx, g.w(), g.b(), d, x, p_.w, N, in_, out_);
+  g.release();
+}
+
+void RowParallelLinear::keep_output_grad(const LayerContext& ctx, const TensorView& dout, const TensorView& kept,
+                                         int N) const {
+  if (ctx.tp.sequence_parallel())
+    ctx.tp.reduce_scatter_to_sp_backward(dout, kept, N, out_);
+  else
+    ctx.backend.copy(kept.first(size_t(N) * size_t(out_)), dout.first(size_t(N) * size_t(out_)));
+}
+
+void RowParallelLinear::backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& kept,
+                                       int N) const {
+  ctx.backend.matmul_backward_input(dx, kept, p_.w, N, in_, out_);
+}
+
+void RowParallelLinear::backward_weight(const LayerContext& ctx, const TensorView& kept, const TensorView& x, int N,
+                                        GradientSink& sink) const {
+  AcquiredGrads g(sink, p_);
+  ctx.backend.matmul_backward(TensorView{}, g.w(), g.b(), kept, x, p_.w, N, in_, out_);
   g.release();
 }
 

@@ -7,8 +7,10 @@
 // row-parallel layer's output hold this rank's N/tp rows: the column-parallel layer gathers its
 // input's rows (and gathers them again for its weight gradient rather than keeping them) and
 // reduce-scatters its input gradient; the row-parallel layer reduce-scatters its output and
-// gathers its output gradient. Legend: N rows of the micro-batch, IN and OUT this rank's input
-// and output widths.
+// gathers its output gradient. Each backward also comes in two halves for the zero-bubble
+// schedule: the input gradient now, the weight and bias gradients later from the output
+// gradient the caller kept (all N rows of it: a row-parallel layer keeps it gathered).
+// Legend: N rows of the micro-batch, IN and OUT this rank's input and output widths.
 #pragma once
 
 #include <string>
@@ -31,6 +33,10 @@ class ColumnParallelLinear {
   // parallelism); the weight and bias gradients are added.
   void backward(const LayerContext& ctx, const TensorView& dx, const TensorView& dout, const TensorView& x, int N,
                 GradientSink& sink) const;
+  // The halves of backward: dx only; then the weight and bias gradients from the same dout.
+  void backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& dout, int N) const;
+  void backward_weight(const LayerContext& ctx, const TensorView& dout, const TensorView& x, int N,
+                       GradientSink& sink) const;
   FlatRange grad_range() const { return p_.range; }
 
  private:
@@ -53,6 +59,12 @@ class RowParallelLinear {
   // sequence parallelism); the weight and bias gradients are added.
   void backward(const LayerContext& ctx, const TensorView& dx, const TensorView& dout, const TensorView& x, int N,
                 GradientSink& sink) const;
+  // The halves of backward: `kept` (N, out) = dout as both halves read it (gathered from every
+  // rank's rows under sequence parallelism); dx from it; the weight and bias gradients later.
+  void keep_output_grad(const LayerContext& ctx, const TensorView& dout, const TensorView& kept, int N) const;
+  void backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& kept, int N) const;
+  void backward_weight(const LayerContext& ctx, const TensorView& kept, const TensorView& x, int N,
+                       GradientSink& sink) const;
   FlatRange grad_range() const { return p_.range; }
 
  private:

@@ -33,13 +33,22 @@ float LmHead::forward(const LayerContext& ctx, int slot, const TensorView& x, co
 
 void LmHead::backward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& dx, int N,
                       GradientSink& sink) const {
+  backward_weight(ctx, slot, x, N, sink);
+  backward_input(ctx, slot, dx, N);
+}
+
+void LmHead::backward_input(const LayerContext& ctx, int slot, const TensorView& dx, int N) const {
+  ctx.backend.matmul_backward_input(dx, logits_[size_t(slot)], w_view_, N, C_, Vl_);
+}
+
+void LmHead::backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int N,
+                             GradientSink& sink) const {
   const TensorView dlogits = logits_[size_t(slot)];
   for (const FlatRange& c : chunks_) {
     const int r0 = int((c.begin - w_->offset) / size_t(C_)), r1 = int((c.end - w_->offset) / size_t(C_));
     ctx.backend.matmul_backward_weight_rows(sink.acquire(c.begin, c.end), dlogits, x, N, C_, Vl_, r0, r1);
     sink.release(c.begin, c.end);
   }
-  ctx.backend.matmul_backward_input(dx, dlogits, w_view_, N, C_, Vl_);
 }
 
 }  // namespace feast

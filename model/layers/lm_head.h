@@ -27,6 +27,9 @@ class LmHead {
   // gradient, for the caller to sum over the group.
   void backward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& dx, int N,
                 GradientSink& sink) const;
+  // Its halves (a split backward: the logits' gradient stays in the slot until the second).
+  void backward_input(const LayerContext& ctx, int slot, const TensorView& dx, int N) const;
+  void backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int N, GradientSink& sink) const;
 
   const LocalParam& weight() const { return *w_; }
   void set_chunks(std::vector<FlatRange> chunks) { chunks_ = std::move(chunks); }

@@ -13,6 +13,17 @@ Norm::Norm(NormKind kind, float eps, const LocalTable& table, const TensorView& 
       out_(memory.take(saved, memory.dtype(), rows * size_t(C))),
       rstd_(memory.take(saved, DType::kFloat32, rows)) {
   if (kind == NormKind::kLayerNorm) mean_ = memory.take(saved, DType::kFloat32, rows);
+  dout_ = memory.take_output_grads(memory.dtype(), rows * size_t(C));
+}
+
+void Norm::run(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& gw, const TensorView& gb,
+               const TensorView& dout, const TensorView& x, int N) const {
+  const size_t s = size_t(slot);
+  if (kind_ == NormKind::kLayerNorm) {
+    ctx.backend.layernorm_backward(dx, gw, gb, dout, x, params_.w, mean_[s], rstd_[s], N, C_);
+  } else {
+    ctx.backend.rmsnorm_backward(dx, gw, dout, x, params_.w, rstd_[s], N, C_);
+  }
 }
 
 void Norm::forward(const LayerContext& ctx, int slot, const TensorView& x, int N) {
@@ -26,7 +37,29 @@ void Norm::forward(const LayerContext& ctx, int slot, const TensorView& x, int N
 
 void Norm::backward(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout,
                     const TensorView& x, int N, GradientSink& sink) {
-  const size_t s = size_t(slot);
+  add_parameter_grads(ctx, slot, dx, dout, x, N, sink);
+}
+
+void Norm::backward_input(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout,
+                          const TensorView& x, int N) {
+  const size_t NC = size_t(N) * size_t(C_);
+  ctx.backend.copy(dout_[size_t(slot)].first(NC), dout.first(NC));
+  // The backend computes dx with the parameter gradients; those go to the scratch, unused.
+  const TensorView unused = ctx.scratch.norm_grads.first(params_.range.size());
+  ctx.backend.zero(unused);
+  run(ctx, slot, dx, unused.first(size_t(C_)), params_.bias ? unused.slice(size_t(C_), size_t(C_)) : TensorView{}, dout,
+      x, N);
+}
+
+void Norm::backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int N, GradientSink& sink) {
+  // And the other way round: the input gradient goes to tmp (free between passes), unused.
+  const TensorView unused = ctx.scratch.tmp.first(size_t(N) * size_t(C_));
+  ctx.backend.zero(unused);
+  add_parameter_grads(ctx, slot, unused, dout_[size_t(slot)], x, N, sink);
+}
+
+void Norm::add_parameter_grads(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout,
+                               const TensorView& x, int N, GradientSink& sink) {
   AcquiredGrads g(sink, params_);
   // Under sequence parallelism this rank saw only its rows: its parameter gradients are partial
   // sums, which go through the scratch to be summed over the group before they are added.
@@ -40,11 +73,7 @@ void Norm::backward(const LayerContext& ctx, int slot, const TensorView& dx, con
     gw = own.first(size_t(C_));
     gb = gb ? own.slice(size_t(C_), size_t(C_)) : TensorView{};
   }
-  if (kind_ == NormKind::kLayerNorm) {
-    ctx.backend.layernorm_backward(dx, gw, gb, dout, x, params_.w, mean_[s], rstd_[s], N, C_);
-  } else {
-    ctx.backend.rmsnorm_backward(dx, gw, dout, x, params_.w, rstd_[s], N, C_);
-  }
+  run(ctx, slot, dx, gw, gb, dout, x, N);
   if (sp) {
     const TensorView own = ctx.scratch.norm_grads.first(n);
     ctx.tp.allreduce(own, ReduceOp::kSum);

@@ -29,15 +29,29 @@ class Norm {
   void backward(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout, const TensorView& x,
                 int N, GradientSink& sink);
 
+  // The halves of backward (a split backward): dx += as backward does, keeping dout; later the
+  // parameter gradients from it.
+  void backward_input(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout,
+                      const TensorView& x, int N);
+  void backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int N, GradientSink& sink);
+
   const TensorView& out(int slot) const { return out_[size_t(slot)]; }
   FlatRange grad_range() const { return params_.range; }
 
  private:
+  // One call of the backend's norm backward: dx (N, C) +=, gw and gb (C) +=.
+  void run(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& gw, const TensorView& gb,
+           const TensorView& dout, const TensorView& x, int N) const;
+  // The parameter gradients through the sink, summed over tp under sequence parallelism; dx +=.
+  void add_parameter_grads(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout,
+                           const TensorView& x, int N, GradientSink& sink);
+
   NormKind kind_;
   float eps_;
   int C_;
   WeightAndBias params_;
   std::vector<TensorView> out_, mean_, rstd_;  // per slot: (N, C), (N) LayerNorm only, (N)
+  std::vector<TensorView> dout_;               // per slot (N, C), a split backward only
 };
 
 }  // namespace feast

@@ -24,6 +24,10 @@ PipelineExecutor::PipelineExecutor(PipelineStage& stage, Communicator* pp, Sched
   train_actions_ = build_schedule(kind, stages_, stage_index_, micro_batches);
   FEAST_CHECK(max_in_flight(train_actions_) <= stage.slots(),
               "stage has " << stage.slots() << " activation slots, the schedule needs " << max_in_flight(train_actions_));
+  // A split backward's weight passes may run while the next activation arrives, and may still
+  // read the slot it would arrive in: it lands apart and moves into its slot at the forward.
+  for (const Action& a : train_actions_) split_ = split_ || a.type == ActionType::kBackwardWeight;
+  if (split_ && stage_index_ > 0) landing_ = stage.backend().allocate(stage.input(0).dtype, act_elems_);
   tokens_.resize(size_t(B) * size_t(T));
   targets_.resize(size_t(B) * size_t(T));
   act_sends_.resize(size_t(stage.slots()));
@@ -49,12 +53,31 @@ WorkHandle PipelineExecutor::send(const TensorView& data, int peer, int tag) {
   return pp_->send(src.data, src.numel, src.dtype, peer, tag);
 }
 
-void PipelineExecutor::exchange(const TensorView& out, int to, int send_tag, const TensorView& into, int from,
-                                int recv_tag) {
+void PipelineExecutor::post_exchange(size_t at, const TensorView& out, int to, int send_tag, const TensorView& into,
+                                     int from, int recv_tag) {
   const TensorView src = out.first(act_elems_), dst = into.first(act_elems_);
+  exchange_ = pp_->sendrecv(src.data, src.numel, to, send_tag, dst.data, dst.numel, from, recv_tag, src.dtype);
+  exchange_at_ = size_t(&next_transfer(at) - train_actions_.data());
+}
+
+bool PipelineExecutor::finish_exchange(size_t at) {
+  if (!exchange_ || exchange_at_ != at) return false;
   Timer t;
-  pp_->sendrecv(src.data, src.numel, to, send_tag, dst.data, dst.numel, from, recv_tag, src.dtype)->wait();
+  exchange_->wait();
+  exchange_.reset();
   times_.pp_wait += t.seconds();
+  return true;
+}
+
+TensorView PipelineExecutor::arriving_activation(int slot) {
+  return split_ ? landing_.view() : stage_.input(slot);
+}
+
+const Action& PipelineExecutor::next_transfer(size_t at) const {
+  size_t j = at + 1;
+  while (j < train_actions_.size() && is_compute(train_actions_[j].type)) ++j;
+  FEAST_CHECK(j < train_actions_.size(), "a paired send without a receive after it");
+  return train_actions_[j];
 }
 
 double PipelineExecutor::compute_seconds(const Timer& t) {
@@ -72,11 +95,13 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
     const int k = a.micro_batch, slot = k % slots;
     switch (a.type) {
       case ActionType::kRecvActivation:
+        if (finish_exchange(i)) break;
         wait_send(act_sends_[size_t(slot)]);
-        recv(stage_.input(slot), stage_index_ - 1, activation_tag(k));
+        recv(arriving_activation(slot), stage_index_ - 1, activation_tag(k));
         break;
       case ActionType::kForward: {
         wait_send(act_sends_[size_t(slot)]);  // the slot's previous output may still be sending
+        if (split_ && stage_index_ > 0) stage_.backend().copy(stage_.input(slot).first(act_elems_), landing_.view());
         Timer load;
         fill(k, tokens_.data(), targets_.data());  // the stage keeps its own copy for the backward
         times_.data += load.seconds();
@@ -86,39 +111,55 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
         break;
       }
       case ActionType::kSendActivation:
-        if (a.with_next) {  // and receive the gradient that follows, from the same stage
-          const int j = train_actions_[++i].micro_batch;
+        if (a.with_next) {  // with the receive of the gradient that follows, from the same stage
           wait_send(grad_send_);  // output_grad() and input_grad() share one buffer
-          exchange(stage_.output(slot), stage_index_ + 1, activation_tag(k), stage_.output_grad(), stage_index_ + 1,
-                   gradient_tag(j));
+          const int j = next_transfer(i).micro_batch;
+          post_exchange(i, stage_.output(slot), stage_index_ + 1, activation_tag(k), stage_.output_grad(),
+                        stage_index_ + 1, gradient_tag(j));
         } else {
           act_sends_[size_t(slot)] = send(stage_.output(slot), stage_index_ + 1, activation_tag(k));
         }
         break;
       case ActionType::kRecvGrad:
+        if (finish_exchange(i)) break;
         wait_send(grad_send_);  // output_grad() and input_grad() share one buffer
         recv(stage_.output_grad(), stage_index_ + 1, gradient_tag(k));
         break;
-      case ActionType::kBackward: {
+      case ActionType::kBackward:
+      case ActionType::kBackwardInput: {
         wait_send(grad_send_);
+        const bool whole = a.type == ActionType::kBackward;
+        if (whole) sync.set_last_micro_batch(++backwards == micro_batches_);
+        Timer t;
+        if (whole)
+          stage_.backward(slot, B_, T_);
+        else
+          stage_.backward_input(slot, B_, T_);
+        times_.compute += compute_seconds(t);
+        break;
+      }
+      case ActionType::kBackwardWeight: {
+        // It adds gradients only; an exchange in flight writes output_grad() or the landing
+        // buffer, which it does not read.
         sync.set_last_micro_batch(++backwards == micro_batches_);
         Timer t;
-        stage_.backward(slot, B_, T_);
+        stage_.backward_weight(slot, B_, T_);
         times_.compute += compute_seconds(t);
         break;
       }
       case ActionType::kSendGrad:
-        if (a.with_next) {  // and receive the activation that follows, from the same stage
-          const int next = train_actions_[++i].micro_batch, next_slot = next % slots;
+        if (a.with_next) {  // with the receive of the activation that follows, from the same stage
+          const int next = next_transfer(i).micro_batch, next_slot = next % slots;
           wait_send(act_sends_[size_t(next_slot)]);
-          exchange(stage_.input_grad(), stage_index_ - 1, gradient_tag(k), stage_.input(next_slot), stage_index_ - 1,
-                   activation_tag(next));
+          post_exchange(i, stage_.input_grad(), stage_index_ - 1, gradient_tag(k), arriving_activation(next_slot),
+                        stage_index_ - 1, activation_tag(next));
         } else {
           grad_send_ = send(stage_.input_grad(), stage_index_ - 1, gradient_tag(k));
         }
         break;
     }
   }
+  FEAST_CHECK(!exchange_, "a paired transfer was never completed");
   for (WorkHandle& h : act_sends_) wait_send(h);
   wait_send(grad_send_);
   const double tp = stage_.take_tp_comm_seconds();

@@ -3,7 +3,9 @@
 // the neighbouring stages with tagged point-to-point messages on the pipeline group. Sends are
 // non-blocking and completed before their buffer is reused; receives block (the time they wait
 // is the pipeline's idle time plus transfer). A send followed by a receive from the same
-// neighbour goes out as one exchange where the schedule says so (Action::with_next), which NCCL needs.
+// neighbour goes out as one exchange where the schedule says so (Action::with_next), which NCCL
+// needs; the exchange is posted at the send and waited for at the receive, so the weight passes
+// of a split backward (zero-bubble) placed between them run while it is in flight.
 #pragma once
 
 #include <cstdint>
@@ -61,8 +63,17 @@ class PipelineExecutor {
   // the compute that produced them (NCCL with an event; the staged path by waiting for the
   // device before it copies), so the host does not wait here.
   WorkHandle send(const TensorView& data, int peer, int tag);
-  // Sends `out` to stage `to` while receiving `into` from stage `from`, and waits for both.
-  void exchange(const TensorView& out, int to, int send_tag, const TensorView& into, int from, int recv_tag);
+  // The first transfer after action `at` (a paired send's receive).
+  const Action& next_transfer(size_t at) const;
+  // Posts the send of `out` to stage `to` and the receive of `into` from stage `from` as one
+  // exchange, for the send at action `at`; finish_exchange(j) at the receive's action j waits
+  // for both (and returns false at any other action).
+  void post_exchange(size_t at, const TensorView& out, int to, int send_tag, const TensorView& into, int from,
+                     int recv_tag);
+  bool finish_exchange(size_t at);
+  // Where the activation for `slot` is received: the slot's input, or with a split backward the
+  // landing buffer, copied into the slot at its forward.
+  TensorView arriving_activation(int slot);
 
   PipelineStage& stage_;
   Communicator* pp_;
@@ -72,6 +83,10 @@ class PipelineExecutor {
   std::vector<int32_t> tokens_, targets_;  // (B, T): the micro-batch being filled
   std::vector<WorkHandle> act_sends_;      // per slot: the pending send of its output
   WorkHandle grad_send_;                   // the pending send of the input gradient
+  WorkHandle exchange_;                    // a paired send and receive in flight
+  size_t exchange_at_ = 0;                 // the action of its receive
+  bool split_ = false;                     // the schedule splits backwards (weight passes)
+  Tensor landing_;                         // split: where activations arrive (act_elems_)
   StageTimes times_;
 };
 

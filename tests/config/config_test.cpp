@@ -228,6 +228,10 @@ TEST(ConfigErrors, CrossKeyChecksNameBothKeys) {
   EXPECT_EQ(e, "demo.toml:3: parallel.sequence_parallel = true splits each sequence over parallel.tp = 4 ranks "
                "(demo.toml:2), which does not divide training.seq_len = 30 (demo.toml:5); choose a seq_len that "
                "tp divides, or remove parallel.sequence_parallel");
+  e = error_of("[parallel]\nschedule = \"zero-bubble\"\n[training]\nrecompute = \"full\"\n");
+  EXPECT_EQ(e, "demo.toml:2: parallel.schedule = \"zero-bubble\" runs each block's weight gradients after its input "
+               "gradients, from what its forward kept, but training.recompute = \"full\" (demo.toml:4) keeps less; use "
+               "parallel.schedule = \"1f1b\" with recomputation, or training.recompute = \"none\" with zero-bubble");
   e = error_of("[training]\nlr = 1e-4\nmin_lr = 1e-3\n");
   EXPECT_EQ(e, "demo.toml:3: training.min_lr = 0.001 must be <= training.lr = 1e-4 "
                "(demo.toml:2)");

@@ -293,6 +293,19 @@ void check_case(const Case& k) {
   EXPECT_LE(checks.worst_weight, 1e-4) << describe(k) << ": worst weight difference in " << checks.worst_name;
 }
 
+// Run k gave the losses, gradient norms, validation losses and parameters of the reference run
+// `than`, bit for bit.
+void expect_bit_identical(const Case& k, const Outcome& out, const RunChecks& checks, const Outcome& ref,
+                          const RunChecks& ref_checks, const std::string& than) {
+  EXPECT_EQ(out.summary.losses, ref.summary.losses) << describe(k);
+  EXPECT_EQ(out.summary.grad_norms, ref.summary.grad_norms) << describe(k);
+  EXPECT_EQ(out.summary.val_losses, ref.summary.val_losses) << describe(k);
+  EXPECT_EQ(checks.hashes, ref_checks.hashes) << describe(k) << ": parameters differ from " << than;
+  if (world_rank() == 0)
+    std::printf("%-72s bit-identical to %s: %s\n", describe(k).c_str(), than.c_str(),
+                out.summary.losses == ref.summary.losses && checks.hashes == ref_checks.hashes ? "yes" : "NO");
+}
+
 // The layouts of this world size, each trained at every ZeRO stage (only 0 at dp 1, where 1
 // and 2 are the same run), both schedules (only 1F1B at pp 1, where they are the same run) and
 // micro-batches of 1 and 2 sequences; in the CI subset once each, rotating the ZeRO stage.
@@ -359,6 +372,16 @@ std::vector<Case> cases() {
   if (n == 2) out.push_back(sp({"llama", 2, 1, 1, 0, "1f1b", 1, "tp-dp-pp", {}, "full"}));
   if (n == 4) out.push_back(sp({"gpt2-v300", 2, 1, 2, 3, "1f1b", 1, "tp-dp-pp", {}, "selective"}));
   if (n == 8) out.push_back(sp({"llama-L5", 2, 4, 1, 0, "1f1b", 2, "tp-dp-pp", {}, "full", 1}));
+  // Zero-bubble at pp 2 and 4, both families, uneven stages, with tensor and sequence
+  // parallelism, data parallelism and every ZeRO stage.
+  for (const char* family : {"gpt2", "llama"}) {
+    if (n == 2) out.push_back({family, 1, 2, 1, 0, "zero-bubble", 1});
+    if (n == 4) out.push_back({family, 1, 4, 1, 0, "zero-bubble", 1});
+    if (n == 8) out.push_back(sp({family, 2, 2, 2, 2, "zero-bubble", 1}));
+  }
+  if (n == 4) out.push_back({"llama-L5", 1, 2, 2, 1, "zero-bubble", 2});
+  if (n == 4) out.push_back(sp({"gpt2-v300", 2, 2, 1, 0, "zero-bubble", 2}));
+  if (n == 8) out.push_back({"gpt2-L6", 1, 4, 2, 3, "zero-bubble", 1, "tp-dp-pp", {1, 2, 2, 1}});
   return out;
 }
 
@@ -423,14 +446,24 @@ TEST(SameMathAtAnyLayout, MemorySavingsChangeNoBit) {
     if (v.zero >= 0) k.zero = v.zero;
     RunChecks checks;
     const Outcome out = run_case(k, checks);
-    EXPECT_EQ(out.summary.losses, kept.summary.losses) << describe(k);
-    EXPECT_EQ(out.summary.grad_norms, kept.summary.grad_norms) << describe(k);
-    EXPECT_EQ(out.summary.val_losses, kept.summary.val_losses) << describe(k);
-    EXPECT_EQ(checks.hashes, kept_checks.hashes) << describe(k) << ": parameters differ from the run that keeps everything";
-    if (world_rank() == 0)
-      std::printf("memory-saving %-66s bit-identical: %s\n", describe(k).c_str(),
-                  out.summary.losses == kept.summary.losses && checks.hashes == kept_checks.hashes ? "yes" : "NO");
+    expect_bit_identical(k, out, checks, kept, kept_checks, "the run that keeps everything");
   }
+}
+
+// Zero-bubble computes every gradient as 1F1B does, only later: at a layout of each world size
+// (pipeline stages wherever the world size allows), the same losses, gradient norms and
+// parameters as 1F1B, bit for bit.
+TEST(SameMathAtAnyLayout, ZeroBubbleChangesNoBit) {
+  const std::map<int, Case> by_size = {{1, {"gpt2", 1, 1, 1, 0, "1f1b", 2}},  {2, {"gpt2", 1, 2, 1, 0, "1f1b", 1}},
+                                       {3, {"llama", 1, 3, 1, 0, "1f1b", 1}}, {4, {"llama", 2, 2, 1, 0, "1f1b", 2}},
+                                       {6, {"gpt2", 1, 2, 3, 1, "1f1b", 1}},  {8, {"gpt2-L6", 1, 4, 2, 2, "1f1b", 1}}};
+  ASSERT_TRUE(by_size.count(world_size())) << "no case for world size " << world_size();
+  Case k = by_size.at(world_size());
+  RunChecks one_f_one_b_checks, zero_bubble_checks;
+  const Outcome one_f_one_b = run_case(k, one_f_one_b_checks);
+  k.schedule = "zero-bubble";
+  const Outcome zero_bubble = run_case(k, zero_bubble_checks);
+  expect_bit_identical(k, zero_bubble, zero_bubble_checks, one_f_one_b, one_f_one_b_checks, "the 1F1B run");
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ Config case_config(const Case& k, const std::string& corpus) {
 std::string label(const Case& k, int micro_batches) {
   return LayoutChoice{k.tp, k.pp, k.dp, k.zero, k.micro_batch_size, micro_batches}.name() +
          (k.dp_sync == "parameter-server" ? (k.sparse ? " ps-sparse" : " ps") : "") +
-         (k.schedule == "gpipe" ? " gpipe" : "") + (k.grad_reduce_dtype == "bf16" ? " bf16-grads" : "") +
+         (k.schedule != "1f1b" ? " " + k.schedule : "") + (k.grad_reduce_dtype == "bf16" ? " bf16-grads" : "") +
          (k.recompute != "none" ? " rc-" + k.recompute + (k.recompute_layers ? std::to_string(k.recompute_layers) : "")
                                 : "") +
          (k.offload ? " offload" : "") + (k.sequence_parallel ? " sp" : "");
@@ -134,6 +134,15 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
     Case c{arch, 2, 1, 2, 2, "1f1b", 2, "allreduce", false, "fp32", "full", 1};
     c.sequence_parallel = true;
     cases.push_back(c);
+  }
+  // Zero-bubble: p slots on every stage, each keeping the output gradients of its products and
+  // norms between the two halves of its backward; with sequence parallelism and ZeRO too.
+  for (const char* arch : {"gpt2", "llama"}) {
+    cases.push_back({arch, 1, 4, 1, 0, "zero-bubble", 1});
+    Case z{arch, 2, 2, 1, 0, "zero-bubble"};
+    z.sequence_parallel = true;
+    cases.push_back(z);
+    cases.push_back({arch, 1, 2, 2, 2, "zero-bubble"});
   }
   // Gradients travelling in bf16: the wire buffers count.
   for (int zero = 0; zero <= 2; ++zero) cases.push_back({"gpt2", 1, 1, 4, zero, "1f1b", 2, "allreduce", false, "bf16"});

@@ -54,13 +54,14 @@ TEST(PlanClosedForms, CollectivesFollowTheTextbook) {
 }
 
 TEST(PlanClosedForms, PipelineIdleIsTheScheduleSimulations) {
-  EXPECT_DOUBLE_EQ(pipeline_idle_fraction(4, 8), 3.0 / 11.0);
-  EXPECT_EQ(pipeline_idle_fraction(1, 5), 0.0);
-  for (int p : {2, 4})
-    for (int m : {1, 4, 8}) {
-      EXPECT_NEAR(pipeline_idle_fraction(p, m), ideal_idle_fraction(ScheduleKind::kOneFOneB, p, m), 1e-12);
-      EXPECT_NEAR(pipeline_idle_fraction(p, m), ideal_idle_fraction(ScheduleKind::kGPipe, p, m), 1e-12);
-    }
+  EXPECT_DOUBLE_EQ(idle_fraction_formula(ScheduleKind::kOneFOneB, 4, 8), 3.0 / 11.0);
+  EXPECT_DOUBLE_EQ(idle_fraction_formula(ScheduleKind::kZeroBubble, 4, 8), 3.0 / 27.0);
+  EXPECT_EQ(idle_fraction_formula(ScheduleKind::kOneFOneB, 1, 5), 0.0);
+  for (ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kGPipe, ScheduleKind::kZeroBubble})
+    for (int p : {2, 4})
+      for (int m : {1, 4, 8})
+        EXPECT_NEAR(idle_fraction_formula(kind, p, m), ideal_idle_fraction(kind, p, m), 1e-12)
+            << to_string(kind) << " p=" << p << " m=" << m;
 }
 
 TEST(PlanClosedForms, ClusterMttfAndYoungDaly) {
@@ -210,8 +211,10 @@ TEST(PlanSearch, EnumeratesEveryLayoutAndExplainsTheRefusedOnes) {
   // (tp, pp, dp) with tp pp dp = 8: 10 triples; tp 8 (4 heads) and pp 8 (4 layers) are refused.
   // The valid ones: per dp, the ZeRO stages (one at dp 1) times the divisors of 32 / dp:
   // dp 8: 4 x 3; dp 4 (two triples): 4 x 4 each; dp 2 (three): 4 x 5 each; dp 1 (two): 1 x 6 each;
-  // each with three recomputation modes, with and without optimizer offload.
-  EXPECT_EQ(all.size(), 2u + 6u * 116u);
+  // each with three recomputation modes, with and without optimizer offload; those with tp > 1
+  // (tp 2 at dp 4, 2 and 1, tp 4 at dp 2 and 1: 16 + 20 + 6 + 20 + 6 = 68) also with sequence
+  // parallelism.
+  EXPECT_EQ(all.size(), 2u + 6u * (116u + 68u));
   int valid = 0, fits = 0;
   std::set<std::string> refused;
   for (const LayoutEstimate& l : all) {
@@ -229,10 +232,10 @@ TEST(PlanSearch, EnumeratesEveryLayoutAndExplainsTheRefusedOnes) {
                 l.time.compute_s + l.time.tp_comm_s + l.time.pp_idle_s + l.time.dp_comm_s + l.time.offload_s, 1e-15);
     EXPECT_EQ(l.time.offload_s > 0, l.layout.offload) << l.layout.name();
     EXPECT_NEAR(l.tokens_per_s * l.time.step_s(), 32 * 64, 1e-6);
-    EXPECT_NEAR(l.pp_idle_fraction, pipeline_idle_fraction(l.layout.pp, l.layout.num_micro_batches), 1e-15);
+    EXPECT_NEAR(l.pp_idle_fraction, idle_fraction_formula(ScheduleKind::kOneFOneB, l.layout.pp, l.layout.num_micro_batches), 1e-15);
   }
-  EXPECT_EQ(valid, 6 * 116);
-  EXPECT_EQ(fits, 6 * 116);
+  EXPECT_EQ(valid, 6 * (116 + 68));
+  EXPECT_EQ(fits, 6 * (116 + 68));
   ASSERT_EQ(refused.size(), 2u);
   EXPECT_NE(refused.begin()->find("parallel.pp = 8 stages but model.n_layer = 4"), std::string::npos) << *refused.begin();
   EXPECT_NE(refused.rbegin()->find("parallel.tp = 8 does not divide model.n_head = 4"), std::string::npos)

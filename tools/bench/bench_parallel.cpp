@@ -137,7 +137,9 @@ int run_parallel_bench(const ParallelBenchOptions& o, std::unique_ptr<Communicat
             std::to_string(base.parallel.zero_stage) + ", " + base.parallel.schedule + "; " + std::to_string(steps) +
             " timed steps after " + std::to_string(warmup) + "; time split averaged over ranks");
   log::info("bubble = pp-idle / (compute + tp-comm + pp-idle + data), the pipeline's share of idle, against");
-  log::info("formula = (p-1)/(m+p-1), m micro-batches per replica; E = compute / (compute + tp-comm + dp-comm + pp-idle)");
+  const ScheduleKind schedule = parse_schedule_kind(base.parallel.schedule);
+  log::info(std::string("formula = ") + idle_fraction_formula_text(schedule) + " (" + base.parallel.schedule +
+            "), m micro-batches per replica; E = compute / (compute + tp-comm + dp-comm + pp-idle)");
   log::info("dp-hidden = 1 - exposed / in flight of the gradient reductions, both averaged over ranks: the share "
             "the ranks, on average, did not wait for");
   log::info("layout          m ranks   tokens/s   ms/step  compute  tp-comm  dp-comm  pp-idle    data   optim   other"
@@ -176,7 +178,7 @@ int run_parallel_bench(const ParallelBenchOptions& o, std::unique_ptr<Communicat
                   "%6.1f%% %10s",
                   name, m, n, tokens / med, med * 1e3, pct(sum.compute), pct(sum.tp_comm), pct(sum.dp_comm),
                   pct(sum.pp_idle), pct(sum.data), pct(sum.optimizer), pct(sum.other),
-                  100 * sum.pipeline_idle_fraction(), 100 * pipeline_idle_formula(l.pp, m), 100 * sum.efficiency(),
+                  100 * sum.pipeline_idle_fraction(), 100 * idle_fraction_formula(schedule, l.pp, m), 100 * sum.efficiency(),
                   hidden);
     log::info(line);
   }

@@ -86,9 +86,6 @@ TimeSplit RunStatistics::mean() const {
   return sum_.scaled(1.0 / double(steps_ - 1));
 }
 
-double pipeline_idle_formula(int stages, int micro_batches) {
-  return double(stages - 1) / double(micro_batches + stages - 1);
-}
 
 nlohmann::json split_json(const TimeSplit& s) {
   return {{"compute_s", s.compute},     {"tp_comm_s", s.tp_comm}, {"pp_idle_s", s.pp_idle}, {"dp_comm_s", s.dp_comm},
@@ -144,7 +141,7 @@ std::string summary_json(const RunFacts& f, const RunOutcome& o) {
       {"dp_reductions", reduction_json(s)},
       {"optimizer_offload", offload_json(s)},
       {"pp_idle_fraction", s.pipeline_idle_fraction()},
-      {"pp_idle_formula", pipeline_idle_formula(f.pp, f.micro_batches)},
+      {"pp_idle_formula", idle_fraction_formula(f.schedule, f.pp, f.micro_batches)},
       {"efficiency", s.efficiency()},
       {"mfu", mfu(f.flops_per_token, f.tokens_per_step, s.total, f.peak, f.world_size)},
       {"peak_tflops_per_rank", f.peak.tflops_per_rank},
@@ -192,9 +189,10 @@ std::vector<std::string> format_summary(const RunFacts& f, const RunOutcome& o) 
   if (f.pp > 1) {
     std::snprintf(buf, sizeof buf,
                   "pipeline idle: measured %.1f%% of the schedule's span (compute, tp-comm, data and idle), "
-                  "formula (p-1)/(m+p-1) = (%d-1)/(%d+%d-1) = %.1f%%",
-                  100.0 * s.pipeline_idle_fraction(), f.pp, f.micro_batches, f.pp,
-                  100.0 * pipeline_idle_formula(f.pp, f.micro_batches));
+                  "%s formula %s with p = %d, m = %d: %.1f%%",
+                  100.0 * s.pipeline_idle_fraction(), to_string(f.schedule).c_str(),
+                  idle_fraction_formula_text(f.schedule), f.pp, f.micro_batches,
+                  100.0 * idle_fraction_formula(f.schedule, f.pp, f.micro_batches));
     lines.push_back(buf);
   }
   // Communication that overlaps the passes: how long it ran, and how much the rank waited.

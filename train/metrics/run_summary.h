@@ -17,6 +17,7 @@
 
 #include "comm/communicator.h"
 #include "config/config.h"
+#include "parallel/pipeline/schedule.h"
 #include "train/metrics/device_peak.h"
 #include "train/training_run.h"
 
@@ -81,6 +82,7 @@ struct RunFacts {
   const Config* config = nullptr;
   std::string config_path;
   int world_size = 1, tp = 1, pp = 1, dp = 1, micro_batches = 1;
+  ScheduleKind schedule = ScheduleKind::kOneFOneB;
   int64_t tokens_per_step = 0;
   double parameters = 0;       // N of model/flop_count.h
   double flops_per_token = 0;  // 6 N + 6 L T C
@@ -107,8 +109,6 @@ struct RunOutcome {
   std::vector<MemoryBytes> memory_high_water;   // every rank's, by world rank, after the steps
 };
 
-// (p - 1) / (m + p - 1): the idle share of a pipeline of p stages over m micro-batches.
-double pipeline_idle_formula(int stages, int micro_batches);
 
 // The split as metrics.jsonl and summary.json name it: {"compute_s": ..., ..., "other_s": ...}.
 nlohmann::json split_json(const TimeSplit& split);

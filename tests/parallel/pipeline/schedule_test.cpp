@@ -1,6 +1,7 @@
-// Pipeline schedules checked for every p in 1..6, s < p, m in 1..8 and both kinds: each
+// Pipeline schedules checked for every p in 1..6, s < p, m in 1..8 and every kind: each
 // micro-batch runs once each way, transfers sit where the executor expects them, memory and
 // bubble match the textbook numbers, and all stages together run to the end without deadlock.
+// Zero-bubble is checked against 1F1B, whose transfers it keeps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,7 +67,7 @@ TEST(Schedule, EachMicroBatchForwardsThenBackwardsOnce) {
 }
 
 TEST(Schedule, TransfersWrapComputeWhereNeighboursExist) {
-  for_each_case([](ScheduleKind, int p, int s, int m, const std::vector<Action>& actions) {
+  for_each_case([](ScheduleKind kind, int p, int s, int m, const std::vector<Action>& actions) {
     const bool has_prev = s > 0, has_next = s < p - 1;
     // Every transfer is adjacent to the compute of its micro-batch, on the right side.
     const Action none{A::kForward, -1};  // stands in for a neighbour past either end
@@ -88,6 +89,8 @@ TEST(Schedule, TransfersWrapComputeWhereNeighboursExist) {
           EXPECT_EQ(is(before, A::kRecvGrad, k), has_next);
           EXPECT_EQ(is(after, A::kSendGrad, k), has_prev);
           break;
+        case A::kBackwardInput:
+        case A::kBackwardWeight: ADD_FAILURE() << "a split backward in " << to_string(kind); break;
       }
     }
     const std::vector<int> all = iota(m), empty;
@@ -199,7 +202,7 @@ bool runs_to_completion(ScheduleKind kind, int p, int m) {
 }
 
 TEST(Schedule, AllStagesRunWithoutDeadlock) {
-  for (ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kGPipe})
+  for (ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kGPipe, ScheduleKind::kZeroBubble})
     for (int p = 1; p <= 6; ++p)
       for (int m = 1; m <= 8; ++m)
         EXPECT_TRUE(runs_to_completion(kind, p, m)) << to_string(kind) << " p=" << p << " m=" << m;
@@ -219,17 +222,19 @@ bool runs_in_lockstep(ScheduleKind kind, int p, int m, bool paired) {
   std::vector<std::vector<std::vector<Op>>> transfers(static_cast<size_t>(p));  // per stage, per transfer
   for (int s = 0; s < p; ++s) {
     const std::vector<Action> actions = build_schedule(kind, p, s, m);
+    bool pair_next = false;  // the last transfer goes out with this one (Action::with_next)
     for (size_t i = 0; i < actions.size(); ++i) {
       const Action& a = actions[i];
-      if (a.type == A::kForward || a.type == A::kBackward) continue;
+      if (is_compute(a.type)) continue;
       const bool send = a.type == A::kSendActivation || a.type == A::kSendGrad;
       const bool toward_next = a.type == A::kSendActivation || a.type == A::kRecvGrad;
       const bool activation = a.type == A::kSendActivation || a.type == A::kRecvActivation;
       const Op op{send, toward_next ? s + 1 : s - 1, 2 * a.micro_batch + (activation ? 0 : 1)};
-      if (paired && i > 0 && actions[i - 1].with_next)
+      if (paired && pair_next)
         transfers[size_t(s)].back().push_back(op);
       else
         transfers[size_t(s)].push_back({op});
+      pair_next = a.with_next;
     }
   }
   std::vector<size_t> next(static_cast<size_t>(p), 0);
@@ -258,13 +263,90 @@ bool runs_in_lockstep(ScheduleKind kind, int p, int m, bool paired) {
 }
 
 TEST(Schedule, PairedTransfersRunInLockstepAsNcclNeedsThem) {
-  for (ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kGPipe})
+  for (ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kGPipe, ScheduleKind::kZeroBubble})
     for (int p = 1; p <= 6; ++p)
       for (int m = 1; m <= 8; ++m)
         EXPECT_TRUE(runs_in_lockstep(kind, p, m, true)) << to_string(kind) << " p=" << p << " m=" << m;
   // Issued one by one, 1F1B's steady state has both neighbours sending first: stage 0 sends
   // micro-batch 1's activation while stage 1 sends micro-batch 0's gradient.
   EXPECT_FALSE(runs_in_lockstep(ScheduleKind::kOneFOneB, 2, 2, false));
+}
+
+// Zero-bubble, every p in 1..6, s < p, m in 1..10.
+template <typename F>
+void for_each_zero_bubble(F f) {
+  for (int p = 1; p <= 6; ++p)
+    for (int m = 1; m <= 10; ++m)
+      for (int s = 0; s < p; ++s) {
+        SCOPED_TRACE("zero-bubble p=" + std::to_string(p) + " s=" + std::to_string(s) + " m=" + std::to_string(m));
+        f(p, s, m, build_schedule(ScheduleKind::kZeroBubble, p, s, m));
+      }
+}
+
+TEST(ZeroBubble, IsOneFOneBWithEachBackwardSplitAndItsWeightPassDeferred) {
+  for_each_zero_bubble([](int p, int s, int m, const std::vector<Action>& actions) {
+    // Without the weight passes, and with each input-gradient pass read as a backward, the list
+    // is 1F1B's, transfers and pairing included.
+    std::vector<Action> rest;
+    for (const Action& a : actions) {
+      if (a.type == A::kBackwardWeight) continue;
+      rest.push_back(a.type == A::kBackwardInput ? Action{A::kBackward, a.micro_batch, a.with_next} : a);
+    }
+    EXPECT_EQ(rest, build_schedule(ScheduleKind::kOneFOneB, p, s, m));
+    // Each micro-batch's weight pass once, in micro-batch order, after its input-gradient pass.
+    EXPECT_EQ(micro_batches_of(actions, A::kBackwardWeight), iota(m));
+    EXPECT_EQ(micro_batches_of(actions, A::kBackward), std::vector<int>{});
+    for (int k = 0; k < m; ++k) {
+      const auto in = std::find(actions.begin(), actions.end(), Action{A::kBackwardInput, k});
+      const auto w = std::find(actions.begin(), actions.end(), Action{A::kBackwardWeight, k});
+      EXPECT_LT(in, w) << "micro-batch " << k;
+    }
+    // A weight pass never sits between a receive and the compute that needs it.
+    for (size_t i = 1; i < actions.size(); ++i) {
+      if (actions[i].type != A::kBackwardWeight) continue;
+      EXPECT_TRUE(actions[i - 1].type != A::kRecvActivation && actions[i - 1].type != A::kRecvGrad) << "action " << i;
+    }
+  });
+}
+
+TEST(ZeroBubble, HoldsAtMostOneFOneBsPeakOnEveryStage) {
+  for_each_zero_bubble([](int p, int, int m, const std::vector<Action>& actions) {
+    EXPECT_LE(max_in_flight(actions), std::min(p, m));
+  });
+}
+
+TEST(ZeroBubble, IdleFractionIsTheZeroBubbleFormula) {
+  for (int p = 1; p <= 8; ++p)
+    for (int m = 1; m <= 16; ++m) {
+      const double zb = ideal_idle_fraction(ScheduleKind::kZeroBubble, p, m);
+      if (m >= p)
+        EXPECT_NEAR(zb, idle_fraction_formula(ScheduleKind::kZeroBubble, p, m), 1e-12) << "p=" << p << " m=" << m;
+      else  // fewer micro-batches than stages: less to defer into the bubble, still never worse
+        EXPECT_LE(zb, ideal_idle_fraction(ScheduleKind::kOneFOneB, p, m) + 1e-12) << "p=" << p << " m=" << m;
+    }
+  EXPECT_DOUBLE_EQ(idle_fraction_formula(ScheduleKind::kZeroBubble, 4, 8), 3.0 / 27.0);
+  EXPECT_DOUBLE_EQ(idle_fraction_formula(ScheduleKind::kOneFOneB, 4, 8), 3.0 / 11.0);
+}
+
+TEST(ZeroBubble, FourStagesEightMicroBatchesExactly) {
+  // The compute order of each stage of p = 4, m = 8 (F forward, B input gradient, W weight
+  // gradient): the first stage defers nothing (it holds 4 already), later stages defer one more
+  // each, and every stage ends with the weight passes its cool-down left.
+  const std::vector<std::string> expected = {
+      "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 B5 W5 B6 W6 B7 W7",
+      "F0 F1 F2 B0 F3 B1 W0 F4 B2 W1 F5 B3 W2 F6 B4 W3 F7 B5 W4 B6 W5 B7 W6 W7",
+      "F0 F1 B0 F2 B1 F3 B2 W0 F4 B3 W1 F5 B4 W2 F6 B5 W3 F7 B6 W4 B7 W5 W6 W7",
+      "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 F6 B6 W3 F7 B7 W4 W5 W6 W7",
+  };
+  for (int s = 0; s < 4; ++s) {
+    std::string got;
+    for (const Action& a : build_schedule(ScheduleKind::kZeroBubble, 4, s, 8)) {
+      if (!is_compute(a.type)) continue;
+      got += std::string(got.empty() ? "" : " ") + (a.type == A::kForward ? "F" : a.type == A::kBackwardInput ? "B" : "W") +
+             std::to_string(a.micro_batch);
+    }
+    EXPECT_EQ(got, expected[size_t(s)]) << "stage " << s;
+  }
 }
 
 TEST(Schedule, OnlySendsPairAndOnlyWithAReceiveFromTheSameNeighbour) {
@@ -282,7 +364,8 @@ TEST(Schedule, OnlySendsPairAndOnlyWithAReceiveFromTheSameNeighbour) {
 TEST(Schedule, ParseAndPrintKinds) {
   EXPECT_EQ(parse_schedule_kind("1f1b"), ScheduleKind::kOneFOneB);
   EXPECT_EQ(parse_schedule_kind("gpipe"), ScheduleKind::kGPipe);
-  for (ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kGPipe})
+  EXPECT_EQ(parse_schedule_kind("zero-bubble"), ScheduleKind::kZeroBubble);
+  for (ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kGPipe, ScheduleKind::kZeroBubble})
     EXPECT_EQ(parse_schedule_kind(to_string(kind)), kind);
 }
 
@@ -293,7 +376,7 @@ TEST(Schedule, ParseErrorNamesKeyAndValue) {
       ADD_FAILURE() << "no error for \"" << name << "\"";
     } catch (const ConfigError& e) {
       EXPECT_EQ(std::string(e.what()),
-                "parallel.schedule = \"" + name + "\": expected \"1f1b\" or \"gpipe\"");
+                "parallel.schedule = \"" + name + "\": expected \"1f1b\", \"gpipe\" or \"zero-bubble\"");
     }
   }
 }

@@ -55,9 +55,9 @@ TEST(RunStatistics, LeavesTheFirstStepOutOfTheMean) {
 }
 
 TEST(Formulas, PipelineIdleAndMfu) {
-  EXPECT_DOUBLE_EQ(pipeline_idle_formula(1, 8), 0.0);
-  EXPECT_DOUBLE_EQ(pipeline_idle_formula(2, 1), 0.5);
-  EXPECT_DOUBLE_EQ(pipeline_idle_formula(4, 8), 3.0 / 11.0);
+  EXPECT_DOUBLE_EQ(idle_fraction_formula(ScheduleKind::kOneFOneB, 1, 8), 0.0);
+  EXPECT_DOUBLE_EQ(idle_fraction_formula(ScheduleKind::kOneFOneB, 2, 1), 0.5);
+  EXPECT_DOUBLE_EQ(idle_fraction_formula(ScheduleKind::kOneFOneB, 4, 8), 3.0 / 11.0);
   const DevicePeak peak{2.0, "test", "test"};  // 2 TFLOP/s per rank
   // 1e6 FLOPs per token, 4e6 tokens in 1 s on 4 ranks: 4e12 of 8e12.
   EXPECT_DOUBLE_EQ(mfu(1e6, 4'000'000, 1.0, peak, 4), 0.5);
