@@ -104,6 +104,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
     scratch_.partial = take(dt, NC);
   }
   if (shape.sequence_parallel || shape.split_backward) scratch_.norm_grads = take(DType::kFloat32, 2 * size_t(C));
+  if (shape.split_backward && !spec.has_embedding) arrival_ = take(dt, region_NC);
 }
 
 void DecoderStage::set_gradient_range_limit(size_t max_elems) {

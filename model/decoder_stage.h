@@ -63,6 +63,7 @@ class DecoderStage final : public PipelineStage {
   TensorView output(int slot) override;
   TensorView output_grad() override { return scratch_.dres; }
   TensorView input_grad() override { return scratch_.dres; }
+  TensorView arrival() override { return arrival_; }
   size_t activation_numel(int B, int T) const override {
     return size_t(tp_.local_rows(B * T)) * size_t(config_.n_embd);
   }
@@ -108,6 +109,7 @@ class DecoderStage final : public PipelineStage {
   std::vector<TensorView> input_grad_kept_;  // per slot (N, C), first stage, split backward: the embedding's
   std::vector<Tensor> scratch_tensors_;
   StageScratch scratch_;
+  TensorView arrival_;  // in scratch_tensors_: a non-first stage's, split backward
 };
 
 // Copies a stage's parameters from float32 host values: each local tensor initialised from the

@@ -71,6 +71,10 @@ class PipelineStage {
   virtual TensorView output(int slot) = 0;
   virtual TensorView output_grad() = 0;
   virtual TensorView input_grad() = 0;
+  // A non-first stage that splits its backward: where an activation is received before its
+  // forward copies it into input(slot) (a weight pass may still read the slot it belongs to
+  // while it arrives). Empty otherwise.
+  virtual TensorView arrival() = 0;
   // Elements of one micro-batch's activation (B * T * C).
   virtual size_t activation_numel(int B, int T) const = 0;
 

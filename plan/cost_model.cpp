@@ -161,11 +161,11 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   };
   const double block_kept = recomputed * kept(recompute) + (layers - recomputed) * kept(Recompute::kNone);
   const double recompute_set = recomputed > 0 ? kept(Recompute::kNone) - kept(recompute) : 0.0;
-  // A split backward (zero-bubble) keeps each product's output gradient and each norm's from
-  // its input-gradient pass to its weight-gradient pass: per block QKV, fc and both projections'
-  // (all rows), the norms' (a region's); the final norm's and the embedding's input gradient.
+  // A split backward (zero-bubble) keeps output gradients from its input-gradient pass to its
+  // weight-gradient pass: per block QKV's and fc's (all rows), and a region's rows each for the
+  // two projections' and the two norms'; the final norm's and the embedding's input gradient.
   const bool split = plan.schedule == ScheduleKind::kZeroBubble;
-  const double kept_grads = split ? rows * (qkv_w + Fl + 2 * C) * e + 2 * region * C * e : 0.0;
+  const double kept_grads = split ? rows * (qkv_w + Fl) * e + 4 * region * C * e : 0.0;
   double per_slot = region * C * e + block_kept + layers * kept_grads;  // the slot's input and its blocks
   if (split && spec.has_head) per_slot += region * C * e;
   if (split && spec.has_embedding) per_slot += region * C * e;
@@ -175,7 +175,8 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   // sequence parallelism the gathered rows and the partial sums (N, C) and a norm's gradients.
   const double scratch = 2 * region * C * e + rows * qkv_w * e + rows * out_w * e + rows * Fl * e +
                          (arch.mlp == MlpKind::kSwiGlu ? rows * Il * e : 0.0) + 3 * rows * f32 + att_work +
-                         (sp ? 2 * rows * C * e : 0.0) + (sp || split ? 2 * C * f32 : 0.0);
+                         (sp ? 2 * rows * C * e : 0.0) + (sp || split ? 2 * C * f32 : 0.0) +
+                         (split && !spec.has_embedding ? region * C * e : 0.0);  // the arrival buffer
   mem.activations = slots * per_slot + recompute_set;
   mem.workspace = scratch;
   mem.activations_per_micro_batch = per_slot;
@@ -361,7 +362,9 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
     // kept) and the norms' gradient sums (C or 2C floats, one per norm and micro-batch).
     if (t > 1 && config.parallel.sequence_parallel) {
       const int blocks = spec.num_layers, again = recompute == Recompute::kFull ? recomputed : 0;
-      const int halves = 10 * blocks + 4 * again + (spec.has_embedding ? 2 : 0) + (spec.has_head ? 3 : 0);
+      // A split backward gathers each projection's output gradient once more, in its weight pass.
+      const int per_block = plan.schedule == ScheduleKind::kZeroBubble ? 12 : 10;
+      const int halves = per_block * blocks + 4 * again + (spec.has_embedding ? 2 : 0) + (spec.has_head ? 3 : 0);
       const int norms = 2 * blocks + (spec.has_head ? 1 : 0);
       const double norm_bytes = double(mc.n_embd) * 4 * (decoder_arch(mc).norm == NormKind::kLayerNorm ? 2 : 1);
       tp_comm[size_t(s)] = halves * allgather_seconds(act_bytes, t, tp_link) +
@@ -447,8 +450,14 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   const double sent_bytes = config.parallel.sequence_parallel && t > 1 ? act_bytes / t : act_bytes;
   // Zero-bubble defers the weight gradients (a third of a micro-batch's work: forward, input
   // and weight gradients taken as equal) into the bubble, which keeps (p-1)(F+B-W) of 1F1B's
-  // (p-1)(F+B+W): a third.
-  const double bubble = plan.schedule == ScheduleKind::kZeroBubble ? (sum - slowest) / 3.0 : sum - slowest;
+  // (p-1)(F+B+W): a third when m >= p.
+  // With fewer micro-batches than stages it keeps more: the ideal timeline's share, as bubble
+  // time idle·m·u/(1 − idle) against 1F1B's (p − 1)·u.
+  double bubble = sum - slowest;
+  if (plan.schedule == ScheduleKind::kZeroBubble && p > 1) {
+    const double idle = idle_fraction_formula(plan.schedule, p, m);
+    bubble *= idle * m / ((1.0 - idle) * (p - 1));
+  }
   est.time.pp_idle_s = p > 1 ? bubble + 2.0 * (p - 1) * send_recv_seconds(sent_bytes, pp_link) : 0.0;
   est.time.dp_comm_s = *std::max_element(dp_comm.begin(), dp_comm.end());
   if (config.parallel.offload_optimizer) {
@@ -518,9 +527,13 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
         continue;
       }
       const std::vector<int> zeros = ps || dp == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2, 3};
+      // Zero-bubble's weight passes read what the forward kept: it takes no recomputation.
+      const std::vector<const char*> recomputes = config.parallel.schedule == "zero-bubble"
+                                                      ? std::vector<const char*>{"none"}
+                                                      : std::vector<const char*>{"none", "selective", "full"};
       for (int zero : zeros)
         for (int b : sizes)
-          for (const char* recompute : {"none", "selective", "full"})
+          for (const char* recompute : recomputes)
             for (bool offload : {false, true})
               for (bool sp : {false, true}) {
                 // Sequence parallelism where tp > 1 splits the sequence.

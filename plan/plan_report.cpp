@@ -185,7 +185,7 @@ std::optional<LayoutEstimate> print_plan(const Config& config, const PlanRequest
     print_table(rows);
     log::info("  memory: the rank that needs the most (its stage holds the embedding or the head); grads include "
               "communication buffers, activ the workspace and buffers; sp: parallel.sequence_parallel; rc: training.recompute (S selective, F full); off: parallel.offload_optimizer (its state "
-              "in host memory, not counted); E = compute / step; idle = (p-1)/(m+p-1)");
+              "in host memory, not counted); E = compute / step; idle = the schedule's formula, (p-1)/(m+p-1) or zero-bubble's (p-1)/(3m+p-1)");
     // What a larger GPU would buy: the layouts predicted faster than the first row, and why
     // each is out.
     std::vector<const LayoutEstimate*> faster;

@@ -20,7 +20,6 @@ SelfAttention::SelfAttention(const ModelConfig& config, const DecoderArch& arch,
   state_ = memory.take(keep_core, DType::kFloat32, memory.backend().attention_state_size(max));
   y_ = memory.take(keep_core, memory.dtype(), max.rows() * size_t(max.out_width()));
   dqkv_ = memory.take_output_grads(memory.dtype(), max.rows() * size_t(max.qkv_width()));
-  dproj_ = memory.take_output_grads(memory.dtype(), max.rows() * size_t(C_));
 }
 
 void SelfAttention::forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int B,
@@ -58,18 +57,17 @@ void SelfAttention::backward_input(const LayerContext& ctx, int slot, const Tens
   const AttentionShape sh = shape(B, T);
   const int N = B * T;
   const StageScratch& sc = ctx.scratch;
-  proj_.keep_output_grad(ctx, dout, dproj_[s], N);
-  proj_.backward_input(ctx, sc.dy, dproj_[s], N);
+  proj_.backward_input(ctx, sc.dy, dout, N);
   ctx.backend.attention_backward(dqkv_[s], sc.dy, qkv_out_[s], y_[s], state_[s], sc.attention_workspace, sh);
   if (cos_) ctx.backend.rope_backward(dqkv_[s], cos_, sin_, sh);
   qkv_.backward_input(ctx, dx, dqkv_[s], N);
 }
 
-void SelfAttention::backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int B, int T,
-                                    GradientSink& sink) {
+void SelfAttention::backward_weight(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& x,
+                                    int B, int T, GradientSink& sink) {
   const size_t s = size_t(slot);
   const int N = B * T;
-  proj_.backward_weight(ctx, dproj_[s], y_[s], N, sink);
+  proj_.backward_weight(ctx, dout, y_[s], N, sink);
   qkv_.backward_weight(ctx, dqkv_[s], x, N, sink);
 }
 

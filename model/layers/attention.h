@@ -33,10 +33,11 @@ class SelfAttention {
   void backward(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx, const TensorView& x,
                 int B, int T, GradientSink& sink);
 
-  // The halves of backward (a split backward): dx from dout, keeping the projections' output
-  // gradients; later the parameter gradients from them.
+  // The halves of backward (a split backward): dx from dout, keeping the QKV output's gradient;
+  // later the parameter gradients, from the same dout (the caller keeps it) and that gradient.
   void backward_input(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx, int B, int T);
-  void backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int B, int T, GradientSink& sink);
+  void backward_weight(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& x, int B, int T,
+                       GradientSink& sink);
 
   std::vector<FlatRange> grad_ranges() const { return {qkv_.grad_range(), proj_.grad_range()}; }
   AttentionShape shape(int B, int T) const { return {B, T, n_head_, n_kv_head_, head_dim_}; }
@@ -47,7 +48,7 @@ class SelfAttention {
   RowParallelLinear proj_;
   TensorView cos_, sin_;
   std::vector<TensorView> qkv_out_, state_, y_;  // per slot: (N, Wl), backend's attention state, (N, Cq)
-  std::vector<TensorView> dqkv_, dproj_;         // per slot, a split backward only: (N, Wl), (N, C)
+  std::vector<TensorView> dqkv_;                 // per slot (N, Wl), a split backward only
 };
 
 }  // namespace feast

@@ -32,6 +32,8 @@ DecoderBlock::DecoderBlock(const ModelConfig& config, const DecoderArch& arch, c
   const size_t rows = region_rows(max_batch, max_seq, tp, sequence_parallel);
   res2_ = memory.take(recompute != Recompute::kFull, memory.dtype(), rows * size_t(C_));
   res3_ = memory.take(true, memory.dtype(), rows * size_t(C_));
+  dmlp_out_ = memory.take_output_grads(memory.dtype(), rows * size_t(C_));
+  dattn_out_ = memory.take_output_grads(memory.dtype(), rows * size_t(C_));
   FEAST_CHECK(!memory.split_backward() || recompute == Recompute::kNone,
               "a split backward reads what the forward kept, so its blocks recompute nothing");
 }
@@ -87,9 +89,12 @@ void DecoderBlock::backward_input(const LayerContext& ctx, int slot, const Tenso
   const int N = B * T, Nl = ctx.tp.local_rows(N);
   const StageScratch& sc = ctx.scratch;
   const TensorView dnorm = sc.tmp;
-  mlp_.backward_input(ctx, slot, sc.dres, dnorm, N);
+  const size_t NC = size_t(Nl) * size_t(C_);
+  ctx.backend.copy(dmlp_out_[s].first(NC), sc.dres.first(NC));
+  mlp_.backward_input(ctx, slot, dmlp_out_[s], dnorm, N);
   ln2_.backward_input(ctx, slot, sc.dres, dnorm, res2_[s], Nl);
-  attn_.backward_input(ctx, slot, sc.dres, dnorm, B, T);
+  ctx.backend.copy(dattn_out_[s].first(NC), sc.dres.first(NC));
+  attn_.backward_input(ctx, slot, dattn_out_[s], dnorm, B, T);
   ln1_.backward_input(ctx, slot, sc.dres, dnorm, x, Nl);
 }
 
@@ -97,9 +102,9 @@ void DecoderBlock::backward_weight(const LayerContext& ctx, int slot, const Tens
                                    GradientSink& sink) {
   const size_t s = size_t(slot);
   const int N = B * T, Nl = ctx.tp.local_rows(N);
-  mlp_.backward_weight(ctx, slot, ln2_.out(slot), N, sink);
+  mlp_.backward_weight(ctx, slot, dmlp_out_[s], ln2_.out(slot), N, sink);
   ln2_.backward_weight(ctx, slot, res2_[s], Nl, sink);
-  attn_.backward_weight(ctx, slot, ln1_.out(slot), B, T, sink);
+  attn_.backward_weight(ctx, slot, dattn_out_[s], ln1_.out(slot), B, T, sink);
   ln1_.backward_weight(ctx, slot, x, Nl, sink);
 }
 

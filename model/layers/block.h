@@ -50,6 +50,9 @@ class DecoderBlock {
   Norm ln2_;
   Mlp mlp_;
   std::vector<TensorView> res2_, res3_;  // per slot (N, C): after attention, after the MLP
+  // Per slot (N, C), a split backward only: the residual gradient at the MLP's output and at the
+  // attention's, which the weight pass reads again.
+  std::vector<TensorView> dmlp_out_, dattn_out_;
 };
 
 }  // namespace feast

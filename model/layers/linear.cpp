@@ -67,35 +67,30 @@ void RowParallelLinear::forward(const LayerContext& ctx, const TensorView& out, 
     ctx.tp.reduce_from_tp_forward(out.first(size_t(N) * size_t(out_)));
 }
 
+TensorView RowParallelLinear::full_output_grad(const LayerContext& ctx, const TensorView& dout, int N) const {
+  if (!ctx.tp.sequence_parallel()) return dout;
+  ctx.tp.reduce_scatter_to_sp_backward(dout, ctx.scratch.gathered, N, out_);
+  return ctx.scratch.gathered;
+}
+
 void RowParallelLinear::backward(const LayerContext& ctx, const TensorView& dx, const TensorView& dout,
                                  const TensorView& x, int N, GradientSink& sink) const {
-  TensorView d = dout;
-  if (ctx.tp.sequence_parallel()) {
-    ctx.tp.reduce_scatter_to_sp_backward(dout, ctx.scratch.gathered, N, out_);
-    d = ctx.scratch.gathered;
-  }
+  const TensorView d = full_output_grad(ctx, dout, N);
   AcquiredGrads g(sink, p_);
   ctx.backend.matmul_backward(dx, g.w(), g.b(), d, x, p_.w, N, in_, out_);
   g.release();
 }
 
-void RowParallelLinear::keep_output_grad(const LayerContext& ctx, const TensorView& dout, const TensorView& kept,
-                                         int N) const {
-  if (ctx.tp.sequence_parallel())
-    ctx.tp.reduce_scatter_to_sp_backward(dout, kept, N, out_);
-  else
-    ctx.backend.copy(kept.first(size_t(N) * size_t(out_)), dout.first(size_t(N) * size_t(out_)));
-}
-
-void RowParallelLinear::backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& kept,
+void RowParallelLinear::backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& dout,
                                        int N) const {
-  ctx.backend.matmul_backward_input(dx, kept, p_.w, N, in_, out_);
+  ctx.backend.matmul_backward_input(dx, full_output_grad(ctx, dout, N), p_.w, N, in_, out_);
 }
 
-void RowParallelLinear::backward_weight(const LayerContext& ctx, const TensorView& kept, const TensorView& x, int N,
+void RowParallelLinear::backward_weight(const LayerContext& ctx, const TensorView& dout, const TensorView& x, int N,
                                         GradientSink& sink) const {
+  const TensorView d = full_output_grad(ctx, dout, N);
   AcquiredGrads g(sink, p_);
-  ctx.backend.matmul_backward(TensorView{}, g.w(), g.b(), kept, x, p_.w, N, in_, out_);
+  ctx.backend.matmul_backward(TensorView{}, g.w(), g.b(), d, x, p_.w, N, in_, out_);
   g.release();
 }
 

@@ -9,7 +9,7 @@
 // reduce-scatters its input gradient; the row-parallel layer reduce-scatters its output and
 // gathers its output gradient. Each backward also comes in two halves for the zero-bubble
 // schedule: the input gradient now, the weight and bias gradients later from the output
-// gradient the caller kept (all N rows of it: a row-parallel layer keeps it gathered).
+// gradient the caller kept (a row-parallel layer's as this rank's rows, gathered again).
 // Legend: N rows of the micro-batch, IN and OUT this rank's input and output widths.
 #pragma once
 
@@ -59,15 +59,17 @@ class RowParallelLinear {
   // sequence parallelism); the weight and bias gradients are added.
   void backward(const LayerContext& ctx, const TensorView& dx, const TensorView& dout, const TensorView& x, int N,
                 GradientSink& sink) const;
-  // The halves of backward: `kept` (N, out) = dout as both halves read it (gathered from every
-  // rank's rows under sequence parallelism); dx from it; the weight and bias gradients later.
-  void keep_output_grad(const LayerContext& ctx, const TensorView& dout, const TensorView& kept, int N) const;
-  void backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& kept, int N) const;
-  void backward_weight(const LayerContext& ctx, const TensorView& kept, const TensorView& x, int N,
+  // The halves of backward, from the same dout (this rank's rows under sequence parallelism,
+  // gathered by each half): dx; then the weight and bias gradients.
+  void backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& dout, int N) const;
+  void backward_weight(const LayerContext& ctx, const TensorView& dout, const TensorView& x, int N,
                        GradientSink& sink) const;
   FlatRange grad_range() const { return p_.range; }
 
  private:
+  // dout itself, or every rank's rows of it gathered into the scratch under sequence parallelism.
+  TensorView full_output_grad(const LayerContext& ctx, const TensorView& dout, int N) const;
+
   WeightAndBias p_;
   int in_, out_;
 };

@@ -11,8 +11,7 @@ Mlp::Mlp(const ModelConfig& config, const DecoderArch& arch, const LocalTable& t
       proj_(table, params, prefix + "mlp.proj", arch.linear_bias, width_, config.n_embd),
       pre_(memory.take(recompute != Recompute::kFull, memory.dtype(), rows * size_t(fc_width_))),
       act_(memory.take(recompute == Recompute::kNone, memory.dtype(), rows * size_t(width_))),
-      dpre_(memory.take_output_grads(memory.dtype(), rows * size_t(fc_width_))),
-      dproj_(memory.take_output_grads(memory.dtype(), rows * size_t(config.n_embd))) {}
+      dpre_(memory.take_output_grads(memory.dtype(), rows * size_t(fc_width_))) {}
 
 void Mlp::forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int N) {
   forward_to_activation(ctx, slot, x, N);
@@ -57,20 +56,20 @@ void Mlp::backward(const LayerContext& ctx, int slot, const TensorView& dout, co
 void Mlp::backward_input(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx, int N) {
   const size_t s = size_t(slot);
   const StageScratch& sc = ctx.scratch;
-  proj_.keep_output_grad(ctx, dout, dproj_[s], N);
   if (kind_ == MlpKind::kGelu) {
-    proj_.backward_input(ctx, sc.dbig, dproj_[s], N);
+    proj_.backward_input(ctx, sc.dbig, dout, N);
     ctx.backend.gelu_backward(dpre_[s], pre_[s], sc.dbig, size_t(N) * size_t(width_));
   } else {
-    proj_.backward_input(ctx, sc.dact, dproj_[s], N);
+    proj_.backward_input(ctx, sc.dact, dout, N);
     ctx.backend.swiglu_backward(dpre_[s], pre_[s], sc.dact, N, width_);
   }
   fc_.backward_input(ctx, dx, dpre_[s], N);
 }
 
-void Mlp::backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int N, GradientSink& sink) {
+void Mlp::backward_weight(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& x, int N,
+                          GradientSink& sink) {
   const size_t s = size_t(slot);
-  proj_.backward_weight(ctx, dproj_[s], act_[s], N, sink);
+  proj_.backward_weight(ctx, dout, act_[s], N, sink);
   fc_.backward_weight(ctx, dpre_[s], x, N, sink);
 }
 

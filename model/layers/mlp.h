@@ -31,10 +31,11 @@ class Mlp {
   void backward(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx, const TensorView& x,
                 int N, GradientSink& sink);
 
-  // The halves of backward (a split backward): dx from dout, keeping the products' output
-  // gradients; later the parameter gradients from them.
+  // The halves of backward (a split backward): dx from dout, keeping fc's output gradient; later
+  // the parameter gradients, from the same dout (the caller keeps it) and that gradient.
   void backward_input(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx, int N);
-  void backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int N, GradientSink& sink);
+  void backward_weight(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& x, int N,
+                       GradientSink& sink);
 
   std::vector<FlatRange> grad_ranges() const { return {fc_.grad_range(), proj_.grad_range()}; }
 
@@ -44,7 +45,7 @@ class Mlp {
   ColumnParallelLinear fc_;
   RowParallelLinear proj_;
   std::vector<TensorView> pre_, act_;  // per slot: (N, Fl) pre-activation, (N, Il) activation
-  std::vector<TensorView> dpre_, dproj_;  // per slot, a split backward only: (N, Fl), (N, C)
+  std::vector<TensorView> dpre_;        // per slot (N, Fl), a split backward only
 };
 
 }  // namespace feast

@@ -25,9 +25,11 @@ PipelineExecutor::PipelineExecutor(PipelineStage& stage, Communicator* pp, Sched
   FEAST_CHECK(max_in_flight(train_actions_) <= stage.slots(),
               "stage has " << stage.slots() << " activation slots, the schedule needs " << max_in_flight(train_actions_));
   // A split backward's weight passes may run while the next activation arrives, and may still
-  // read the slot it would arrive in: it lands apart and moves into its slot at the forward.
+  // read the slot it would arrive in: it lands in the stage's arrival() and moves into its slot
+  // at the forward.
   for (const Action& a : train_actions_) split_ = split_ || a.type == ActionType::kBackwardWeight;
-  if (split_ && stage_index_ > 0) landing_ = stage.backend().allocate(stage.input(0).dtype, act_elems_);
+  FEAST_CHECK(!split_ || stage_index_ == 0 || stage.arrival().numel >= act_elems_,
+              "a split backward's stage needs an arrival buffer (StageShape::split_backward)");
   tokens_.resize(size_t(B) * size_t(T));
   targets_.resize(size_t(B) * size_t(T));
   act_sends_.resize(size_t(stage.slots()));
@@ -70,7 +72,7 @@ bool PipelineExecutor::finish_exchange(size_t at) {
 }
 
 TensorView PipelineExecutor::arriving_activation(int slot) {
-  return split_ ? landing_.view() : stage_.input(slot);
+  return split_ ? stage_.arrival() : stage_.input(slot);
 }
 
 const Action& PipelineExecutor::next_transfer(size_t at) const {
@@ -101,7 +103,8 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
         break;
       case ActionType::kForward: {
         wait_send(act_sends_[size_t(slot)]);  // the slot's previous output may still be sending
-        if (split_ && stage_index_ > 0) stage_.backend().copy(stage_.input(slot).first(act_elems_), landing_.view());
+        if (split_ && stage_index_ > 0)
+          stage_.backend().copy(stage_.input(slot).first(act_elems_), stage_.arrival().first(act_elems_));
         Timer load;
         fill(k, tokens_.data(), targets_.data());  // the stage keeps its own copy for the backward
         times_.data += load.seconds();
@@ -139,8 +142,8 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
         break;
       }
       case ActionType::kBackwardWeight: {
-        // It adds gradients only; an exchange in flight writes output_grad() or the landing
-        // buffer, which it does not read.
+        // It adds gradients only; an exchange in flight writes output_grad() or arrival(),
+        // which it does not read.
         sync.set_last_micro_batch(++backwards == micro_batches_);
         Timer t;
         stage_.backward_weight(slot, B_, T_);

@@ -72,7 +72,7 @@ class PipelineExecutor {
                      int recv_tag);
   bool finish_exchange(size_t at);
   // Where the activation for `slot` is received: the slot's input, or with a split backward the
-  // landing buffer, copied into the slot at its forward.
+  // stage's arrival(), copied into the slot at its forward.
   TensorView arriving_activation(int slot);
 
   PipelineStage& stage_;
@@ -86,7 +86,6 @@ class PipelineExecutor {
   WorkHandle exchange_;                    // a paired send and receive in flight
   size_t exchange_at_ = 0;                 // the action of its receive
   bool split_ = false;                     // the schedule splits backwards (weight passes)
-  Tensor landing_;                         // split: where activations arrive (act_elems_)
   StageTimes times_;
 };
 

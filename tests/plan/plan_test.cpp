@@ -64,6 +64,31 @@ TEST(PlanClosedForms, PipelineIdleIsTheScheduleSimulations) {
             << to_string(kind) << " p=" << p << " m=" << m;
 }
 
+// Under zero-bubble the search keeps to what the trainer runs (no recomputation), predicts the
+// zero-bubble bubble, and needs more activation memory than 1F1B for the same layout (p slots on
+// every stage, the output gradients kept between the halves of each backward).
+TEST(PlanSearch, ZeroBubbleLayouts) {
+  PlanOptions o;
+  o.cluster.gpus = 4;
+  Config zb = demo();
+  zb.parallel.schedule = "zero-bubble";
+  const std::vector<LayoutEstimate> all = plan_layouts(zb, o), base = plan_layouts(demo(), o);
+  int compared = 0;
+  for (const LayoutEstimate& l : all) {
+    if (!l.valid) continue;
+    EXPECT_EQ(l.layout.recompute, "none") << l.layout.name();
+    EXPECT_NEAR(l.pp_idle_fraction,
+                idle_fraction_formula(ScheduleKind::kZeroBubble, l.layout.pp, l.layout.num_micro_batches), 1e-15);
+    for (const LayoutEstimate& b : base) {
+      if (!b.valid || b.layout.name() != l.layout.name() || l.layout.pp == 1) continue;
+      EXPECT_GT(l.memory.activations, b.memory.activations) << l.layout.name();
+      EXPECT_LT(l.time.pp_idle_s, b.time.pp_idle_s) << l.layout.name();
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 0);
+}
+
 TEST(PlanClosedForms, ClusterMttfAndYoungDaly) {
   // Meta's Llama 3 run: about 50,000 h per GPU over 16,384 GPUs is a failure every 3 hours.
   EXPECT_NEAR(cluster_mttf_hours(50000, 16384), 3.0518, 1e-4);

@@ -191,7 +191,10 @@ std::vector<std::string> format_summary(const RunFacts& f, const RunOutcome& o) 
                   "pipeline idle: measured %.1f%% of the schedule's span (compute, tp-comm, data and idle), "
                   "%s formula %s with p = %d, m = %d: %.1f%%",
                   100.0 * s.pipeline_idle_fraction(), to_string(f.schedule).c_str(),
-                  idle_fraction_formula_text(f.schedule), f.pp, f.micro_batches,
+                  f.schedule == ScheduleKind::kZeroBubble && f.micro_batches < f.pp
+                      ? "(its ideal timeline: the formula (p-1)/(3m+p-1) needs m >= p)"
+                      : idle_fraction_formula_text(f.schedule),
+                  f.pp, f.micro_batches,
                   100.0 * idle_fraction_formula(f.schedule, f.pp, f.micro_batches));
     lines.push_back(buf);
   }
