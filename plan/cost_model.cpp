@@ -266,8 +266,8 @@ std::string LayoutChoice::name() const {
   char buf[96];
   std::snprintf(buf, sizeof buf, "tp%d pp%d dp%d zero%d mbs%d m%d", tp, pp, dp, zero_stage, micro_batch_size,
                 num_micro_batches);
-  return std::string(buf) + (sequence_parallel ? " sp" : "") + (recompute != "none" ? " recompute-" + recompute : "") +
-         (offload ? " offload" : "");
+  return std::string(buf) + (schedule != "1f1b" ? " " + schedule : "") + (sequence_parallel ? " sp" : "") +
+         (recompute != "none" ? " recompute-" + recompute : "") + (offload ? " offload" : "");
 }
 
 int64_t global_batch_sequences(const Config& config, int gpus) {
@@ -299,12 +299,13 @@ Config config_for_layout(const Config& config, const LayoutChoice& choice, int64
   c.training.recompute_layers = 0;
   c.parallel.offload_optimizer = choice.offload;
   c.parallel.sequence_parallel = choice.sequence_parallel;
+  c.parallel.schedule = choice.schedule;
   if (int(c.parallel.stage_layers.size()) != choice.pp) c.parallel.stage_layers.clear();
   // plan_layout's messages say where a key was set: here, by the search.
   for (const char* key : {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.zero_stage",
                           "parallel.micro_batch_size", "parallel.num_micro_batches", "training.batch_size",
                           "training.recompute", "training.recompute_layers", "parallel.offload_optimizer",
-                          "parallel.sequence_parallel"})
+                          "parallel.sequence_parallel", "parallel.schedule"})
     c.origin[key] = "tried by trainer plan";
   return c;
 }
@@ -318,7 +319,7 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   const double e = element_bytes(options.memory.dtype);
   LayoutEstimate est;
   est.layout = {t, p, d, config.parallel.zero_stage, B, m, config.training.recompute,
-                config.parallel.offload_optimizer, config.parallel.sequence_parallel};
+                config.parallel.offload_optimizer, config.parallel.sequence_parallel, config.parallel.schedule};
   est.valid = true;
   est.pp_idle_fraction = idle_fraction_formula(plan.schedule, p, m);
 
@@ -505,6 +506,7 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
     for (int pp : divisors(N / tp)) {
       const int dp = N / (tp * pp);
       LayoutChoice base{tp, pp, dp, ps || dp == 1 ? 0 : config.parallel.zero_stage, 0, 0};
+      base.schedule = config.parallel.schedule;
       auto refused = [&](const std::string& why) {
         LayoutEstimate r;
         r.layout = base;
@@ -527,21 +529,23 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
         continue;
       }
       const std::vector<int> zeros = ps || dp == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2, 3};
-      // Zero-bubble's weight passes read what the forward kept: it takes no recomputation.
-      const std::vector<const char*> recomputes = config.parallel.schedule == "zero-bubble"
-                                                      ? std::vector<const char*>{"none"}
-                                                      : std::vector<const char*>{"none", "selective", "full"};
-      for (int zero : zeros)
-        for (int b : sizes)
-          for (const char* recompute : recomputes)
-            for (bool offload : {false, true})
-              for (bool sp : {false, true}) {
-                // Sequence parallelism where tp > 1 splits the sequence.
-                if (sp && (tp == 1 || config.training.seq_len % tp != 0)) continue;
-                LayoutChoice choice{tp, pp, dp, zero, b, int(G / dp / b), recompute, offload, sp};
-                const Config c = config_for_layout(config, choice, G);
-                out.push_back(estimate_layout(c, plan_layout(c, N), options));
-              }
+      // The config's schedule, and with pipeline stages zero-bubble too.
+      std::vector<std::string> schedules = {config.parallel.schedule};
+      if (pp > 1 && config.parallel.schedule != "zero-bubble") schedules.push_back("zero-bubble");
+      for (const std::string& schedule : schedules)
+        for (int zero : zeros)
+          for (int b : sizes)
+            for (const char* recompute : {"none", "selective", "full"})
+              for (bool offload : {false, true})
+                for (bool sp : {false, true}) {
+                  // Zero-bubble's weight passes read what the forward kept: no recomputation.
+                  if (schedule == "zero-bubble" && std::string(recompute) != "none") continue;
+                  // Sequence parallelism where tp > 1 splits the sequence.
+                  if (sp && (tp == 1 || config.training.seq_len % tp != 0)) continue;
+                  LayoutChoice choice{tp, pp, dp, zero, b, int(G / dp / b), recompute, offload, sp, schedule};
+                  const Config c = config_for_layout(config, choice, G);
+                  out.push_back(estimate_layout(c, plan_layout(c, N), options));
+                }
     }
   auto category = [](const LayoutEstimate& l) { return l.fits ? 0 : l.valid ? 1 : 2; };
   // Speeds equal to 9 digits (ZeRO stages whose communication hides alike) are equal: the one

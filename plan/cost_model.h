@@ -101,7 +101,9 @@ struct LayoutChoice {
   std::string recompute = "none";  // training.recompute (of every block)
   bool offload = false;            // parallel.offload_optimizer
   bool sequence_parallel = false;  // parallel.sequence_parallel
-  // "tp2 pp2 dp2 zero1 mbs4 m2", then " sp", " recompute-full", " offload" when set
+  std::string schedule = "1f1b";   // parallel.schedule
+  // "tp2 pp2 dp2 zero1 mbs4 m2", then " zero-bubble" or " gpipe", " sp", " recompute-full",
+  // " offload" when set
   std::string name() const;
 };
 

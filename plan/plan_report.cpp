@@ -58,7 +58,7 @@ nlohmann::json to_json(const LayoutEstimate& l, PlanDType dtype, const Config& c
   j["recompute"] = l.layout.recompute;
   j["offload_optimizer"] = l.layout.offload;
   j["sequence_parallel"] = l.layout.sequence_parallel;
-  j["schedule"] = config.parallel.schedule;
+  j["schedule"] = l.layout.schedule;
   j["dp_sync"] = config.parallel.dp_sync;
   j["dtype"] = to_string(dtype);
   j["valid"] = l.valid;
@@ -96,13 +96,13 @@ void print_table(const std::vector<const LayoutEstimate*>& rows) {
   }
   const Unit mu = bytes_unit(max_mem), tu = time_unit(max_time);
   char line[400];
-  std::snprintf(line, sizeof line, "%4s %3s %3s %4s %4s %5s %4s %3s %3s %3s | %-44s | %-59s |", "#", "tp", "pp", "dp",
-                "zero", "mbs", "m", "sp", "rc", "off", ("memory per GPU (" + std::string(mu.name) + ")").c_str(),
+  std::snprintf(line, sizeof line, "%4s %3s %3s %4s %4s %5s %4s %5s %3s %3s %3s | %-44s | %-59s |", "#", "tp", "pp",
+                "dp", "zero", "mbs", "m", "sched", "sp", "rc", "off", ("memory per GPU (" + std::string(mu.name) + ")").c_str(),
                 ("time per step (" + std::string(tu.name) + ")").c_str());
   log::info(line);
   std::snprintf(line, sizeof line,
-                "%4s %3s %3s %4s %4s %5s %4s %3s %3s %3s | %8s %8s %8s %8s %8s | %9s %9s %9s %9s %9s %9s | %12s %5s %5s", "",
-                "", "", "", "", "", "", "", "", "", "total", "params", "grads", "optim", "activ", "step", "compute",
+                "%4s %3s %3s %4s %4s %5s %4s %5s %3s %3s %3s | %8s %8s %8s %8s %8s | %9s %9s %9s %9s %9s %9s | %12s %5s %5s",
+                "", "", "", "", "", "", "", "", "", "", "", "total", "params", "grads", "optim", "activ", "step", "compute",
                 "tp_comm", "pp_idle", "dp_comm", "offload", "tokens/s", "E", "idle");
   log::info(line);
   int i = 0;
@@ -110,10 +110,11 @@ void print_table(const std::vector<const LayoutEstimate*>& rows) {
     const PlannedMemory& m = l->memory;
     const PlannedTime& t = l->time;
     std::snprintf(line, sizeof line,
-                  "%4d %3d %3d %4d %4d %5d %4d %3s %3s %3s | %8.2f %8.2f %8.2f %8.2f %8.2f | %9.3f %9.3f %9.3f %9.3f %9.3f "
+                  "%4d %3d %3d %4d %4d %5d %4d %5s %3s %3s %3s | %8.2f %8.2f %8.2f %8.2f %8.2f | %9.3f %9.3f %9.3f %9.3f %9.3f "
                   "%9.3f | %12.0f %5.2f %5.2f",
                   ++i, l->layout.tp, l->layout.pp, l->layout.dp, l->layout.zero_stage, l->layout.micro_batch_size,
-                  l->layout.num_micro_batches, l->layout.sequence_parallel ? "yes" : "-", l->layout.recompute == "none" ? "-" : l->layout.recompute == "full" ? "F" : "S",
+                  l->layout.num_micro_batches, l->layout.schedule == "zero-bubble" ? "zb" : l->layout.schedule.c_str(),
+                  l->layout.sequence_parallel ? "yes" : "-", l->layout.recompute == "none" ? "-" : l->layout.recompute == "full" ? "F" : "S",
                   l->layout.offload ? "yes" : "-", m.total() / mu.scale, m.parameters / mu.scale, (m.gradients + m.communication) / mu.scale,
                   m.optimizer / mu.scale, (m.activations + m.workspace + m.buffers) / mu.scale,
                   t.step_s() / tu.scale,
@@ -184,7 +185,7 @@ std::optional<LayoutEstimate> print_plan(const Config& config, const PlanRequest
     log::info("");
     print_table(rows);
     log::info("  memory: the rank that needs the most (its stage holds the embedding or the head); grads include "
-              "communication buffers, activ the workspace and buffers; sp: parallel.sequence_parallel; rc: training.recompute (S selective, F full); off: parallel.offload_optimizer (its state "
+              "communication buffers, activ the workspace and buffers; sched: parallel.schedule (zb zero-bubble); sp: parallel.sequence_parallel; rc: training.recompute (S selective, F full); off: parallel.offload_optimizer (its state "
               "in host memory, not counted); E = compute / step; idle = the schedule's formula, (p-1)/(m+p-1) or zero-bubble's (p-1)/(3m+p-1)");
     // What a larger GPU would buy: the layouts predicted faster than the first row, and why
     // each is out.

@@ -33,9 +33,10 @@ grep -q '^assumed: fp32 (float32 throughout on GPUs) from training.device = "cud
   "$work/gpu32" || fail "a GPU fp32 run planned as: $(grep '^assumed' "$work/gpu32")"
 "$trainer" plan configs/demo.toml --gpus 8 --set training.device=cuda > "$work/gpu16" || fail "plan of a GPU run exited $?"
 grep -q '^assumed: bf16 (bf16 weights' "$work/gpu16" || fail "a GPU auto run planned as: $(grep '^assumed' "$work/gpu16")"
-# 698 without sequence parallelism, and each of the 408 valid ones with tp > 1 again with it.
-grep -q '^layouts: 1106 considered, 1104 valid, 1104 fit in 80.00 GiB' "$work/out" || fail "wrong layout counts: $(grep '^layouts' "$work/out")"
-row_re='^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-3] +[0-9]+ +[0-9]+ +(-|yes) +(-|S|F) +(-|yes) \|'
+# 698 without sequence parallelism, each of the 408 valid ones with tp > 1 again with it, and
+# 200 zero-bubble ones where pp > 1 (no recomputation).
+grep -q '^layouts: 1306 considered, 1304 valid, 1304 fit in 80.00 GiB' "$work/out" || fail "wrong layout counts: $(grep '^layouts' "$work/out")"
+row_re='^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-3] +[0-9]+ +[0-9]+ +(1f1b|gpipe|zb) +(-|yes) +(-|S|F) +(-|yes) \|'
 rows=$(grep -cE "$row_re" "$work/out")
 [[ $rows -eq 10 ]] || fail "expected 10 table rows, got $rows: $(cat "$work/out")"
 grep -qE '^ +1 .*\| +[0-9]+ +[0-9.]+ +[0-9.]+$' "$work/out" || fail "row 1 lacks tokens/s, E and idle"
@@ -57,7 +58,7 @@ grep -q '^Young/Daly interval sqrt(2 C MTTF) = 1.44 h' "$work/out" || fail "wron
 # Too little memory for the fastest layouts: the first row recomputes, offloads, splits the
 # sequence or shards parameters, and the faster ones are named with what they need.
 "$trainer" plan configs/demo.toml --gpus 4 --gpu-memory 6MiB --top 3 > "$work/out" || fail "plan --gpu-memory 6MiB exited $?"
-saver='^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +[0-3] +[0-9]+ +[0-9]+ +(yes|- +(S|F)|- +- +yes)|^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +3 '
+saver='^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +[0-3] +[0-9]+ +[0-9]+ +[a-z0-9]+ +(yes|- +(S|F)|- +- +yes)|^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +3 '
 grep -qE "$saver" "$work/out" ||
   fail "the first row at 6 MiB saves no memory: $(grep -E "$row_re" "$work/out" | head -1)"
 grep -q '^faster layouts that do not fit ([0-9]*; the fastest 5):' "$work/out" || fail "no faster-layouts list: $(cat "$work/out")"
@@ -82,9 +83,10 @@ c = tomllib.load(open(sys.argv[1], "rb"))
 f = sys.argv[2].split()
 p, t = c["parallel"], c["training"]
 assert [p["tp"], p["pp"], p["dp"], p["zero_stage"], p["micro_batch_size"], p["num_micro_batches"]] == [int(x) for x in f[1:7]], (p, f)
-assert p["sequence_parallel"] == (f[7] == "yes"), (p["sequence_parallel"], f)
-assert {"-": "none", "S": "selective", "F": "full"}[f[8]] == t["recompute"], (t["recompute"], f)
-assert p["offload_optimizer"] == (f[9] == "yes"), (p["offload_optimizer"], f)
+assert {"zb": "zero-bubble"}.get(f[7], f[7]) == p["schedule"], (p["schedule"], f)
+assert p["sequence_parallel"] == (f[8] == "yes"), (p["sequence_parallel"], f)
+assert {"-": "none", "S": "selective", "F": "full"}[f[9]] == t["recompute"], (t["recompute"], f)
+assert p["offload_optimizer"] == (f[10] == "yes"), (p["offload_optimizer"], f)
 assert t["batch_size"] == 32, t
 EOF
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 FEAST_MPIEXEC=$mpiexec \
@@ -123,7 +125,11 @@ for l in layouts:
     assert l["recompute"] in ("none", "selective", "full") and (t["offload_s"] > 0) == l["offload_optimizer"], l
     assert abs(l["tokens_per_s"] * t["step_s"] - 32 * 64) < 1e-6, l
     assert 0 < l["efficiency"] <= 1 and abs(l["efficiency"] - t["compute_s"] / t["step_s"]) < 1e-9, l
-    assert abs(l["pp_idle_fraction"] - (l["pp"] - 1) / (l["num_micro_batches"] + l["pp"] - 1)) < 1e-12, l
+    p_, m_ = l["pp"], l["num_micro_batches"]
+    if l["schedule"] == "zero-bubble":  # its formula holds for m >= p; below, the ideal timeline's share
+        assert m_ < p_ or abs(l["pp_idle_fraction"] - (p_ - 1) / (3 * m_ + p_ - 1)) < 1e-12, l
+    else:
+        assert abs(l["pp_idle_fraction"] - (p_ - 1) / (m_ + p_ - 1)) < 1e-12, l
     assert len(l["memory_bytes_per_stage"]) == l["pp"], l
     assert l["dtype"] == "bf16"
     # 16 GPUs in nodes of 4 (tp-dp-pp): a dp group of 16 / tp ranks spans nodes once it exceeds one node
@@ -132,7 +138,8 @@ for l in layouts:
 assert [l["tokens_per_s"] for l in fits] == sorted((l["tokens_per_s"] for l in fits), reverse=True), "not best first"
 # Sequence parallelism, tried where tp > 1: fewer activation bytes per micro-batch than the same
 # layout without it, one more all-gather per column-parallel layer in tp_comm, no other change.
-key = lambda l: (l["tp"], l["pp"], l["dp"], l["zero_stage"], l["micro_batch_size"], l["recompute"], l["offload_optimizer"])
+key = lambda l: (l["tp"], l["pp"], l["dp"], l["zero_stage"], l["micro_batch_size"], l["recompute"], l["offload_optimizer"],
+                 l["schedule"])
 plain = {key(l): l for l in layouts if l["valid"] and not l["sequence_parallel"]}
 twins = 0
 for l in layouts:
@@ -144,7 +151,20 @@ for l in layouts:
     assert l["time"]["tp_comm_s"] > p["time"]["tp_comm_s"] and l["time"]["compute_s"] == p["time"]["compute_s"], (l, p)
     twins += 1
 assert twins > 0, "no layout with sequence parallelism"
-print(f"ok: {len(layouts)} layouts, {len(fits)} fit, {twins} with sequence parallelism")
+# Zero-bubble, tried where pp > 1, without recomputation: less pipeline idle than the same 1F1B
+# layout, more activation memory.
+one_f_one_b = {key(l)[:-1]: l for l in layouts if l["valid"] and l["schedule"] == "1f1b"}
+zb = 0
+for l in layouts:
+    if not l["valid"] or l["schedule"] != "zero-bubble":
+        continue
+    assert l["pp"] > 1 and l["recompute"] == "none", l
+    base = one_f_one_b[key(l)[:-1] ]
+    assert l["time"]["pp_idle_s"] < base["time"]["pp_idle_s"], (l, base)
+    assert l["memory_bytes"]["activations"] > base["memory_bytes"]["activations"], (l, base)
+    zb += 1
+assert zb > 0, "no zero-bubble layout"
+print(f"ok: {len(layouts)} layouts, {len(fits)} fit, {twins} with sequence parallelism, {zb} zero-bubble")
 EOF
 echo "ok: --json"
 

@@ -79,8 +79,10 @@ TEST(PlanSearch, ZeroBubbleLayouts) {
     EXPECT_EQ(l.layout.recompute, "none") << l.layout.name();
     EXPECT_NEAR(l.pp_idle_fraction,
                 idle_fraction_formula(ScheduleKind::kZeroBubble, l.layout.pp, l.layout.num_micro_batches), 1e-15);
+    LayoutChoice as_1f1b = l.layout;
+    as_1f1b.schedule = "1f1b";
     for (const LayoutEstimate& b : base) {
-      if (!b.valid || b.layout.name() != l.layout.name() || l.layout.pp == 1) continue;
+      if (!b.valid || b.layout.name() != as_1f1b.name() || l.layout.pp == 1) continue;
       EXPECT_GT(l.memory.activations, b.memory.activations) << l.layout.name();
       EXPECT_LT(l.time.pp_idle_s, b.time.pp_idle_s) << l.layout.name();
       ++compared;
@@ -238,8 +240,10 @@ TEST(PlanSearch, EnumeratesEveryLayoutAndExplainsTheRefusedOnes) {
   // dp 8: 4 x 3; dp 4 (two triples): 4 x 4 each; dp 2 (three): 4 x 5 each; dp 1 (two): 1 x 6 each;
   // each with three recomputation modes, with and without optimizer offload; those with tp > 1
   // (tp 2 at dp 4, 2 and 1, tp 4 at dp 2 and 1: 16 + 20 + 6 + 20 + 6 = 68) also with sequence
-  // parallelism.
-  EXPECT_EQ(all.size(), 2u + 6u * (116u + 68u));
+  // parallelism. Where pp > 1 (pp 2 at dp 4, 2 and 1; pp 4 at dp 2 and 1) zero-bubble too, only
+  // without recomputation: (16 + 20 + 20 + 6 + 6) x 2 offload choices, and again with sequence
+  // parallelism where tp > 1 (20 + 6 + 6) x 2: 200.
+  EXPECT_EQ(all.size(), 2u + 6u * (116u + 68u) + 200u);
   int valid = 0, fits = 0;
   std::set<std::string> refused;
   for (const LayoutEstimate& l : all) {
@@ -257,10 +261,12 @@ TEST(PlanSearch, EnumeratesEveryLayoutAndExplainsTheRefusedOnes) {
                 l.time.compute_s + l.time.tp_comm_s + l.time.pp_idle_s + l.time.dp_comm_s + l.time.offload_s, 1e-15);
     EXPECT_EQ(l.time.offload_s > 0, l.layout.offload) << l.layout.name();
     EXPECT_NEAR(l.tokens_per_s * l.time.step_s(), 32 * 64, 1e-6);
-    EXPECT_NEAR(l.pp_idle_fraction, idle_fraction_formula(ScheduleKind::kOneFOneB, l.layout.pp, l.layout.num_micro_batches), 1e-15);
+    EXPECT_NEAR(l.pp_idle_fraction,
+                idle_fraction_formula(parse_schedule_kind(l.layout.schedule), l.layout.pp, l.layout.num_micro_batches),
+                1e-15);
   }
-  EXPECT_EQ(valid, 6 * (116 + 68));
-  EXPECT_EQ(fits, 6 * (116 + 68));
+  EXPECT_EQ(valid, 6 * (116 + 68) + 200);
+  EXPECT_EQ(fits, 6 * (116 + 68) + 200);
   ASSERT_EQ(refused.size(), 2u);
   EXPECT_NE(refused.begin()->find("parallel.pp = 8 stages but model.n_layer = 4"), std::string::npos) << *refused.begin();
   EXPECT_NE(refused.rbegin()->find("parallel.tp = 8 does not divide model.n_head = 4"), std::string::npos)
