@@ -234,6 +234,7 @@ int run_parallel(const Args& args, const VerbContext&) {
   base.parallel.micro_batch_size = int(args.integer("--micro-batch", base.parallel.micro_batch_size));
   base.parallel.zero_stage = int(args.integer("--zero", base.parallel.zero_stage));
   base.parallel.schedule = args.text("--schedule", base.parallel.schedule);
+  base.parallel.sequence_parallel = args.has("--sequence-parallel");
   o.steps = int(args.integer("--steps", o.steps));
   o.warmup = int(args.integer("--warmup", o.warmup));
   if (args.has("--layouts"))
@@ -261,7 +262,7 @@ Verb parallel_mode() {
       "mpirun -np N trainer bench parallel [--layouts tpApBdC,...] [--steps N] [--warmup N]\n"
       "                                  [--layers L] [--heads H] [--embd C] [--seq T] [--batch S]\n"
       "                                  [--micro-batch B] [--micro-batches M,...] [--zero 0|1|2]\n"
-      "                                  [--schedule 1f1b|gpipe|zero-bubble]";
+      "                                  [--schedule 1f1b|gpipe|zero-bubble] [--sequence-parallel]";
   cl.description =
       "Prints the world's all-reduce bandwidth (as `trainer bench comm --ops allreduce`), then for\n"
       "each layout (default: every tp, pp, dp in {1, 2, 4, 8} with tp * pp * dp = N) the median\n"
@@ -288,6 +289,7 @@ Verb parallel_mode() {
       {"--zero", ValueKind::kInteger, "0|1|2", "ZeRO stage (default 1)", {}, 0, 2},
       {"--schedule", ValueKind::kText, "1f1b|gpipe|zero-bubble", "pipeline schedule (default 1f1b)",
        {"1f1b", "gpipe", "zero-bubble"}},
+      {"--sequence-parallel", ValueKind::kFlag, "", "sequence parallelism at the layouts with tp > 1"},
   };
   v.run = run_parallel;
   return v;

@@ -32,6 +32,9 @@ Config run_config(const Config& base, const BenchLayout& l, int micro, int steps
   c.parallel.pp = l.pp;
   c.parallel.dp = l.dp;
   for (const char* key : {"parallel.tp", "parallel.pp", "parallel.dp"}) c.origin[key] = "bench layout " + l.name();
+  // Sequence parallelism splits over tp: asked for, it applies where tp > 1.
+  c.parallel.sequence_parallel = base.parallel.sequence_parallel && l.tp > 1;
+  c.origin["parallel.sequence_parallel"] = "bench --sequence-parallel";
   c.training.steps = steps;
   if (micro > 0) {
     c.training.batch_size = 0;  // dp x m x micro-batch
@@ -134,7 +137,9 @@ int run_parallel_bench(const ParallelBenchOptions& o, std::unique_ptr<Communicat
                                 : "global batch dp x m x " + std::to_string(base.parallel.micro_batch_size);
   log::info("training: " + std::to_string(base.model.n_layer) + " layers, " + std::to_string(base.model.n_embd) +
             " channels, sequence " + std::to_string(base.training.seq_len) + ", " + batch + ", ZeRO " +
-            std::to_string(base.parallel.zero_stage) + ", " + base.parallel.schedule + "; " + std::to_string(steps) +
+            std::to_string(base.parallel.zero_stage) + ", " + base.parallel.schedule +
+            (base.parallel.sequence_parallel ? ", sequence parallelism where tp > 1" : "") + "; " +
+            std::to_string(steps) +
             " timed steps after " + std::to_string(warmup) + "; time split averaged over ranks");
   log::info("bubble = pp-idle / (compute + tp-comm + pp-idle + data), the pipeline's share of idle, against");
   const ScheduleKind schedule = parse_schedule_kind(base.parallel.schedule);

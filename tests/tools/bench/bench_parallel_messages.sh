@@ -26,6 +26,15 @@ grep -qE '^tp1 pp2 dp1 +4 +2 .* [0-9.]+% +20\.0% +[0-9.]+% +-$' <<<"$out" || fai
 grep -q "formula = (p-1)/(m+p-1)" <<<"$out" || fail "the formula is not stated"
 echo "ok: --micro-batches runs each count with the bubble formula and E"
 
+# --schedule zero-bubble states its own formula; --sequence-parallel applies where tp > 1.
+out=$("${mpi[@]}" --layers 2 --heads 2 --embd 32 --layouts tp1pp2dp1,tp2pp1dp1 --micro-batches 2 --schedule zero-bubble \
+  --sequence-parallel 2>&1) || fail "zero-bubble with sequence parallelism failed: ${out: -400}"
+grep -q "formula = (p-1)/(3m+p-1) (zero-bubble)" <<<"$out" || fail "zero-bubble's formula is not stated"
+grep -q "zero-bubble, sequence parallelism where tp > 1;" <<<"$out" || fail "the header does not say what ran"
+grep -qE '^tp1 pp2 dp1 +2 +2 .* [0-9.]+% +14\.3% +[0-9.]+% +-$' <<<"$out" || fail "no zero-bubble row with formula 14.3%"
+grep -qE '^tp2 pp1 dp1 +2 +2 ' <<<"$out" || fail "the tp 2 layout did not run with sequence parallelism"
+echo "ok: zero-bubble and sequence parallelism run in the bench, with zero-bubble's formula"
+
 before=$(ls -d "$tmp"/feast_bench_* 2>/dev/null | sort)
 out=$("${mpi[@]}" --batch 3 2>&1) && fail "--batch 3 was accepted"
 grep -q "bench --batch 3: training.batch_size = 3 is not divisible" <<<"$out" || fail "message: $(grep -m1 error <<<"$out")"
