@@ -105,6 +105,10 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   }
   if (shape.sequence_parallel || shape.split_backward) scratch_.norm_grads = take(DType::kFloat32, 2 * size_t(C));
   if (shape.split_backward && !spec.has_embedding) arrival_ = take(dt, region_NC);
+  if (shape.split_backward) {
+    scratch_.norm_weight_stand_in = take(dt, size_t(C));
+    backend.zero(scratch_.norm_weight_stand_in);
+  }
 }
 
 void DecoderStage::set_gradient_range_limit(size_t max_elems) {
@@ -282,24 +286,16 @@ void DecoderStage::backward_weight(int slot, int B, int T) {
   const LayerContext ctx = context();
   const size_t s = size_t(slot);
   const int N = B * T, Nl = tp_.local_rows(N);
-  // The parameters are held as the backward holds them: the products read none, but a norm's
-  // backward kernel reads its weight.
-  const int last_block = int(blocks_.size()) - 1;
+  // It reads no parameter (the products' weight gradients need only their inputs and output
+  // gradients, the norms' pass a stand-in weight): under ZeRO 3 nothing is gathered for it.
   if (head_) {
-    const int h = units_.head_step();
-    hold_step(h, last_block >= 0 ? units_.block_step(last_block) : -1);
     const TensorView x_last = blocks_.empty() ? input_[s] : blocks_.back().output(slot);
     head_->backward_weight(ctx, slot, head_input(slot, N), N, *sink_);
     final_norm_->backward_weight(ctx, slot, x_last, Nl, *sink_);
-    let_go_step(h);
   }
-  for (int i = last_block; i >= 0; --i) {
-    const int b = units_.block_step(i);
-    hold_step(b, i > 0 ? units_.block_step(i - 1) : -1);
+  for (int i = int(blocks_.size()) - 1; i >= 0; --i)
     blocks_[size_t(i)].backward_weight(ctx, slot, i > 0 ? blocks_[size_t(i) - 1].output(slot) : input_[s], B, T,
                                        *sink_);
-    let_go_step(b);
-  }
   if (embedding_) embedding_->backward(ctx, input_grad_kept_[s], tokens_[s], B, T, *sink_);
 }
 

@@ -176,7 +176,8 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   const double scratch = 2 * region * C * e + rows * qkv_w * e + rows * out_w * e + rows * Fl * e +
                          (arch.mlp == MlpKind::kSwiGlu ? rows * Il * e : 0.0) + 3 * rows * f32 + att_work +
                          (sp ? 2 * rows * C * e : 0.0) + (sp || split ? 2 * C * f32 : 0.0) +
-                         (split && !spec.has_embedding ? region * C * e : 0.0);  // the arrival buffer
+                         (split && !spec.has_embedding ? region * C * e : 0.0) +  // the arrival buffer
+                         (split ? C * e : 0.0);  // the norms' stand-in weight
   mem.activations = slots * per_slot + recompute_set;
   mem.workspace = scratch;
   mem.activations_per_micro_batch = per_slot;

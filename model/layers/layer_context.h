@@ -34,6 +34,10 @@ struct StageScratch {
   // row-parallel layer's output, a column-parallel layer's input gradient); and (2C) float32,
   // a norm's parameter gradients of one micro-batch, summed over the group before they are added.
   TensorView gathered, partial, norm_grads;
+  // A split backward only, (C) zeros in the compute dtype: what a norm's weight pass hands the
+  // backend as the weight. The weight gradient does not read the weight; only the input
+  // gradient, which that pass discards, does, so the pass needs no parameter resident (ZeRO 3).
+  TensorView norm_weight_stand_in;
 };
 
 struct LayerContext {

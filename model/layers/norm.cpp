@@ -17,12 +17,12 @@ Norm::Norm(NormKind kind, float eps, const LocalTable& table, const TensorView& 
 }
 
 void Norm::run(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& gw, const TensorView& gb,
-               const TensorView& dout, const TensorView& x, int N) const {
+               const TensorView& dout, const TensorView& x, const TensorView& w, int N) const {
   const size_t s = size_t(slot);
   if (kind_ == NormKind::kLayerNorm) {
-    ctx.backend.layernorm_backward(dx, gw, gb, dout, x, params_.w, mean_[s], rstd_[s], N, C_);
+    ctx.backend.layernorm_backward(dx, gw, gb, dout, x, w, mean_[s], rstd_[s], N, C_);
   } else {
-    ctx.backend.rmsnorm_backward(dx, gw, dout, x, params_.w, rstd_[s], N, C_);
+    ctx.backend.rmsnorm_backward(dx, gw, dout, x, w, rstd_[s], N, C_);
   }
 }
 
@@ -37,7 +37,7 @@ void Norm::forward(const LayerContext& ctx, int slot, const TensorView& x, int N
 
 void Norm::backward(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout,
                     const TensorView& x, int N, GradientSink& sink) {
-  add_parameter_grads(ctx, slot, dx, dout, x, N, sink);
+  add_parameter_grads(ctx, slot, dx, dout, x, params_.w, N, sink);
 }
 
 void Norm::backward_input(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout,
@@ -48,18 +48,19 @@ void Norm::backward_input(const LayerContext& ctx, int slot, const TensorView& d
   const TensorView unused = ctx.scratch.norm_grads.first(params_.range.size());
   ctx.backend.zero(unused);
   run(ctx, slot, dx, unused.first(size_t(C_)), params_.bias ? unused.slice(size_t(C_), size_t(C_)) : TensorView{}, dout,
-      x, N);
+      x, params_.w, N);
 }
 
 void Norm::backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int N, GradientSink& sink) {
-  // And the other way round: the input gradient goes to tmp (free between passes), unused.
+  // And the other way round: the input gradient goes to tmp (free between passes), unused, and
+  // is computed with the stand-in weight, so that this pass reads no parameter.
   const TensorView unused = ctx.scratch.tmp.first(size_t(N) * size_t(C_));
   ctx.backend.zero(unused);
-  add_parameter_grads(ctx, slot, unused, dout_[size_t(slot)], x, N, sink);
+  add_parameter_grads(ctx, slot, unused, dout_[size_t(slot)], x, ctx.scratch.norm_weight_stand_in, N, sink);
 }
 
 void Norm::add_parameter_grads(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout,
-                               const TensorView& x, int N, GradientSink& sink) {
+                               const TensorView& x, const TensorView& w, int N, GradientSink& sink) {
   AcquiredGrads g(sink, params_);
   // Under sequence parallelism this rank saw only its rows: its parameter gradients are partial
   // sums, which go through the scratch to be summed over the group before they are added.
@@ -73,7 +74,7 @@ void Norm::add_parameter_grads(const LayerContext& ctx, int slot, const TensorVi
     gw = own.first(size_t(C_));
     gb = gb ? own.slice(size_t(C_), size_t(C_)) : TensorView{};
   }
-  run(ctx, slot, dx, gw, gb, dout, x, N);
+  run(ctx, slot, dx, gw, gb, dout, x, w, N);
   if (sp) {
     const TensorView own = ctx.scratch.norm_grads.first(n);
     ctx.tp.allreduce(own, ReduceOp::kSum);

@@ -39,12 +39,13 @@ class Norm {
   FlatRange grad_range() const { return params_.range; }
 
  private:
-  // One call of the backend's norm backward: dx (N, C) +=, gw and gb (C) +=.
+  // One call of the backend's norm backward with weight w: dx (N, C) +=, gw and gb (C) +=.
   void run(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& gw, const TensorView& gb,
-           const TensorView& dout, const TensorView& x, int N) const;
-  // The parameter gradients through the sink, summed over tp under sequence parallelism; dx +=.
+           const TensorView& dout, const TensorView& x, const TensorView& w, int N) const;
+  // The parameter gradients through the sink, summed over tp under sequence parallelism; dx +=
+  // (computed with weight w).
   void add_parameter_grads(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout,
-                           const TensorView& x, int N, GradientSink& sink);
+                           const TensorView& x, const TensorView& w, int N, GradientSink& sink);
 
   NormKind kind_;
   float eps_;
