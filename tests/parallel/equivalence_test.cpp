@@ -322,14 +322,21 @@ std::vector<Case> cases() {
           if (dp > 1) zeros = {0, 1, 2, 3};
           std::vector<const char*> schedules = {"1f1b"};
           if (pp > 1) schedules.push_back("gpipe");
+          if (pp > 1) schedules.push_back("zero-bubble");
           if (!full_grid()) {
             zeros = {dp > 1 ? 1 + rotate++ % 3 : 0};
             schedules = {pp > 1 && (tp + dp) % 2 == 0 ? "gpipe" : "1f1b"};
           }
+          // The full grid also runs every layout with tp > 1 again with sequence parallelism.
+          const std::vector<bool> sps = full_grid() && tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false};
           for (int zero : zeros)
             for (const char* sched : schedules)
               for (int mbs : full_grid() ? std::vector<int>{1, 2} : std::vector<int>{1})
-                out.push_back({family, tp, pp, dp, zero, sched, mbs});
+                for (bool sp : sps) {
+                  Case k{family, tp, pp, dp, zero, sched, mbs};
+                  k.sequence_parallel = sp;
+                  out.push_back(k);
+                }
         }
   // Special cases, in CI too: a padded vocabulary split over tp 2 and 4, layer counts that do
   // not divide by four stages (and an explicit split), and rank numbering under every axis order.
