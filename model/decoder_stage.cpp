@@ -92,7 +92,8 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   };
   scratch_.tmp = take(dt, region_NC);
   scratch_.dres = take(dt, region_NC);
-  scratch_.dqkv = take(dt, rows * size_t(att.qkv_width()));
+  // A split backward keeps each slot's QKV gradient in the attention's own buffers instead.
+  if (!shape.split_backward) scratch_.dqkv = take(dt, rows * size_t(att.qkv_width()));
   scratch_.dy = take(dt, rows * size_t(att.out_width()));
   scratch_.dbig = take(dt, rows * size_t(Fl));
   if (arch_.mlp == MlpKind::kSwiGlu) scratch_.dact = take(dt, rows * size_t(Il));
@@ -202,6 +203,7 @@ float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targ
 
 void DecoderStage::backward(int slot, int B, int T) {
   FEAST_CHECK(sink_, "DecoderStage::backward needs a gradient sink");
+  FEAST_CHECK(!shape_.split_backward, "a stage built to split its backward runs backward_input and backward_weight");
   check_micro_batch(slot, B, T);
   const LayerContext ctx = context();
   const size_t s = size_t(slot);

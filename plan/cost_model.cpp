@@ -173,7 +173,7 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   if (spec.has_head) per_slot += rows * i32 + norm + rows * Vl * e + rows * f32;  // targets, ln_f, logits, losses
   // tmp and dres (a region's rows), the products' gradients, the loss's statistics; with
   // sequence parallelism the gathered rows and the partial sums (N, C) and a norm's gradients.
-  const double scratch = 2 * region * C * e + rows * qkv_w * e + rows * out_w * e + rows * Fl * e +
+  const double scratch = 2 * region * C * e + (split ? 0.0 : rows * qkv_w * e) + rows * out_w * e + rows * Fl * e +
                          (arch.mlp == MlpKind::kSwiGlu ? rows * Il * e : 0.0) + 3 * rows * f32 + att_work +
                          (sp ? 2 * rows * C * e : 0.0) + (sp || split ? 2 * C * f32 : 0.0) +
                          (split && !spec.has_embedding ? region * C * e : 0.0) +  // the arrival buffer

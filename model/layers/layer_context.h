@@ -21,7 +21,7 @@ struct StageScratch {
   // tmp and dres hold a sequence-parallel region's rows (N/tp under sequence parallelism).
   TensorView tmp;        // (N, C): a row-parallel layer's output in the forward; d(norm output) in the backward
   TensorView dres;       // (N, C): d loss / d residual stream, carried down the blocks
-  TensorView dqkv;       // (N, Wl)
+  TensorView dqkv;       // (N, Wl); empty with a split backward (the attention keeps its own per slot)
   TensorView dy;         // (N, Cq): d attention output
   TensorView dbig;       // (N, Fl): d MLP pre-activation
   TensorView dact;       // (N, Il): d MLP activation (SwiGLU; GELU works in place in dbig)
