@@ -43,9 +43,6 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   if (config.kv_heads() % t != 0)
     throw ConfigError("parallel.tp = " + std::to_string(t) + " does not divide model.n_kv_head = " +
                       std::to_string(config.kv_heads()));
-  if (shape.sequence_parallel && shape.max_seq % t != 0)
-    throw ConfigError("parallel.sequence_parallel splits each sequence over parallel.tp = " + std::to_string(t) +
-                      " ranks, which does not divide training.seq_len = " + std::to_string(shape.max_seq));
   const int C = config.n_embd, Vl = config.padded_vocab() / t, vocab_begin = spec.tp_rank * Vl;
   const size_t rows = size_t(shape.max_batch) * size_t(shape.max_seq), NC = rows * size_t(C);
   // A sequence-parallel region's rows: the input, the norms, the residual stream.
@@ -67,7 +64,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   for (int i = 0; i < spec.num_layers; ++i) {
     const bool recomputed = shape.recompute_layers == 0 || i < shape.recompute_layers;
     activations_.begin_block();
-    blocks_.emplace_back(config, arch_, table_, params_.view(), spec.first_layer + i, t, shape.sequence_parallel,
+    blocks_.emplace_back(config, arch_, table_, params_.view(), spec.first_layer + i, t, region_rows,
                          shape.max_batch, shape.max_seq, activations_, recomputed ? shape.recompute : Recompute::kNone,
                          rope_cos_.view(), rope_sin_.view());
   }
@@ -205,9 +202,14 @@ void DecoderStage::backward(int slot, int B, int T) {
   FEAST_CHECK(sink_, "DecoderStage::backward needs a gradient sink");
   FEAST_CHECK(!shape_.split_backward, "a stage built to split its backward runs backward_input and backward_weight");
   check_micro_batch(slot, B, T);
+  backward_walk(slot, B, T, /*whole=*/true);
+  if (embedding_) embedding_->backward(context(), scratch_.dres, tokens_[size_t(slot)], B, T, *sink_);
+}
+
+void DecoderStage::backward_walk(int slot, int B, int T, bool whole) {
   const LayerContext ctx = context();
   const size_t s = size_t(slot);
-  const int N = B * T;
+  const int N = B * T, C = config_.n_embd, Nl = tp_.local_rows(N);
   // dres carries d loss / d (residual stream) backwards through the blocks (on non-last stages
   // it arrives from the next stage).
   // The walk backwards, the embedding's step excepted: its backward adds rows of the output
@@ -217,67 +219,44 @@ void DecoderStage::backward(int slot, int B, int T) {
     const int h = units_.head_step();
     hold_step(h, last_block >= 0 ? units_.block_step(last_block) : -1);
     const TensorView x_last = blocks_.empty() ? input_[s] : blocks_.back().output(slot);
-    const int C = config_.n_embd, Nl = tp_.local_rows(N);
-    if (tp_.sequence_parallel()) {
-      // The head's input gradient is partial over the vocabulary shards; the reduce-scatter
-      // sums it and leaves this rank its rows.
-      head_->backward(ctx, slot, head_input(slot, N), scratch_.partial, N, *sink_);
-      tp_.gather_from_sp_backward(scratch_.partial, scratch_.tmp, N, C);
-    } else {
-      head_->backward(ctx, slot, final_norm_->out(slot), scratch_.tmp, N, *sink_);
-      tp_.copy_to_tp_backward(scratch_.tmp.first(size_t(N) * size_t(C)));
-    }
+    // The head's input gradient is partial over the vocabulary shards: summed over the group
+    // (under sequence parallelism, leaving this rank its rows) into tmp.
+    const TensorView dhead = partial_sums(ctx, scratch_.tmp);
+    if (whole)
+      head_->backward(ctx, slot, head_input(slot, N), dhead, N, *sink_);
+    else
+      head_->backward_input(ctx, slot, dhead, N);
+    sum_partials(ctx, dhead, scratch_.tmp, N, C);
     backend_.zero(scratch_.dres.first(size_t(Nl) * size_t(C)));
-    final_norm_->backward(ctx, slot, scratch_.dres, scratch_.tmp, x_last, Nl, *sink_);
+    if (whole)
+      final_norm_->backward(ctx, slot, scratch_.dres, scratch_.tmp, x_last, Nl, *sink_);
+    else
+      final_norm_->backward_input(ctx, slot, scratch_.dres, scratch_.tmp, x_last, Nl);
     let_go_step(h);
   }
   for (int i = last_block; i >= 0; --i) {
     const int b = units_.block_step(i);
     hold_step(b, i > 0 ? units_.block_step(i - 1) : -1);
     const TensorView x = i > 0 ? blocks_[size_t(i) - 1].output(slot) : input_[s];
-    blocks_[size_t(i)].backward(ctx, slot, x, B, T, *sink_);
+    if (whole)
+      blocks_[size_t(i)].backward(ctx, slot, x, B, T, *sink_);
+    else
+      blocks_[size_t(i)].backward_input(ctx, slot, x, B, T);
     let_go_step(b);
   }
-  if (embedding_) embedding_->backward(ctx, scratch_.dres, tokens_[s], B, T, *sink_);
 }
 
 TensorView DecoderStage::head_input(int slot, int N) {
-  if (!tp_.sequence_parallel()) return final_norm_->out(slot);
-  tp_.gather_from_sp_forward(final_norm_->out(slot), scratch_.gathered, N, config_.n_embd);
-  return scratch_.gathered;
+  return all_rows(context(), final_norm_->out(slot), N, config_.n_embd);
 }
 
 void DecoderStage::backward_input(int slot, int B, int T) {
   FEAST_CHECK(shape_.split_backward, "DecoderStage::backward_input on a stage built for whole backwards");
   check_micro_batch(slot, B, T);
-  const LayerContext ctx = context();
-  const size_t s = size_t(slot);
-  const int N = B * T, C = config_.n_embd, Nl = tp_.local_rows(N);
-  const int last_block = int(blocks_.size()) - 1;
-  if (head_) {
-    const int h = units_.head_step();
-    hold_step(h, last_block >= 0 ? units_.block_step(last_block) : -1);
-    const TensorView x_last = blocks_.empty() ? input_[s] : blocks_.back().output(slot);
-    if (tp_.sequence_parallel()) {
-      head_->backward_input(ctx, slot, scratch_.partial, N);
-      tp_.gather_from_sp_backward(scratch_.partial, scratch_.tmp, N, C);
-    } else {
-      head_->backward_input(ctx, slot, scratch_.tmp, N);
-      tp_.copy_to_tp_backward(scratch_.tmp.first(size_t(N) * size_t(C)));
-    }
-    backend_.zero(scratch_.dres.first(size_t(Nl) * size_t(C)));
-    final_norm_->backward_input(ctx, slot, scratch_.dres, scratch_.tmp, x_last, Nl);
-    let_go_step(h);
-  }
-  for (int i = last_block; i >= 0; --i) {
-    const int b = units_.block_step(i);
-    hold_step(b, i > 0 ? units_.block_step(i - 1) : -1);
-    blocks_[size_t(i)].backward_input(ctx, slot, i > 0 ? blocks_[size_t(i) - 1].output(slot) : input_[s], B, T);
-    let_go_step(b);
-  }
+  backward_walk(slot, B, T, /*whole=*/false);
   if (embedding_) {
-    const size_t n = size_t(Nl) * size_t(C);
-    backend_.copy(input_grad_kept_[s].first(n), scratch_.dres.first(n));
+    const size_t n = size_t(tp_.local_rows(B * T)) * size_t(config_.n_embd);
+    backend_.copy(input_grad_kept_[size_t(slot)].first(n), scratch_.dres.first(n));
   }
 }
 

@@ -80,6 +80,9 @@ class DecoderStage final : public PipelineStage {
  private:
   LayerContext context() { return {backend_, tp_, scratch_}; }
   void check_micro_batch(int slot, int B, int T) const;
+  // backward's walk over the head, the final norm and the blocks (units held as it goes): whole,
+  // or only the input gradients (backward_input). Leaves d loss / d (the stage's input) in dres.
+  void backward_walk(int slot, int B, int T, bool whole);
   // The final norm's output of `slot` as the head reads it: all N rows, gathered into the
   // scratch under sequence parallelism (again in the backward, rather than kept per slot).
   TensorView head_input(int slot, int N);

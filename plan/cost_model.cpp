@@ -12,6 +12,7 @@
 #include "model/parameters.h"
 #include "model/pipeline_stage.h"
 #include "backend/offload_pipeline.h"
+#include "config/validate.h"
 #include "parallel/pipeline/pipeline_executor.h"
 #include "parallel/data_parallel/grad_sync.h"
 #include "parallel/data_parallel/sharded_parameters.h"
@@ -371,15 +372,13 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
       const double norm_bytes = double(mc.n_embd) * 4 * (decoder_arch(mc).norm == NormKind::kLayerNorm ? 2 : 1);
       tp_comm[size_t(s)] = halves * allgather_seconds(act_bytes, t, tp_link) +
                            norms * ring_allreduce_seconds(norm_bytes, t, tp_link);
-      if (spec.has_head)
-        tp_comm[size_t(s)] += ring_allreduce_seconds(rows * 4, t, tp_link) + ring_allreduce_seconds(rows * 8, t, tp_link);
     } else if (t > 1) {
       const int full = 4 * spec.num_layers + (spec.has_embedding ? 1 : 0) + (spec.has_head ? 1 : 0) +
                        (recompute == Recompute::kFull ? recomputed : 0);
       tp_comm[size_t(s)] = full * ring_allreduce_seconds(act_bytes, t, tp_link);
-      if (spec.has_head)
-        tp_comm[size_t(s)] += ring_allreduce_seconds(rows * 4, t, tp_link) + ring_allreduce_seconds(rows * 8, t, tp_link);
     }
+    if (t > 1 && spec.has_head)  // the cross-entropy's row maxima and row sums, either way
+      tp_comm[size_t(s)] += ring_allreduce_seconds(rows * 4, t, tp_link) + ring_allreduce_seconds(rows * 8, t, tp_link);
     // Data parallel: the stage's gradients (in parallel.grad_reduce_dtype) and, for ZeRO 1 and
     // 2, the parameters gathered back. Reductions during a backward hide behind it
     // (ZeRO 0/1: the last micro-batch's; ZeRO 2: every micro-batch's); the gather after the
@@ -524,7 +523,9 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
         LayoutChoice first = base;
         first.micro_batch_size = sizes[0];
         first.num_micro_batches = int(G / dp / sizes[0]);
-        plan_layout(config_for_layout(config, first, G), N);
+        const Config c = config_for_layout(config, first, G);
+        validate_config(c);
+        plan_layout(c, N);
       } catch (const ConfigError& e) {
         refused(e.what());
         continue;
@@ -539,12 +540,15 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
             for (const char* recompute : {"none", "selective", "full"})
               for (bool offload : {false, true})
                 for (bool sp : {false, true}) {
-                  // Zero-bubble's weight passes read what the forward kept: no recomputation.
-                  if (schedule == "zero-bubble" && std::string(recompute) != "none") continue;
-                  // Sequence parallelism where tp > 1 splits the sequence.
-                  if (sp && (tp == 1 || config.training.seq_len % tp != 0)) continue;
                   LayoutChoice choice{tp, pp, dp, zero, b, int(G / dp / b), recompute, offload, sp, schedule};
                   const Config c = config_for_layout(config, choice, G);
+                  // The trainer's own rules leave out what it would refuse: sequence parallelism
+                  // at tp 1 or a seq_len tp does not divide, zero-bubble with recomputation.
+                  try {
+                    validate_config(c);
+                  } catch (const ConfigError&) {
+                    continue;
+                  }
                   out.push_back(estimate_layout(c, plan_layout(c, N), options));
                 }
     }

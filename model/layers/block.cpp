@@ -5,35 +5,26 @@
 #include "core/error.h"
 
 namespace feast {
-namespace {
-
-// The rows a sequence-parallel region of the block holds for the largest micro-batch.
-size_t region_rows(int max_batch, int max_seq, int tp, bool sequence_parallel) {
-  const size_t rows = size_t(max_batch) * size_t(max_seq);
-  return sequence_parallel ? rows / size_t(tp) : rows;
-}
-
-}  // namespace
 
 DecoderBlock::DecoderBlock(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table,
-                           const TensorView& params, int layer, int tp, bool sequence_parallel, int max_batch,
+                           const TensorView& params, int layer, int tp, size_t region_rows, int max_batch,
                            int max_seq, ActivationMemory& memory, Recompute recompute, const TensorView& cos,
                            const TensorView& sin)
     : C_(config.n_embd),
       recompute_(recompute),
       ln1_(arch.norm, float(config.norm_eps), table, params, "layers." + std::to_string(layer) + ".ln_1", C_,
-           region_rows(max_batch, max_seq, tp, sequence_parallel), memory, recompute != Recompute::kFull),
+           region_rows, memory, recompute != Recompute::kFull),
       attn_(config, arch, table, params, "layers." + std::to_string(layer) + ".", tp, max_batch, max_seq, memory,
             recompute, cos, sin),
       ln2_(arch.norm, float(config.norm_eps), table, params, "layers." + std::to_string(layer) + ".ln_2", C_,
-           region_rows(max_batch, max_seq, tp, sequence_parallel), memory, recompute != Recompute::kFull),
+           region_rows, memory, recompute != Recompute::kFull),
       mlp_(config, arch, table, params, "layers." + std::to_string(layer) + ".", tp,
            size_t(max_batch) * size_t(max_seq), memory, recompute) {
-  const size_t rows = region_rows(max_batch, max_seq, tp, sequence_parallel);
-  res2_ = memory.take(recompute != Recompute::kFull, memory.dtype(), rows * size_t(C_));
-  res3_ = memory.take(true, memory.dtype(), rows * size_t(C_));
-  dmlp_out_ = memory.take_output_grads(memory.dtype(), rows * size_t(C_));
-  dattn_out_ = memory.take_output_grads(memory.dtype(), rows * size_t(C_));
+  const size_t NC = region_rows * size_t(C_);
+  res2_ = memory.take(recompute != Recompute::kFull, memory.dtype(), NC);
+  res3_ = memory.take(true, memory.dtype(), NC);
+  dmlp_out_ = memory.take_output_grads(memory.dtype(), NC);
+  dattn_out_ = memory.take_output_grads(memory.dtype(), NC);
   FEAST_CHECK(!memory.split_backward() || recompute == Recompute::kNone,
               "a split backward reads what the forward kept, so its blocks recompute nothing");
 }

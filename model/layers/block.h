@@ -5,7 +5,8 @@
 // output, from its input (the previous block's output), which costs one more forward of the
 // block, with its tensor-parallel all-reduce. Under sequence parallelism its input, norms,
 // residual sums and output hold this rank's N/tp rows (model/tensor_parallel.h); the attention
-// and MLP between them work on all N. Legend: N rows, C channels.
+// and MLP between them work on all N. region_rows: the rows such a region holds for the largest
+// micro-batch. Legend: N rows, C channels.
 #pragma once
 
 #include <vector>
@@ -19,7 +20,7 @@ namespace feast {
 class DecoderBlock {
  public:
   DecoderBlock(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table, const TensorView& params,
-               int layer, int tp, bool sequence_parallel, int max_batch, int max_seq, ActivationMemory& memory,
+               int layer, int tp, size_t region_rows, int max_batch, int max_seq, ActivationMemory& memory,
                Recompute recompute, const TensorView& cos, const TensorView& sin);
 
   // output(slot) (N, C) = the block applied to x (N, C) (each this rank's N/tp rows under

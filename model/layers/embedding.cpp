@@ -20,22 +20,14 @@ TokenEmbedding::TokenEmbedding(const LocalTable& table, const TensorView& params
 void TokenEmbedding::forward(const LayerContext& ctx, const TensorView& out, const TensorView& tokens, int B,
                              int T) const {
   const TensorView wpe = ctx.tp.rank() == 0 ? wpe_view_ : TensorView{};
-  const bool sp = ctx.tp.sequence_parallel();
-  const TensorView sum = sp ? ctx.scratch.partial : out;
+  const TensorView sum = partial_sums(ctx, out);
   ctx.backend.embedding_forward(sum, tokens, wte_view_, wpe, B, T, C_, vocab_begin_, vocab_begin_ + Vl_);
-  if (sp)
-    ctx.tp.reduce_scatter_to_sp_forward(sum, out, B * T, C_);
-  else
-    ctx.tp.reduce_from_tp_forward(out.first(size_t(B) * size_t(T) * size_t(C_)));
+  sum_partials(ctx, sum, out, B * T, C_);
 }
 
-void TokenEmbedding::backward(const LayerContext& ctx, const TensorView& dout_in, const TensorView& tokens, int B,
+void TokenEmbedding::backward(const LayerContext& ctx, const TensorView& dout_rows, const TensorView& tokens, int B,
                               int T, GradientSink& sink) const {
-  TensorView dout = dout_in;
-  if (ctx.tp.sequence_parallel()) {
-    ctx.tp.reduce_scatter_to_sp_backward(dout_in, ctx.scratch.gathered, B * T, C_);
-    dout = ctx.scratch.gathered;
-  }
+  const TensorView dout = all_rows(ctx, dout_rows, B * T, C_);
   // The positions' gradient is the same on every tp rank (dout is replicated); it is added with
   // the first chunk of token rows. Each chunk takes the tokens in its rows.
   TensorView gwpe;

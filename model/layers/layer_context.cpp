@@ -4,6 +4,23 @@
 
 namespace feast {
 
+TensorView all_rows(const LayerContext& ctx, const TensorView& rows, int N, int C) {
+  if (!ctx.tp.sequence_parallel()) return rows;
+  ctx.tp.gather_rows(rows, ctx.scratch.gathered, N, C);
+  return ctx.scratch.gathered;
+}
+
+TensorView partial_sums(const LayerContext& ctx, const TensorView& out) {
+  return ctx.tp.sequence_parallel() ? ctx.scratch.partial : out;
+}
+
+void sum_partials(const LayerContext& ctx, const TensorView& partial, const TensorView& out, int N, int C) {
+  if (ctx.tp.sequence_parallel())
+    ctx.tp.reduce_scatter_rows(partial, out, N, C);
+  else
+    ctx.tp.allreduce(out.first(size_t(N) * size_t(C)), ReduceOp::kSum);
+}
+
 WeightAndBias weight_and_bias(const LocalTable& table, const TensorView& params, const std::string& name,
                               bool has_bias) {
   WeightAndBias p;

@@ -46,6 +46,18 @@ struct LayerContext {
   const StageScratch& scratch;
 };
 
+// The two moves of tensor parallelism on a micro-batch's (N, C) activations, chosen here for
+// every layer between plain tensor parallelism and sequence parallelism (model/tensor_parallel.h).
+// All N rows of `rows`: itself, or under sequence parallelism every rank's N/tp rows gathered
+// into the scratch (a column-parallel layer's input, a row-parallel layer's output gradient).
+TensorView all_rows(const LayerContext& ctx, const TensorView& rows, int N, int C);
+// Where a product is computed whose sum over the group lands in `out`: out itself, or under
+// sequence parallelism the scratch's (N, C) partial sums.
+TensorView partial_sums(const LayerContext& ctx, const TensorView& out);
+// That sum (partial from partial_sums(ctx, out)): in place over all N rows, or under sequence
+// parallelism reduce-scattered into out's N/tp rows.
+void sum_partials(const LayerContext& ctx, const TensorView& partial, const TensorView& out, int N, int C);
+
 // A weight and its optional bias, adjacent in the flat buffer: their parameter views and the
 // one gradient range they form.
 struct WeightAndBias {

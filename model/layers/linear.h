@@ -1,8 +1,9 @@
 // Megatron's tensor-parallel linear layers, built on the conjugate operators of
-// model/tensor_parallel.h. A column-parallel layer holds output rows [rank] of its weight: its
-// forward needs no communication, its backward sums the partial input gradients (copy-to-tp).
-// A row-parallel layer holds input columns [rank]: its forward sums the partial outputs
-// (reduce-from-tp), its backward needs no communication; its replicated bias is added by tp
+// model/tensor_parallel.h (applied through layer_context.h's all_rows and sum_partials). A
+// column-parallel layer holds output rows [rank] of its weight: its forward needs no
+// communication, its backward sums the partial input gradients (copy-to-tp). A row-parallel
+// layer holds input columns [rank]: its forward sums the partial outputs (reduce-from-tp), its
+// backward needs no communication; its replicated bias is added by tp
 // rank 0 only, before the sum. With sequence parallelism a column-parallel layer's input and a
 // row-parallel layer's output hold this rank's N/tp rows: the column-parallel layer gathers its
 // input's rows (and gathers them again for its weight gradient rather than keeping them) and
@@ -40,9 +41,6 @@ class ColumnParallelLinear {
   FlatRange grad_range() const { return p_.range; }
 
  private:
-  // x itself, or its rows gathered into the scratch under sequence parallelism.
-  TensorView full_input(const LayerContext& ctx, const TensorView& x, int N) const;
-
   WeightAndBias p_;
   int in_, out_;
 };
@@ -67,9 +65,6 @@ class RowParallelLinear {
   FlatRange grad_range() const { return p_.range; }
 
  private:
-  // dout itself, or every rank's rows of it gathered into the scratch under sequence parallelism.
-  TensorView full_output_grad(const LayerContext& ctx, const TensorView& dout, int N) const;
-
   WeightAndBias p_;
   int in_, out_;
 };

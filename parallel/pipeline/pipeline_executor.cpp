@@ -59,7 +59,7 @@ void PipelineExecutor::post_exchange(size_t at, const TensorView& out, int to, i
                                      int from, int recv_tag) {
   const TensorView src = out.first(act_elems_), dst = into.first(act_elems_);
   exchange_ = pp_->sendrecv(src.data, src.numel, to, send_tag, dst.data, dst.numel, from, recv_tag, src.dtype);
-  exchange_at_ = size_t(&next_transfer(at) - train_actions_.data());
+  exchange_at_ = next_transfer(at);
 }
 
 bool PipelineExecutor::finish_exchange(size_t at) {
@@ -75,11 +75,11 @@ TensorView PipelineExecutor::arriving_activation(int slot) {
   return split_ ? stage_.arrival() : stage_.input(slot);
 }
 
-const Action& PipelineExecutor::next_transfer(size_t at) const {
+size_t PipelineExecutor::next_transfer(size_t at) const {
   size_t j = at + 1;
   while (j < train_actions_.size() && is_compute(train_actions_[j].type)) ++j;
   FEAST_CHECK(j < train_actions_.size(), "a paired send without a receive after it");
-  return train_actions_[j];
+  return j;
 }
 
 double PipelineExecutor::compute_seconds(const Timer& t) {
@@ -116,7 +116,7 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
       case ActionType::kSendActivation:
         if (a.with_next) {  // with the receive of the gradient that follows, from the same stage
           wait_send(grad_send_);  // output_grad() and input_grad() share one buffer
-          const int j = next_transfer(i).micro_batch;
+          const int j = train_actions_[next_transfer(i)].micro_batch;
           post_exchange(i, stage_.output(slot), stage_index_ + 1, activation_tag(k), stage_.output_grad(),
                         stage_index_ + 1, gradient_tag(j));
         } else {
@@ -152,7 +152,7 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
       }
       case ActionType::kSendGrad:
         if (a.with_next) {  // with the receive of the activation that follows, from the same stage
-          const int next = next_transfer(i).micro_batch, next_slot = next % slots;
+          const int next = train_actions_[next_transfer(i)].micro_batch, next_slot = next % slots;
           wait_send(act_sends_[size_t(next_slot)]);
           post_exchange(i, stage_.input_grad(), stage_index_ - 1, gradient_tag(k), arriving_activation(next_slot),
                         stage_index_ - 1, activation_tag(next));

@@ -63,8 +63,8 @@ class PipelineExecutor {
   // the compute that produced them (NCCL with an event; the staged path by waiting for the
   // device before it copies), so the host does not wait here.
   WorkHandle send(const TensorView& data, int peer, int tag);
-  // The first transfer after action `at` (a paired send's receive).
-  const Action& next_transfer(size_t at) const;
+  // The index of the first transfer after action `at` (a paired send's receive).
+  size_t next_transfer(size_t at) const;
   // Posts the send of `out` to stage `to` and the receive of `into` from stage `from` as one
   // exchange, for the send at action `at`; finish_exchange(j) at the receive's action j waits
   // for both (and returns false at any other action).

@@ -191,15 +191,20 @@ double idle_fraction_formula(ScheduleKind kind, int stages, int micro_batches) {
   return m >= p ? double(p - 1) / double(3 * m + p - 1) : ideal_idle_fraction(kind, p, m);
 }
 
-const char* idle_fraction_formula_text(ScheduleKind kind) {
-  return kind == ScheduleKind::kZeroBubble ? "(p-1)/(3m+p-1)" : "(p-1)/(m+p-1)";
+const char* idle_fraction_formula_text(ScheduleKind kind, int stages, int micro_batches) {
+  if (kind != ScheduleKind::kZeroBubble) return "(p-1)/(m+p-1)";
+  return micro_batches >= stages ? "(p-1)/(3m+p-1)" : "(its ideal timeline: the formula (p-1)/(3m+p-1) needs m >= p)";
 }
 
 double ideal_idle_fraction(ScheduleKind kind, int stages, int micro_batches) {
   check_shape(stages, micro_batches);
   const int p = stages, m = micro_batches;
+  // Zero-bubble's lists come out of one simulation of all stages, the others stage by stage.
   std::vector<std::vector<Action>> lists;
-  for (int s = 0; s < p; ++s) lists.push_back(build_schedule(kind, p, s, m));
+  if (kind == ScheduleKind::kZeroBubble)
+    lists = zero_bubble_lists(p, m);
+  else
+    for (int s = 0; s < p; ++s) lists.push_back(one_f_one_b_or_gpipe(kind, p, s, m));
   // act_ready[s][k]: when stage s posted micro-batch k's activation for s + 1; grad_ready[s][k]:
   // when stage s posted k's input gradient for s - 1. -1 until posted. A send carries the end
   // time of the compute before it, as transfers take no time.

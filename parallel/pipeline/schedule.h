@@ -77,7 +77,8 @@ double ideal_idle_fraction(ScheduleKind kind, int stages, int micro_batches);
 // zero-bubble (p - 1)/(3m + p - 1) when m >= p (1F1B's bubble of (p - 1)(F + B + W) shrinks to
 // (p - 1)(F + B - W)), and below that, where the formula does not hold, its ideal timeline's.
 double idle_fraction_formula(ScheduleKind kind, int stages, int micro_batches);
-// That formula as text: "(p-1)/(m+p-1)" or "(p-1)/(3m+p-1)".
-const char* idle_fraction_formula_text(ScheduleKind kind);
+// That formula as text: "(p-1)/(m+p-1)" or "(p-1)/(3m+p-1)", or what stands in for the latter
+// when m < p. Without p and m: the formula itself.
+const char* idle_fraction_formula_text(ScheduleKind kind, int stages = 1, int micro_batches = 1);
 
 }  // namespace feast

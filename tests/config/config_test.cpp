@@ -212,29 +212,32 @@ TEST(ConfigErrors, IntegerOverflowIsAnErrorNotAWrap) {
 }
 
 TEST(ConfigErrors, CrossKeyChecksNameBothKeys) {
-  std::string e = error_of("[model]\nn_head = 3\nn_embd = 128\n");
-  EXPECT_EQ(e, "demo.toml:3: model.n_embd = 128 must be divisible by model.n_head = 3 "
-               "(demo.toml:2)");
-  e = error_of("[training]\nseq_len = 512\n");
-  EXPECT_EQ(e, "demo.toml:2: training.seq_len = 512 must be <= model.max_seq_len = 256 (default)");
-  e = error_of("[training]\nrecompute_layers = 2\n");
-  EXPECT_EQ(e, "demo.toml:2: training.recompute_layers = 2 names blocks that recompute, but training.recompute = "
-               "\"none\" (default); set training.recompute = \"selective\" or \"full\", or remove "
-               "training.recompute_layers");
-  e = error_of("[parallel]\nsequence_parallel = true\n");
-  EXPECT_EQ(e, "demo.toml:2: parallel.sequence_parallel = true splits tokens over the tensor-parallel ranks, but "
-               "parallel.tp = 1 (default); set parallel.tp to 2 or more, or remove parallel.sequence_parallel");
-  e = error_of("[parallel]\ntp = 4\nsequence_parallel = true\n[training]\nseq_len = 30\n");
-  EXPECT_EQ(e, "demo.toml:3: parallel.sequence_parallel = true splits each sequence over parallel.tp = 4 ranks "
-               "(demo.toml:2), which does not divide training.seq_len = 30 (demo.toml:5); choose a seq_len that "
-               "tp divides, or remove parallel.sequence_parallel");
-  e = error_of("[parallel]\nschedule = \"zero-bubble\"\n[training]\nrecompute = \"full\"\n");
-  EXPECT_EQ(e, "demo.toml:2: parallel.schedule = \"zero-bubble\" runs each block's weight gradients after its input "
-               "gradients, from what its forward kept, but training.recompute = \"full\" (demo.toml:4) keeps less; use "
-               "parallel.schedule = \"1f1b\" with recomputation, or training.recompute = \"none\" with zero-bubble");
-  e = error_of("[training]\nlr = 1e-4\nmin_lr = 1e-3\n");
-  EXPECT_EQ(e, "demo.toml:3: training.min_lr = 0.001 must be <= training.lr = 1e-4 "
-               "(demo.toml:2)");
+  struct Case {
+    std::string text, expected;
+  };
+  const std::vector<Case> cases = {
+      {"[model]\nn_head = 3\nn_embd = 128\n",
+       "demo.toml:3: model.n_embd = 128 must be divisible by model.n_head = 3 (demo.toml:2)"},
+      {"[training]\nseq_len = 512\n",
+       "demo.toml:2: training.seq_len = 512 must be <= model.max_seq_len = 256 (default)"},
+      {"[training]\nrecompute_layers = 2\n",
+       "demo.toml:2: training.recompute_layers = 2 names blocks that recompute, but training.recompute = \"none\" "
+       "(default); set training.recompute = \"selective\" or \"full\", or remove training.recompute_layers"},
+      {"[parallel]\nsequence_parallel = true\n",
+       "demo.toml:2: parallel.sequence_parallel = true splits tokens over the tensor-parallel ranks, but "
+       "parallel.tp = 1 (default); set parallel.tp to 2 or more, or remove parallel.sequence_parallel"},
+      {"[parallel]\ntp = 4\nsequence_parallel = true\n[training]\nseq_len = 30\n",
+       "demo.toml:3: parallel.sequence_parallel = true splits each sequence over parallel.tp = 4 ranks "
+       "(demo.toml:2), which does not divide training.seq_len = 30 (demo.toml:5); choose a seq_len that "
+       "tp divides, or remove parallel.sequence_parallel"},
+      {"[parallel]\nschedule = \"zero-bubble\"\n[training]\nrecompute = \"full\"\n",
+       "demo.toml:2: parallel.schedule = \"zero-bubble\" runs each block's weight gradients after its input "
+       "gradients, from what its forward kept, but training.recompute = \"full\" (demo.toml:4) keeps less; use "
+       "parallel.schedule = \"1f1b\" with recomputation, or training.recompute = \"none\" with zero-bubble"},
+      {"[training]\nlr = 1e-4\nmin_lr = 1e-3\n",
+       "demo.toml:3: training.min_lr = 0.001 must be <= training.lr = 1e-4 (demo.toml:2)"},
+  };
+  for (const Case& c : cases) EXPECT_EQ(error_of(c.text), c.expected) << c.text;
 }
 
 // A default that no longer fits follows the key it depends on; a value someone wrote does not.

@@ -21,19 +21,17 @@ double TimeSplit::pipeline_idle_fraction() const {
   return span > 0 ? pp_idle / span : 0.0;
 }
 
-// A figure added to TimeSplit must be added to fields() too.
-static_assert(sizeof(TimeSplit) == TimeSplit::kFields * sizeof(double), "TimeSplit::fields() lists every figure");
+// A figure added to TimeSplit must be added to kMembers too.
+static_assert(sizeof(TimeSplit) == TimeSplit::kFields * sizeof(double), "TimeSplit::kMembers lists every figure");
 
 TimeSplit& TimeSplit::operator+=(const TimeSplit& o) {
-  TimeSplit other_split = o;
-  const auto mine = fields(), theirs = other_split.fields();
-  for (size_t i = 0; i < kFields; ++i) *mine[i] += *theirs[i];
+  for (double TimeSplit::*field : kMembers) this->*field += o.*field;
   return *this;
 }
 
 TimeSplit TimeSplit::scaled(double f) const {
   TimeSplit out = *this;
-  for (double* x : out.fields()) *x *= f;
+  for (double TimeSplit::*field : kMembers) out.*field *= f;
   return out;
 }
 
@@ -60,12 +58,11 @@ TimeSplit split_of(const StepTiming& t) {
 }
 
 TimeSplit mean_over_ranks(Communicator& world, const TimeSplit& mine) {
-  TimeSplit sum = mine;
-  const auto fields = sum.fields();
   double v[TimeSplit::kFields];
-  for (size_t i = 0; i < TimeSplit::kFields; ++i) v[i] = *fields[i];
+  for (size_t i = 0; i < TimeSplit::kFields; ++i) v[i] = mine.*TimeSplit::kMembers[i];
   world.allreduce(v, TimeSplit::kFields, DType::kFloat64)->wait();
-  for (size_t i = 0; i < TimeSplit::kFields; ++i) *fields[i] = v[i];
+  TimeSplit sum;
+  for (size_t i = 0; i < TimeSplit::kFields; ++i) sum.*TimeSplit::kMembers[i] = v[i];
   return sum.scaled(1.0 / world.size());
 }
 
@@ -85,7 +82,6 @@ TimeSplit RunStatistics::mean() const {
   if (steps_ == 1) return first_;
   return sum_.scaled(1.0 / double(steps_ - 1));
 }
-
 
 nlohmann::json split_json(const TimeSplit& s) {
   return {{"compute_s", s.compute},     {"tp_comm_s", s.tp_comm}, {"pp_idle_s", s.pp_idle}, {"dp_comm_s", s.dp_comm},
@@ -191,10 +187,7 @@ std::vector<std::string> format_summary(const RunFacts& f, const RunOutcome& o) 
                   "pipeline idle: measured %.1f%% of the schedule's span (compute, tp-comm, data and idle), "
                   "%s formula %s with p = %d, m = %d: %.1f%%",
                   100.0 * s.pipeline_idle_fraction(), to_string(f.schedule).c_str(),
-                  f.schedule == ScheduleKind::kZeroBubble && f.micro_batches < f.pp
-                      ? "(its ideal timeline: the formula (p-1)/(3m+p-1) needs m >= p)"
-                      : idle_fraction_formula_text(f.schedule),
-                  f.pp, f.micro_batches,
+                  idle_fraction_formula_text(f.schedule, f.pp, f.micro_batches), f.pp, f.micro_batches,
                   100.0 * idle_fraction_formula(f.schedule, f.pp, f.micro_batches));
     lines.push_back(buf);
   }

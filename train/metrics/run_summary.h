@@ -7,7 +7,6 @@
 #pragma once
 
 #include <array>
-
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -50,12 +49,13 @@ struct TimeSplit {
   TimeSplit scaled(double f) const;
   // Every figure above, in one order: what is added, scaled and averaged over ranks field by
   // field (one list, so a new figure cannot be left out of one of them).
-  static constexpr size_t kFields = 14;
-  std::array<double*, kFields> fields() {
-    return {&compute,   &tp_comm,           &pp_idle,   &dp_comm,           &optimizer,      &data,        &other,
-            &total,     &dp_reduce,         &dp_reduce_exposed, &dp_gather, &dp_gather_exposed, &offload_update,
-            &offload_wait};
-  }
+  static constexpr std::array kMembers = {
+      &TimeSplit::compute,        &TimeSplit::tp_comm,   &TimeSplit::pp_idle,
+      &TimeSplit::dp_comm,        &TimeSplit::optimizer, &TimeSplit::data,
+      &TimeSplit::other,          &TimeSplit::total,     &TimeSplit::dp_reduce,
+      &TimeSplit::dp_reduce_exposed, &TimeSplit::dp_gather, &TimeSplit::dp_gather_exposed,
+      &TimeSplit::offload_update, &TimeSplit::offload_wait};
+  static constexpr size_t kFields = kMembers.size();
 };
 
 // This rank's step, its parts made to add up (`other` takes what no timer saw).
@@ -108,7 +108,6 @@ struct RunOutcome {
   std::optional<ServerTraffic> server_traffic;  // with parallel.dp_sync = "parameter-server"
   std::vector<MemoryBytes> memory_high_water;   // every rank's, by world rank, after the steps
 };
-
 
 // The split as metrics.jsonl and summary.json name it: {"compute_s": ..., ..., "other_s": ...}.
 nlohmann::json split_json(const TimeSplit& split);
