@@ -36,6 +36,17 @@ struct AttentionShape {
   int out_width() const { return n_head * head_dim; }
 };
 
+// One block of ring attention (context parallelism, model/context_parallel.h). shape.T is this
+// rank's tokens of each sequence: two chunks of T/2, at global chunk indices q_chunks; the
+// block's keys and values are one rank's two chunks, at kv_chunks. A query of chunk i sees every
+// key of a chunk j < i and the keys up to itself in chunk i (causal attention over the whole
+// sequence).
+struct RingBlock {
+  AttentionShape shape;
+  int q_chunks[2] = {0, 1};
+  int kv_chunks[2] = {0, 1};
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -153,6 +164,26 @@ class Backend {
                             const AttentionShape& s) = 0;
   virtual void rope_backward(const TensorView& dqkv, const TensorView& cos, const TensorView& sin,
                              const AttentionShape& s) = 0;
+
+  // ---- ring attention (context parallelism) ---------------------------------------------------
+  // The online softmax over key/value blocks (FlashAttention's recurrence): the forward merges
+  // each block into a float32 running output and log-sum-exp; the backward recomputes a block's
+  // probabilities from the final log-sum-exp. Elements of the workspace both need:
+  virtual size_t ring_attention_workspace_size(const AttentionShape& s) const = 0;
+  // kv (N, 2 NKV hs) = the k and v heads of qkv (N, (NH + 2 NKV) hs): what travels the ring.
+  virtual void ring_attention_pack(const TensorView& kv, const TensorView& qkv, const AttentionShape& s) = 0;
+  // out (N, NH hs) and lse (B, NH, T), float32: merged with the block of kv (first: set by it).
+  virtual void ring_attention_forward(const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                                      const TensorView& kv, const TensorView& workspace, const RingBlock& b,
+                                      bool first) = 0;
+  // dq (N, NH hs) and dkv (N, 2 NKV hs), float32: += the block's gradients, from the final
+  // output's gradient dout and the final output out (N, NH hs, compute dtype) and lse.
+  virtual void ring_attention_backward(const TensorView& dq, const TensorView& dkv, const TensorView& dout,
+                                       const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                                       const TensorView& kv, const TensorView& workspace, const RingBlock& b) = 0;
+  // dqkv (N, (NH + 2 NKV) hs) in the compute dtype = [dq | dkv].
+  virtual void ring_attention_unpack(const TensorView& dqkv, const TensorView& dq, const TensorView& dkv,
+                                     const AttentionShape& s) = 0;
 
   // ---- element-wise ----------------------------------------------------------------------------
   virtual void gelu_forward(const TensorView& out, const TensorView& inp, size_t n) = 0;

@@ -48,7 +48,7 @@ struct CheckpointMeta {
   int64_t skipped_steps = 0;  // updates skipped for a non-finite loss (training.skip_nonfinite)
   std::string config;         // the resolved config, TOML
   std::string layout;         // "tp2 pp2 dp2 zero1, 2 x 4 sequences per dp rank"
-  int tp = 1, pp = 1, dp = 1, zero_stage = 0;
+  int tp = 1, pp = 1, dp = 1, cp = 1, zero_stage = 0;
   int micro_batch_size = 1, num_micro_batches = 1;
   int64_t global_batch = 0;   // sequences per optimizer step
 };

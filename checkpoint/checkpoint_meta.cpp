@@ -85,6 +85,7 @@ void write_meta(hid_t file, const CheckpointMeta& m, const std::string& path) {
   write_int(file, "tp", m.tp, path);
   write_int(file, "pp", m.pp, path);
   write_int(file, "dp", m.dp, path);
+  write_int(file, "cp", m.cp, path);
   write_int(file, "zero_stage", m.zero_stage, path);
   write_int(file, "micro_batch_size", m.micro_batch_size, path);
   write_int(file, "num_micro_batches", m.num_micro_batches, path);
@@ -109,6 +110,7 @@ CheckpointMeta read_meta(hid_t file, const std::string& path) {
   m.tp = int(read_number<int64_t>(file, "tp", path).value_or(1));
   m.pp = int(read_number<int64_t>(file, "pp", path).value_or(1));
   m.dp = int(read_number<int64_t>(file, "dp", path).value_or(1));
+  m.cp = int(read_number<int64_t>(file, "cp", path).value_or(1));
   m.zero_stage = int(read_number<int64_t>(file, "zero_stage", path).value_or(0));
   m.micro_batch_size = int(read_number<int64_t>(file, "micro_batch_size", path).value_or(1));
   m.num_micro_batches = int(read_number<int64_t>(file, "num_micro_batches", path).value_or(1));

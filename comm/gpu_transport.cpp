@@ -60,7 +60,8 @@ void connect_gpu_groups(ProcessGroups& groups, const GpuTransportRequest& reques
   const std::string nccl_log = world.rank() == 0 ? capture_nccl_network_report(request.log_dir) : "";
   std::string on_nccl;
   for (auto [group, name] : {std::pair{&groups.tp, "tensor-parallel"}, std::pair{&groups.dp, "data-parallel"},
-                             std::pair{&groups.pp, "pipeline"}, std::pair{&groups.embedding, "tied-embedding"}}) {
+                             std::pair{&groups.pp, "pipeline"}, std::pair{&groups.cp, "context-parallel"},
+                             std::pair{&groups.embedding, "tied-embedding"}}) {
     if (!*group || (*group)->size() == 1 || (group == &groups.dp && request.dp_stays_on_mpi)) continue;
     *group = through_nccl(std::move(*group), request);
     on_nccl += std::string(on_nccl.empty() ? "" : ", ") + name;

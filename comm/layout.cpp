@@ -1,6 +1,8 @@
-// ParallelLayout: rank <-> (tp, pp, dp) coordinates as a mixed-radix number whose digits are
+// ParallelLayout: rank <-> (tp, pp, dp, cp) coordinates as a mixed-radix number whose digits are
 // ordered by `order` (innermost first), and the group lists that follow from it.
 #include "comm/layout.h"
+
+#include <algorithm>
 
 #include "core/error.h"
 
@@ -12,40 +14,51 @@ const char* axis_name(Axis a) {
     case Axis::kTp: return "tp";
     case Axis::kPp: return "pp";
     case Axis::kDp: return "dp";
+    case Axis::kCp: return "cp";
   }
   return "?";
 }
 
-// The RankCoord field that holds axis a, so one loop serves all three axes.
+// The RankCoord field that holds axis a, so one loop serves all four axes.
 int RankCoord::*field(Axis a) {
   switch (a) {
     case Axis::kTp: return &RankCoord::tp;
     case Axis::kPp: return &RankCoord::pp;
     case Axis::kDp: return &RankCoord::dp;
+    case Axis::kCp: return &RankCoord::cp;
   }
   return &RankCoord::tp;
 }
 
-std::array<Axis, 3> parse_order(const std::string& order) {
+// Three axes (cp then goes just outside tp) or all four, innermost first.
+std::array<Axis, 4> parse_order(const std::string& order) {
   const auto bad = [&] {
     return ConfigError("parallel.order = \"" + order +
-                       "\" is not a permutation of tp, dp, pp written like \"tp-dp-pp\"");
+                       "\" is not a permutation of tp, dp, pp written like \"tp-dp-pp\" (or of tp, cp, dp, pp "
+                       "like \"tp-cp-dp-pp\")");
   };
-  if (order.size() != 8 || order[2] != '-' || order[5] != '-') throw bad();
-  std::array<Axis, 3> axes{};
-  bool seen[3] = {false, false, false};
-  for (int i = 0; i < 3; ++i) {
+  const size_t n = (order.size() + 1) / 3;
+  if ((n != 3 && n != 4) || order.size() != 3 * n - 1) throw bad();
+  std::vector<Axis> axes;
+  bool seen[4] = {false, false, false, false};
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 1 < n && order[3 * i + 2] != '-') throw bad();
     const std::string name = order.substr(3 * i, 2);
     Axis a;
     if (name == "tp") a = Axis::kTp;
     else if (name == "pp") a = Axis::kPp;
     else if (name == "dp") a = Axis::kDp;
+    else if (name == "cp") a = Axis::kCp;
     else throw bad();
     if (seen[static_cast<int>(a)]) throw bad();
     seen[static_cast<int>(a)] = true;
-    axes[i] = a;
+    axes.push_back(a);
   }
-  return axes;
+  if (n == 3) {
+    if (seen[static_cast<int>(Axis::kCp)]) throw bad();
+    axes.insert(std::find(axes.begin(), axes.end(), Axis::kTp) + 1, Axis::kCp);
+  }
+  return {axes[0], axes[1], axes[2], axes[3]};
 }
 
 void check_degree(const char* key, int degree) {
@@ -56,11 +69,17 @@ void check_degree(const char* key, int degree) {
 
 }  // namespace
 
-ParallelLayout::ParallelLayout(int tp, int pp, int dp, const std::string& order)
-    : tp_(tp), pp_(pp), dp_(dp), order_name_(order), order_(parse_order(order)) {
+ParallelLayout::ParallelLayout(int tp, int pp, int dp, const std::string& order, int cp)
+    : tp_(tp), pp_(pp), dp_(dp), cp_(cp), order_name_(order), order_(parse_order(order)) {
   check_degree("tp", tp);
   check_degree("pp", pp);
   check_degree("dp", dp);
+  check_degree("cp", cp);
+  if (cp > 1 && order.size() == 8) {  // written out with cp in its place
+    std::vector<std::string> names;
+    for (Axis a : order_) names.emplace_back(axis_name(a));
+    order_name_ = names[0] + "-" + names[1] + "-" + names[2] + "-" + names[3];
+  }
 }
 
 int ParallelLayout::size_of(Axis a) const {
@@ -68,6 +87,7 @@ int ParallelLayout::size_of(Axis a) const {
     case Axis::kTp: return tp_;
     case Axis::kPp: return pp_;
     case Axis::kDp: return dp_;
+    case Axis::kCp: return cp_;
   }
   return 0;
 }
@@ -86,7 +106,7 @@ RankCoord ParallelLayout::coord(int rank) const {
 int ParallelLayout::rank_of(const RankCoord& c) const {
   int rank = 0;
   // Horner from the outermost digit in.
-  for (int i = 2; i >= 0; --i) {
+  for (int i = 3; i >= 0; --i) {
     const Axis a = order_[i];
     const int x = c.*field(a);
     FEAST_CHECK(x >= 0 && x < size_of(a),
@@ -108,7 +128,15 @@ std::vector<int> ParallelLayout::group_along(int rank, Axis axis) const {
 
 std::vector<int> ParallelLayout::tp_group(int rank) const { return group_along(rank, Axis::kTp); }
 std::vector<int> ParallelLayout::pp_group(int rank) const { return group_along(rank, Axis::kPp); }
-std::vector<int> ParallelLayout::dp_group(int rank) const { return group_along(rank, Axis::kDp); }
+std::vector<int> ParallelLayout::cp_group(int rank) const { return group_along(rank, Axis::kCp); }
+
+std::vector<int> ParallelLayout::dp_group(int rank) const {
+  RankCoord c = coord(rank);
+  std::vector<int> ranks(static_cast<size_t>(replicas()));
+  for (c.dp = 0; c.dp < dp_; ++c.dp)
+    for (c.cp = 0; c.cp < cp_; ++c.cp) ranks[size_t(replica_index(c))] = rank_of(c);
+  return ranks;
+}
 
 std::vector<int> ParallelLayout::embedding_group(int rank) const {
   if (!is_first_stage(rank) && !is_last_stage(rank)) return {};

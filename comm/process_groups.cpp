@@ -43,13 +43,15 @@ ProcessGroups make_process_groups(std::unique_ptr<Communicator> world, const Par
                                   bool tied_embedding) {
   if (world->size() != layout.world_size())
     throw ConfigError("parallel layout tp " + std::to_string(layout.tp()) + " x pp " + std::to_string(layout.pp()) +
-                      " x dp " + std::to_string(layout.dp()) + " needs " + std::to_string(layout.world_size()) +
+                      " x dp " + std::to_string(layout.dp()) +
+                      (layout.cp() > 1 ? " x cp " + std::to_string(layout.cp()) : std::string()) + " needs " + std::to_string(layout.world_size()) +
                       " ranks, but the job has " + std::to_string(world->size()));
   const int me = world->rank();
   ProcessGroups groups;
   groups.tp = split_as(*world, layout.tp_group(me), "tp");
   groups.pp = split_as(*world, layout.pp_group(me), "pp");
   groups.dp = split_as(*world, layout.dp_group(me), "dp");
+  groups.cp = split_as(*world, layout.cp_group(me), "cp");
   if (tied_embedding) groups.embedding = split_as(*world, layout.embedding_group(me), "embedding");
   groups.world = std::move(world);
   return groups;

@@ -11,7 +11,9 @@
 namespace feast {
 
 struct ProcessGroups {
-  std::unique_ptr<Communicator> world, tp, pp, dp;
+  // dp: every rank holding this rank's parameters, context-parallel ranks included (the
+  // gradients' and ZeRO's group); cp: the ranks sharing this rank's sequences (its ring).
+  std::unique_ptr<Communicator> world, tp, pp, dp, cp;
   // First and last pipeline stage of this rank's (tp, dp) column, for tied embedding
   // gradients; null on ranks of middle stages, and for a model without tied embeddings.
   std::unique_ptr<Communicator> embedding;

@@ -188,7 +188,7 @@ std::unique_ptr<Communicator> StagedCommunicator::split(int color, int key, cons
 }
 
 void stage_device_buffers(ProcessGroups& groups) {
-  for (std::unique_ptr<Communicator>* g : {&groups.world, &groups.tp, &groups.pp, &groups.dp, &groups.embedding})
+  for (std::unique_ptr<Communicator>* g : {&groups.world, &groups.tp, &groups.pp, &groups.dp, &groups.cp, &groups.embedding})
     if (*g) *g = std::make_unique<StagedCommunicator>(std::move(*g));
 }
 

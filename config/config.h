@@ -22,7 +22,10 @@ struct ParallelConfig {
   // Norms and residual sums hold 1/tp of each micro-batch's tokens (model/tensor_parallel.h).
   bool sequence_parallel = false;
   int pp = 1;                 // pipeline-parallel degree
-  int dp = 0;                 // data-parallel degree; 0 = world size / (tp * pp)
+  int dp = 0;                 // data-parallel degree; 0 = world size / (tp * pp * cp)
+  // Context-parallel degree: cp ranks share each sequence, attention as a ring
+  // (model/context_parallel.h).
+  int cp = 1;
   std::string order = "tp-dp-pp";  // rank-numbering axes, innermost first
   int zero_stage = 1;         // 0 all-reduce, 1 shard optimizer state, 2 also gradients, 3 also parameters
   int micro_batch_size = 4;   // sequences per micro-batch on one rank

@@ -52,6 +52,18 @@ Rule non_empty() {
   r.non_empty = true;
   return r;
 }
+// parallel.order's values: every order of tp, dp, pp, and of tp, cp, dp, pp, joined by '-'.
+std::vector<std::string> axis_orders() {
+  std::vector<std::string> out;
+  for (std::vector<std::string> axes : {std::vector<std::string>{"dp", "pp", "tp"},
+                                        std::vector<std::string>{"cp", "dp", "pp", "tp"}})
+    do {
+      std::string order;
+      for (const std::string& a : axes) order += (order.empty() ? "" : "-") + a;
+      out.push_back(order);
+    } while (std::next_permutation(axes.begin(), axes.end()));
+  return out;
+}
 
 }  // namespace
 
@@ -151,12 +163,22 @@ const std::vector<KeyDesc>& keys() {
        "backward. The results equal those without it up to float rounding"},
       {FEAST_KEY(parallel, pp), at_least(1), "pipeline-parallel degree",
        "pipeline-parallel degree"},
-      {FEAST_KEY(parallel, dp), at_least(0), "data-parallel degree; 0 = world / (tp * pp)",
-       "data-parallel degree; 0 = world size / (tp * pp). The world size must equal tp * pp * dp"},
-      {FEAST_KEY(parallel, order), one_of({"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"}),
-       "rank-numbering axes, innermost first",
+      {FEAST_KEY(parallel, dp), at_least(0), "data-parallel degree; 0 = world / (tp * pp * cp)",
+       "data-parallel degree; 0 = world size / (tp * pp * cp). The world size must equal tp * pp * dp * cp"},
+      {FEAST_KEY(parallel, cp), at_least(1), "context-parallel degree: ranks sharing each sequence",
+       "context-parallel degree (Megatron-LM's context parallelism): cp ranks share every sequence, "
+       "each holding 2 of its 2cp equal chunks (rank r chunks r and 2cp-1-r, so causal attention's "
+       "work is balanced); attention runs as a ring over the cp ranks, key/value blocks passed from "
+       "rank to rank while the local block computes, and everything else is local. Every activation "
+       "a micro-batch keeps falls by cp. The cp ranks hold the same parameters: their gradients are "
+       "summed, and ZeRO shards, over dp * cp ranks. Needs `training.seq_len` divisible by 2cp (and "
+       "by tp * cp with `sequence_parallel`); not with `dp_sync = \"parameter-server\"`. The results "
+       "equal those of cp = 1 up to float rounding"},
+      {FEAST_KEY(parallel, order), one_of(axis_orders()), "rank-numbering axes, innermost first",
        "rank numbering, innermost axis first: the default puts a tensor-parallel group on consecutive "
-       "ranks (one node), then data-parallel replicas, then pipeline stages", nullptr, "a permutation of tp, dp, pp joined by `-`"},
+       "ranks (one node), then data-parallel replicas, then pipeline stages. The context-parallel axis "
+       "may be named (\"tp-cp-dp-pp\"); left out, it sits just outside tp (its ring exchanges "
+       "key/value blocks at every layer)", nullptr, "a permutation of tp, dp, pp (or of tp, cp, dp, pp) joined by `-`"},
       {FEAST_KEY(parallel, zero_stage), closed(0, 3), "0 all-reduce; 1 shard optimizer; 2 also gradients; 3 also parameters",
        "0: gradients all-reduced, optimizer state replicated; 1: gradients reduce-scattered, each "
        "data-parallel rank updates its own shard of the AdamW state and parameters, then parameters are "

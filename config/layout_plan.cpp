@@ -57,20 +57,25 @@ LayoutPlan plan_layout(const Config& c, int world_size) {
                         " entries summing to " + n(total) + "; it needs parallel.pp = " + n(pp) +
                         " entries summing to model.n_layer = " + n(m.n_layer));
   }
+  // The ranks one data-parallel replica spans: tp * pp, times cp where context parallelism splits
+  // its sequences.
+  const int cp = p.cp, span = tp * pp * cp;
+  const std::string span_keys = cp > 1 ? "parallel.tp * parallel.pp * parallel.cp" : "parallel.tp * parallel.pp";
+  const std::string span_values = n(tp) + " * " + n(pp) + (cp > 1 ? " * " + n(cp) : "");
   const std::string degrees_at = " (parallel.tp at " + c.where("parallel.tp") + ", parallel.pp at " +
-                                 c.where("parallel.pp") + ", parallel.dp at " + c.where("parallel.dp") + ")";
-  if (p.dp == 0 && world_size % (tp * pp) != 0)
-    throw ConfigError("the world has " + count_of(world_size, "rank") + " (mpirun -np) but parallel.tp * parallel.pp = " +
-                      n(tp) + " * " + n(pp) + " = " + n(tp * pp) + " does not divide it, so parallel.dp = 0 (inferred: " +
-                      "world / (tp * pp)) has no value; launch a multiple of " + n(tp * pp) +
-                      " ranks or change the degrees" + degrees_at);
-  if (p.dp != 0 && tp * pp * p.dp != world_size)
-    throw ConfigError("the world has " + count_of(world_size, "rank") +
-                      " (mpirun -np) but parallel.tp * parallel.pp * parallel.dp = " + n(tp) + " * " + n(pp) + " * " +
-                      n(p.dp) + " = " + n(tp * pp * p.dp) + "; launch " + n(tp * pp * p.dp) +
-                      " ranks or change the degrees" + degrees_at);
-  const int dp = p.dp ? p.dp : world_size / (tp * pp);
-  LayoutPlan plan{ParallelLayout(tp, pp, dp, p.order), c.micro_batches_per_rank(dp), std::move(stage_layers),
+                                 c.where("parallel.pp") + ", parallel.dp at " + c.where("parallel.dp") +
+                                 (cp > 1 ? ", parallel.cp at " + c.where("parallel.cp") : "") + ")";
+  if (p.dp == 0 && world_size % span != 0)
+    throw ConfigError("the world has " + count_of(world_size, "rank") + " (mpirun -np) but " + span_keys + " = " +
+                      span_values + " = " + n(span) + " does not divide it, so parallel.dp = 0 (inferred: " +
+                      "world / (" + (cp > 1 ? "tp * pp * cp" : "tp * pp") + ")) has no value; launch a multiple of " +
+                      n(span) + " ranks or change the degrees" + degrees_at);
+  if (p.dp != 0 && span * p.dp != world_size)
+    throw ConfigError("the world has " + count_of(world_size, "rank") + " (mpirun -np) but " + span_keys +
+                      " * parallel.dp = " + span_values + " * " + n(p.dp) + " = " + n(span * p.dp) + "; launch " +
+                      n(span * p.dp) + " ranks or change the degrees" + degrees_at);
+  const int dp = p.dp ? p.dp : world_size / span;
+  LayoutPlan plan{ParallelLayout(tp, pp, dp, p.order, cp), c.micro_batches_per_rank(dp), std::move(stage_layers),
                   parse_schedule_kind(p.schedule)};
   return plan;
 }

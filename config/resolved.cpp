@@ -53,9 +53,11 @@ Config with_inferred_values(const Config& config, const InferredValues& v) {
   if (p.dp == 0) {
     if (v.dp > 0) {
       p.dp = v.dp;
-      c.origin["parallel.dp"] = "inferred: world size " + n(v.world_size) + " / (tp " + n(p.tp) + " * pp " + n(p.pp) + ")";
+      c.origin["parallel.dp"] = "inferred: world size " + n(v.world_size) + " / (tp " + n(p.tp) + " * pp " + n(p.pp) +
+                                (p.cp > 1 ? " * cp " + n(p.cp) : "") + ")";
     } else {
-      c.origin["parallel.dp"] = "inferred at launch: world size / (tp * pp)";
+      c.origin["parallel.dp"] = p.cp > 1 ? "inferred at launch: world size / (tp * pp * cp)"
+                                         : "inferred at launch: world size / (tp * pp)";
     }
   }
   if (t.batch_size > 0) {

@@ -116,12 +116,26 @@ void validate_config(const Config& c) {
              std::to_string(c.parallel.tp) + " (" + c.where("parallel.tp") +
              "); set parallel.tp to 2 or more, or remove parallel.sequence_parallel");
   }
-  if (c.parallel.sequence_parallel && c.training.seq_len % c.parallel.tp != 0) {
+  const int cp = c.parallel.cp;
+  if (cp > 1 && c.training.seq_len % (2 * cp) != 0) {
+    fail(c.where("parallel.cp"),
+         "parallel.cp = " + std::to_string(cp) + " splits each sequence into 2 * cp = " + std::to_string(2 * cp) +
+             " equal chunks, which does not divide training.seq_len = " + std::to_string(c.training.seq_len) + " (" +
+             c.where("training.seq_len") + "); choose a seq_len that 2 * cp divides, or another parallel.cp");
+  }
+  if (c.parallel.sequence_parallel && c.training.seq_len % (c.parallel.tp * cp) != 0) {
     fail(c.where("parallel.sequence_parallel"),
-         "parallel.sequence_parallel = true splits each sequence over parallel.tp = " +
-             std::to_string(c.parallel.tp) + " ranks (" + c.where("parallel.tp") + "), which does not divide " +
-             "training.seq_len = " + std::to_string(c.training.seq_len) + " (" + c.where("training.seq_len") +
-             "); choose a seq_len that tp divides, or remove parallel.sequence_parallel");
+         "parallel.sequence_parallel = true splits each " + std::string(cp > 1 ? "context-parallel rank's share of a " : "") +
+             "sequence over parallel.tp = " + std::to_string(c.parallel.tp) + " ranks (" + c.where("parallel.tp") +
+             "), which does not divide " + (cp > 1 ? "training.seq_len / parallel.cp = " : "training.seq_len = ") +
+             std::to_string(c.training.seq_len / cp) + " (" + c.where("training.seq_len") +
+             "); choose a seq_len that " + (cp > 1 ? "tp * cp" : "tp") + " divides, or remove parallel.sequence_parallel");
+  }
+  if (cp > 1 && c.parallel.dp_sync == "parameter-server") {
+    fail(c.where("parallel.cp"),
+         "parallel.cp = " + std::to_string(cp) + " needs parallel.dp_sync = \"allreduce\" (" +
+             c.where("parallel.dp_sync") + "): the parameter server serves data-parallel replicas only; set "
+             "parallel.cp = 1 or parallel.dp_sync = \"allreduce\"");
   }
   if (c.training.min_lr > c.training.lr) {
     fail2("training.min_lr", format_double(c.training.min_lr), "<=", "training.lr",

@@ -22,19 +22,22 @@ std::vector<FlatRange> row_chunks(const LocalParam& p, size_t max_elems) {
 }  // namespace
 
 DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, const StageShape& shape,
-                           Backend& backend, Communicator* tp_comm)
+                           Backend& backend, Communicator* tp_comm, Communicator* cp_comm)
     : config_(config),
       arch_(decoder_arch(config)),
       spec_(spec),
       shape_(shape),
       backend_(backend),
       tp_(spec.tp > 1 ? tp_comm : nullptr, spec.tp_rank, spec.tp, shape.sequence_parallel),
+      cp_(shape.cp > 1 ? cp_comm : nullptr, shape.cp_rank, shape.cp),
       logical_(decoder_param_table(config)),
       table_(logical_, spec),
       units_(feast::parameter_units(table_)),
       activations_(backend, shape.slots, shape.split_backward) {
-  FEAST_CHECK(shape.max_seq <= config.max_seq_len,
-              "sequence length " << shape.max_seq << " exceeds model.max_seq_len " << config.max_seq_len);
+  FEAST_CHECK(shape.max_seq * shape.cp <= config.max_seq_len,
+              "sequence length " << shape.max_seq * shape.cp << " exceeds model.max_seq_len " << config.max_seq_len);
+  FEAST_CHECK(shape.cp == 1 || shape.max_seq % 2 == 0,
+              "a context-parallel rank's " << shape.max_seq << " tokens per sequence are not two equal chunks");
   FEAST_CHECK(config.n_embd % config.n_head == 0, "model.n_embd must be divisible by model.n_head");
   const int t = spec.tp;
   if (config.n_head % t != 0)
@@ -53,6 +56,17 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   if (!arch_.learned_positions && spec.num_layers > 0) {
     std::vector<float> cos, sin;
     rope_tables(config, cos, sin);
+    if (cp_.active()) {  // the rows of this rank's positions, so the rope op reads row t for token t
+      const size_t half = size_t(config.head_dim() / 2);
+      std::vector<float> local_cos(size_t(shape.max_seq) * half), local_sin(local_cos.size());
+      for (int row = 0; row < shape.max_seq; ++row) {
+        const size_t from = size_t(cp_.position(row, shape.max_seq)) * half, to = size_t(row) * half;
+        std::copy_n(cos.begin() + long(from), half, local_cos.begin() + long(to));
+        std::copy_n(sin.begin() + long(from), half, local_sin.begin() + long(to));
+      }
+      cos.swap(local_cos);
+      sin.swap(local_sin);
+    }
     rope_cos_ = backend.allocate(DType::kFloat32, cos.size());
     rope_sin_ = backend.allocate(DType::kFloat32, sin.size());
     backend.copy(rope_cos_.view(), host_view(cos.data(), cos.size()));
@@ -66,7 +80,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
     activations_.begin_block();
     blocks_.emplace_back(config, arch_, table_, params_.view(), spec.first_layer + i, t, region_rows,
                          shape.max_batch, shape.max_seq, activations_, recomputed ? shape.recompute : Recompute::kNone,
-                         rope_cos_.view(), rope_sin_.view());
+                         rope_cos_.view(), rope_sin_.view(), cp_.active());
   }
   if (spec.has_head) {
     final_norm_ = std::make_unique<Norm>(arch_.norm, float(config.norm_eps), table_, params_.view(), "ln_f", C,
@@ -96,13 +110,22 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   if (arch_.mlp == MlpKind::kSwiGlu) scratch_.dact = take(dt, rows * size_t(Il));
   scratch_.ce_max = take(DType::kFloat32, rows);
   scratch_.ce_partials = take(DType::kFloat32, 2 * rows);
-  scratch_.attention_workspace = take(dt, backend.attention_workspace_size(att));
+  if (!cp_.active()) scratch_.attention_workspace = take(dt, backend.attention_workspace_size(att));
   if (shape.sequence_parallel) {
     scratch_.gathered = take(dt, NC);
     scratch_.partial = take(dt, NC);
   }
   if (shape.sequence_parallel || shape.split_backward) scratch_.norm_grads = take(DType::kFloat32, 2 * size_t(C));
   if (shape.split_backward && !spec.has_embedding) arrival_ = take(dt, region_NC);
+  if (cp_.active() && spec.num_layers > 0) {
+    const size_t kv = rows * 2 * size_t(NKVl) * size_t(hs);
+    for (int i = 0; i < 2; ++i) {
+      scratch_.ring.kv[i] = take(dt, kv);
+      scratch_.ring.dkv[i] = take(DType::kFloat32, kv);
+    }
+    scratch_.ring.acc = take(DType::kFloat32, rows * size_t(att.out_width()));
+    scratch_.ring.workspace = take(DType::kFloat32, backend.ring_attention_workspace_size(att));
+  }
   if (shape.split_backward) {
     scratch_.norm_weight_stand_in = take(dt, size_t(C));
     backend.zero(scratch_.norm_weight_stand_in);
@@ -161,6 +184,10 @@ void DecoderStage::check_micro_batch(int slot, int B, int T) const {
   FEAST_CHECK(slot >= 0 && slot < shape_.slots && B >= 1 && B <= shape_.max_batch && T >= 1 && T <= shape_.max_seq,
               "micro-batch " << B << "x" << T << " in slot " << slot << " exceeds the allocated " << shape_.slots
                              << " x " << shape_.max_batch << "x" << shape_.max_seq);
+  FEAST_CHECK(!cp_.active() || T == shape_.max_seq,
+              "a context-parallel stage built for " << shape_.max_seq << " tokens per sequence got " << T
+                                                    << ": its positions are those of whole sequences of "
+                                                    << shape_.max_seq * shape_.cp);
   FEAST_CHECK(!shape_.sequence_parallel || (B * T) % spec_.tp == 0,
               "a micro-batch of " << B << "x" << T << " tokens does not split over " << spec_.tp
                                   << " sequence-parallel ranks");

@@ -36,14 +36,18 @@ struct StageShape {
   // The zero-bubble schedule: backward_input and backward_weight, with the output gradients
   // kept per slot between them (no recomputation).
   bool split_backward = false;
+  // parallel.cp (model/context_parallel.h): this rank is cp_rank of cp sharing every sequence;
+  // max_seq and each micro-batch's T count its own tokens (the whole sequence's / cp).
+  int cp = 1, cp_rank = 0;
 };
 
 class DecoderStage final : public PipelineStage {
  public:
-  // tp_comm: the tensor-parallel group (null when spec.tp == 1). Throws ConfigError when tp does
-  // not divide the heads or key/value heads.
+  // tp_comm: the tensor-parallel group (null when spec.tp == 1); cp_comm: the context-parallel
+  // group (null when shape.cp == 1). Throws ConfigError when tp does not divide the heads or
+  // key/value heads.
   DecoderStage(const ModelConfig& config, const StageSpec& spec, const StageShape& shape, Backend& backend,
-               Communicator* tp_comm);
+               Communicator* tp_comm, Communicator* cp_comm = nullptr);
   DecoderStage(const DecoderStage&) = delete;
   DecoderStage& operator=(const DecoderStage&) = delete;
 
@@ -73,12 +77,13 @@ class DecoderStage final : public PipelineStage {
   void backward_input(int slot, int B, int T) override;
   void backward_weight(int slot, int B, int T) override;
   double take_tp_comm_seconds() override { return tp_.take_seconds(); }
+  RingTraffic take_ring_traffic() override { return cp_.take_traffic(); }
 
   // This rank's (N, Vl) logits of `slot` after a forward with loss_scale == 0 (tests).
   const TensorView& logits(int slot) const { return head_->logits(slot); }
 
  private:
-  LayerContext context() { return {backend_, tp_, scratch_}; }
+  LayerContext context() { return {backend_, tp_, cp_, scratch_}; }
   void check_micro_batch(int slot, int B, int T) const;
   // backward's walk over the head, the final norm and the blocks (units held as it goes): whole,
   // or only the input gradients (backward_input). Leaves d loss / d (the stage's input) in dres.
@@ -93,11 +98,14 @@ class DecoderStage final : public PipelineStage {
   StageShape shape_;
   Backend& backend_;
   TensorParallel tp_;
+  ContextParallel cp_;
   ParamTable logical_;
   LocalTable table_;
   ParameterUnits units_;
   Tensor params_;
-  Tensor rope_cos_, rope_sin_;  // (maxT, hs/2) float32, rotary families only
+  // (maxT, hs/2) float32, rotary families only; under context parallelism the rows of this
+  // rank's max_seq tokens' positions.
+  Tensor rope_cos_, rope_sin_;
   ActivationMemory activations_;
   GradientSink* sink_ = nullptr;
   ParameterResidency* residency_ = nullptr;

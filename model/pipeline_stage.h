@@ -12,6 +12,7 @@
 
 #include "core/tensor.h"
 #include "backend/backend.h"
+#include "model/context_parallel.h"
 #include "model/gradient_sink.h"
 #include "model/parameter_residency.h"
 #include "model/parameter_units.h"
@@ -96,6 +97,8 @@ class PipelineStage {
 
   // Seconds spent in tensor-parallel communication since the last call (for the time split).
   virtual double take_tp_comm_seconds() = 0;
+  // What context parallelism's attention ring moved and waited for since the last call.
+  virtual RingTraffic take_ring_traffic() = 0;
 };
 
 }  // namespace feast

@@ -107,14 +107,16 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
     log::info("resolved config: `trainer print-config` with the same arguments prints it (every key, inferred "
               "values marked; logging.verbose prints it here)");
 
-  const int B = config.parallel.micro_batch_size, T = tc.seq_len, m = plan_.micro_batches;
+  // Under context parallelism each rank's stage sees its own share of every sequence.
+  const int B = config.parallel.micro_batch_size, T = local_seq_len(), m = plan_.micro_batches;
   const StageSpec spec = plan_.stage_of(world_rank);
   owns_loss_ = spec.has_head && me_.tp == 0;
   const int slots = PipelineExecutor::slots_needed(plan_.schedule, layout.pp(), me_.pp, m);
   backend_ = make_backend(tc.device, tc.dtype, local_rank(hosts, world_rank));
   if (tc.device != "cpu") connect_gpus(hosts);
   // ZeRO 3 (with data parallelism to shard over): the flat buffer's pages come and go by block.
-  const bool sharded = config.parallel.zero_stage == 3 && layout.dp() > 1 && config.parallel.dp_sync == "allreduce";
+  const bool sharded =
+      config.parallel.zero_stage == 3 && layout.replicas() > 1 && config.parallel.dp_sync == "allreduce";
   const StageShape shape{B,
                          T,
                          slots,
@@ -122,14 +124,23 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
                          tc.recompute_layers,
                          sharded,
                          config.parallel.sequence_parallel,
-                         plan_.schedule == ScheduleKind::kZeroBubble};
+                         plan_.schedule == ScheduleKind::kZeroBubble,
+                         layout.cp(),
+                         me_.cp};
   stage_ = std::make_unique<DecoderStage>(config.model, spec, shape, *backend_,
-                                          layout.tp() > 1 ? groups_.tp.get() : nullptr);
+                                          layout.tp() > 1 ? groups_.tp.get() : nullptr,
+                                          layout.cp() > 1 ? groups_.cp.get() : nullptr);
+  if (layout.cp() > 1) {
+    whole_tokens_.resize(size_t(B) * size_t(tc.seq_len));
+    whole_targets_.resize(whole_tokens_.size());
+  }
   initialize_parameters(*stage_, tc.seed);
 
   const size_t bucket_elems = static_cast<size_t>(config.parallel.bucket_mb * 1024 * 1024 / sizeof(float));
   stage_->set_gradient_range_limit(bucket_elems);
-  Communicator* dp = layout.dp() > 1 ? groups_.dp.get() : nullptr;
+  // The ranks holding these parameters: data-parallel replicas and, inside each, the
+  // context-parallel ranks (their gradients are partial sums over the sequence too).
+  Communicator* dp = layout.replicas() > 1 ? groups_.dp.get() : nullptr;
   Communicator* embedding = layout.pp() > 1 ? groups_.embedding.get() : nullptr;
   const size_t n_params = stage_->parameters().numel;
   if (config.parallel.dp_sync == "parameter-server") {
@@ -316,6 +327,17 @@ void TrainingRun::report_parameter_server() {
   log::info(line);
 }
 
+BatchFill TrainingRun::context_share(BatchFill whole) {
+  const int cp = plan_.layout.cp();
+  if (cp == 1) return whole;
+  return [this, whole = std::move(whole), cp](int k, int32_t* x, int32_t* y) {
+    const int B = config_.parallel.micro_batch_size, T = config_.training.seq_len;
+    whole(k, whole_tokens_.data(), whole_targets_.data());
+    take_context_share(whole_tokens_.data(), x, B, T, me_.cp, cp);
+    take_context_share(whole_targets_.data(), y, B, T, me_.cp, cp);
+  };
+}
+
 std::vector<int32_t> TrainingRun::step_tokens() const {
   // All of this rank's micro-batches of the step: the rows the executor's fill gives them.
   const int B = config_.parallel.micro_batch_size, T = config_.training.seq_len, m = plan_.micro_batches;
@@ -339,7 +361,11 @@ void TrainingRun::report_start() {
             (val_data_ ? ", val " + count_of(val_data_->total_tokens(), "token") : ", no validation"));
   log::info("model: " + config_.model.arch + ", " + count_of(config_.model.n_layer, "layer") + " over " +
             count_of(layout.pp(), "stage") + " " + format_list(plan_.stage_layers) + ", tp " +
-            std::to_string(layout.tp()) + ", dp " + std::to_string(layout.dp()) + ", " + sync_->describe() + ", " +
+            std::to_string(layout.tp()) + ", dp " + std::to_string(layout.dp()) +
+            (layout.cp() > 1 ? ", cp " + std::to_string(layout.cp()) + " (each rank " +
+                                   count_of(local_seq_len(), "token") + " of every sequence)"
+                             : std::string()) +
+            ", " + sync_->describe() + ", " +
             config_.parallel.schedule + "; global batch " +
             count_of(tokens_per_step(), "token") + "/step = dp " + std::to_string(layout.dp()) + " x " +
             count_of(m, "micro-batch", "micro-batches") + " x " + count_of(B, "sequence") + " x " +
@@ -370,7 +396,7 @@ RankState TrainingRun::rank_state() {
   st.table = &stage_->table();
   st.params = stage_->parameters();
   st.optimizer = optimizer_->tensor_states();
-  const ShardRange share = shard_range(st.params.numel, plan_.layout.dp(), me_.dp);
+  const ShardRange share = shard_range(st.params.numel, plan_.layout.replicas(), plan_.layout.replica_index(me_));
   st.share_begin = share.begin;
   st.share_end = share.end;
   if (st.params.device == kCpu && st.params.dtype == DType::kFloat32) return st;
@@ -444,9 +470,9 @@ StepResult TrainingRun::step(const StopVote& vote) {
     ps_->pull_rows(tokens, stage_->parameters());
     dp_seconds += pull.seconds();
   }
-  const BatchFill fill = [&](int k, int32_t* x, int32_t* y) {
+  const BatchFill fill = context_share([&](int k, int32_t* x, int32_t* y) {
     sampler_->fill(state_.data_step(), (int64_t{me_.dp} * m + k) * B, B, x, y);
-  };
+  });
   // The loss is the mean over the step's counted targets (all of them, unless a loss mask leaves
   // prompt tokens out), as Hugging Face's mean over labels != -100: every rank counts the whole
   // global batch from the masks alone, so the scale is the same at every layout.
@@ -483,8 +509,9 @@ StepResult TrainingRun::step(const StopVote& vote) {
                        vote.time_limit ? 1.0 : 0.0};
   world.allreduce(reduced, 5, DType::kFloat64)->wait();
   StepResult r;
-  // The stages return each micro-batch's loss summed over its B T targets and divided by B T.
-  const double tokens_per_micro_batch = double(B) * config_.training.seq_len;
+  // The stages return each micro-batch's loss summed over its B T targets and divided by B T
+  // (T this rank's share of a sequence; the cp ranks' sums add up to the sequences').
+  const double tokens_per_micro_batch = double(B) * local_seq_len();
   r.loss = reduced[0] * tokens_per_micro_batch / double(counted);
   r.grad_norm = std::sqrt(reduced[1]);
   r.lr = state_.learning_rate(config_.training);
@@ -563,18 +590,19 @@ std::optional<double> TrainingRun::validate() {
   if (ps_) ps_->pull_all_rows(stage_->parameters());  // validation batches read any row
   const ParallelLayout& layout = plan_.layout;
   const int B = config_.parallel.micro_batch_size, m = plan_.micro_batches, T = config_.training.seq_len;
+  const int local_T = local_seq_len();
   // Batches of the global batch size, their rows dealt to the replicas as a training step's are:
   // the same tokens at every layout. eval_batches = 0 scores every window once; the rows of the
   // last batch past the end get no targets.
   const int64_t global = int64_t{layout.dp()} * m * B, windows = validation_windows();
   const int64_t batches = (windows + global - 1) / global;
-  const BatchFill val_fill = [&](int k, int32_t* x, int32_t* y) {
+  const BatchFill val_fill = context_share([&](int k, int32_t* x, int32_t* y) {
     const int64_t batch = k / m, micro = k % m;
     const int64_t first = batch * global + (int64_t{me_.dp} * m + micro) * B;
     val_sampler_->fill(first, B, x, y);
     for (int64_t row = std::max<int64_t>(0, windows - first); row < B; ++row)
       std::fill(y + row * T, y + (row + 1) * T, -1);
-  };
+  });
   double val = executor_->evaluate(int(batches * m), val_fill);
   val = owns_loss_ ? val : 0.0;
   groups_.world->allreduce(&val, 1, DType::kFloat64)->wait();
@@ -586,7 +614,7 @@ std::optional<double> TrainingRun::validate() {
       counted += val_sampler_->counted_targets(first, int(std::min<int64_t>(windows - first, int64_t{1} << 30)));
     val_counted_ = std::max<int64_t>(counted, 1);
   }
-  return val * double(B) * T / double(*val_counted_);
+  return val * double(B) * local_T / double(*val_counted_);
 }
 
 std::vector<std::pair<std::string, double>> TrainingRun::gradient_norms_per_tensor() {

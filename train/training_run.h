@@ -157,6 +157,10 @@ class TrainingRun {
   // Every token this rank's micro-batches of the current step read (the sparse parameter
   // server pulls the embedding rows they name).
   std::vector<int32_t> step_tokens() const;
+  // The fill of whole sequences, cut to this rank's share of each under context parallelism.
+  BatchFill context_share(BatchFill whole);
+  // This rank's tokens of each sequence: training.seq_len / parallel.cp.
+  int local_seq_len() const { return config_.training.seq_len / plan_.layout.cp(); }
 
   const Config& config_;
   RunPurpose purpose_;
@@ -168,6 +172,7 @@ class TrainingRun {
   std::optional<TrainSampler> sampler_;
   std::optional<ValSampler> val_sampler_;
   std::optional<int64_t> val_counted_;  // targets validate() scores, counted at its first call
+  std::vector<int32_t> whole_tokens_, whole_targets_;  // (B, seq_len): context_share's whole sequences
   ProcessGroups groups_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Backend> host_backend_;  // updates offloaded optimizer state next to a GPU

@@ -18,6 +18,7 @@
 #include "backend/cpu/reserved_memory.h"
 #include "backend/cpu/residual.h"
 #include "backend/cpu/rmsnorm.h"
+#include "backend/cpu/ring_attention.h"
 #include "backend/cpu/rope.h"
 #include "backend/cpu/swiglu.h"
 
@@ -166,6 +167,46 @@ void CpuBackend::attention_backward(const TensorView& dqkv, const TensorView& do
   cpu::attention_backward(F(dqkv, s.rows() * n(s.qkv_width())), F(dout, s.rows() * n(s.out_width())),
                           F(qkv, s.rows() * n(s.qkv_width())), F(state, attention_state_size(s)), s.B, s.T, s.n_head,
                           s.n_kv_head, s.head_dim, ws, static_cast<long>(workspace.numel));
+}
+
+size_t CpuBackend::ring_attention_workspace_size(const AttentionShape& s) const {
+  return cpu::ring_attention_workspace(s.T, s.head_dim, omp_get_max_threads());
+}
+
+void CpuBackend::ring_attention_pack(const TensorView& kv, const TensorView& qkv, const AttentionShape& s) {
+  const size_t kw = 2 * n(s.n_kv_head, s.head_dim);
+  cpu::ring_attention_pack(F(kv, s.rows() * kw), F(qkv, s.rows() * n(s.qkv_width())), s.rows(), s.n_head,
+                           s.n_kv_head, s.head_dim);
+}
+
+void CpuBackend::ring_attention_forward(const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                                        const TensorView& kv, const TensorView& workspace, const RingBlock& b,
+                                        bool first) {
+  const AttentionShape& s = b.shape;
+  const size_t kw = 2 * n(s.n_kv_head, s.head_dim);
+  cpu::ring_attention_forward(F(out, s.rows() * n(s.out_width())), F(lse, n(s.B, s.n_head) * n(s.T)),
+                              F(qkv, s.rows() * n(s.qkv_width())), F(kv, s.rows() * kw), s.B, s.T, s.n_head,
+                              s.n_kv_head, s.head_dim, {b.q_chunks[0], b.q_chunks[1]},
+                              {b.kv_chunks[0], b.kv_chunks[1]}, first, F(workspace, 1), workspace.numel);
+}
+
+void CpuBackend::ring_attention_backward(const TensorView& dq, const TensorView& dkv, const TensorView& dout,
+                                         const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                                         const TensorView& kv, const TensorView& workspace, const RingBlock& b) {
+  const AttentionShape& s = b.shape;
+  const size_t kw = 2 * n(s.n_kv_head, s.head_dim), rows_out = s.rows() * n(s.out_width());
+  cpu::ring_attention_backward(F(dq, rows_out), F(dkv, s.rows() * kw), F(dout, rows_out), F(out, rows_out),
+                               F(lse, n(s.B, s.n_head) * n(s.T)), F(qkv, s.rows() * n(s.qkv_width())),
+                               F(kv, s.rows() * kw), s.B, s.T, s.n_head, s.n_kv_head, s.head_dim,
+                               {b.q_chunks[0], b.q_chunks[1]}, {b.kv_chunks[0], b.kv_chunks[1]}, F(workspace, 1),
+                               workspace.numel);
+}
+
+void CpuBackend::ring_attention_unpack(const TensorView& dqkv, const TensorView& dq, const TensorView& dkv,
+                                       const AttentionShape& s) {
+  const size_t kw = 2 * n(s.n_kv_head, s.head_dim);
+  cpu::ring_attention_unpack(F(dqkv, s.rows() * n(s.qkv_width())), F(dq, s.rows() * n(s.out_width())),
+                             F(dkv, s.rows() * kw), s.rows(), s.n_head, s.n_kv_head, s.head_dim);
 }
 
 void CpuBackend::rope_forward(const TensorView& qkv, const TensorView& cos, const TensorView& sin,

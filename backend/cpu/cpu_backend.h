@@ -55,6 +55,16 @@ class CpuBackend final : public Backend {
   void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                           const TensorView& out, const TensorView& state, const TensorView& workspace,
                           const AttentionShape& s) override;
+  size_t ring_attention_workspace_size(const AttentionShape& s) const override;
+  void ring_attention_pack(const TensorView& kv, const TensorView& qkv, const AttentionShape& s) override;
+  void ring_attention_forward(const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                              const TensorView& kv, const TensorView& workspace, const RingBlock& b,
+                              bool first) override;
+  void ring_attention_backward(const TensorView& dq, const TensorView& dkv, const TensorView& dout,
+                               const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                               const TensorView& kv, const TensorView& workspace, const RingBlock& b) override;
+  void ring_attention_unpack(const TensorView& dqkv, const TensorView& dq, const TensorView& dkv,
+                             const AttentionShape& s) override;
   void rope_forward(const TensorView& qkv, const TensorView& cos, const TensorView& sin,
                     const AttentionShape& s) override;
   void rope_backward(const TensorView& dqkv, const TensorView& cos, const TensorView& sin,

@@ -54,6 +54,12 @@ namespace {
 size_t n(int a) { return static_cast<size_t>(a); }
 size_t n(int a, int b) { return static_cast<size_t>(a) * static_cast<size_t>(b); }
 
+cuda::RingAttentionCall ring_call(const RingBlock& b) {
+  const AttentionShape& s = b.shape;
+  return {s.B, s.T, s.n_head, s.n_kv_head, s.head_dim, {b.q_chunks[0], b.q_chunks[1]},
+          {b.kv_chunks[0], b.kv_chunks[1]}};
+}
+
 // A: an operand in the compute dtype; OA: optional; F / OF: float32; I32: int32 token ids.
 #define A(v, count) operand(v, compute_, count, false, __func__, #v)
 #define OA(v, count) operand(v, compute_, count, true, __func__, #v)
@@ -243,6 +249,37 @@ class CudaBackend final : public Backend {
     (void)out;
 #endif
     cuda::attention_backward(ctx_, compute_, dq, dO, q, st, s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
+  }
+  size_t ring_attention_workspace_size(const AttentionShape& s) const override {
+    return cuda::ring_attention_workspace_floats(s.B, s.T, s.n_head);
+  }
+  void ring_attention_pack(const TensorView& kv, const TensorView& qkv, const AttentionShape& s) override {
+    cuda::ring_attention_pack(ctx_, compute_, A(kv, s.rows() * 2 * n(s.n_kv_head, s.head_dim)),
+                              A(qkv, s.rows() * n(s.qkv_width())), s.rows(), s.n_head, s.n_kv_head, s.head_dim);
+  }
+  void ring_attention_forward(const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                              const TensorView& kv, const TensorView& /*workspace*/, const RingBlock& b,
+                              bool first) override {
+    const AttentionShape& s = b.shape;
+    cuda::ring_attention_forward(ctx_, compute_, F(out, s.rows() * n(s.out_width())),
+                                 F(lse, n(s.B, s.n_head) * n(s.T)), A(qkv, s.rows() * n(s.qkv_width())),
+                                 A(kv, s.rows() * 2 * n(s.n_kv_head, s.head_dim)), ring_call(b), first);
+  }
+  void ring_attention_backward(const TensorView& dq, const TensorView& dkv, const TensorView& dout,
+                               const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                               const TensorView& kv, const TensorView& workspace, const RingBlock& b) override {
+    const AttentionShape& s = b.shape;
+    const size_t kw = 2 * n(s.n_kv_head, s.head_dim), rows_out = s.rows() * n(s.out_width());
+    cuda::ring_attention_backward(ctx_, compute_, F(dq, rows_out), F(dkv, s.rows() * kw),
+                                  F(workspace, ring_attention_workspace_size(s)), A(dout, rows_out), A(out, rows_out),
+                                  F(lse, n(s.B, s.n_head) * n(s.T)), A(qkv, s.rows() * n(s.qkv_width())),
+                                  A(kv, s.rows() * kw), ring_call(b));
+  }
+  void ring_attention_unpack(const TensorView& dqkv, const TensorView& dq, const TensorView& dkv,
+                             const AttentionShape& s) override {
+    cuda::ring_attention_unpack(ctx_, compute_, A(dqkv, s.rows() * n(s.qkv_width())),
+                                F(dq, s.rows() * n(s.out_width())), F(dkv, s.rows() * 2 * n(s.n_kv_head, s.head_dim)),
+                                s.rows(), s.n_head, s.n_kv_head, s.head_dim);
   }
   void rope_forward(const TensorView& qkv, const TensorView& cos, const TensorView& sin,
                     const AttentionShape& s) override {

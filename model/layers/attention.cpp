@@ -5,7 +5,7 @@ namespace feast {
 SelfAttention::SelfAttention(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table,
                              const TensorView& params, const std::string& prefix, int tp, int max_batch, int max_seq,
                              ActivationMemory& memory, Recompute recompute, const TensorView& cos,
-                             const TensorView& sin)
+                             const TensorView& sin, bool ring_attention)
     : C_(config.n_embd),
       n_head_(config.n_head / tp),
       n_kv_head_(config.kv_heads() / tp),
@@ -17,9 +17,27 @@ SelfAttention::SelfAttention(const ModelConfig& config, const DecoderArch& arch,
   const AttentionShape max = shape(max_batch, max_seq);
   const bool keep_products = recompute != Recompute::kFull, keep_core = recompute == Recompute::kNone;
   qkv_out_ = memory.take(keep_products, memory.dtype(), max.rows() * size_t(max.qkv_width()));
-  state_ = memory.take(keep_core, DType::kFloat32, memory.backend().attention_state_size(max));
+  const size_t state = ring_attention ? size_t(max.B) * size_t(max.n_head) * size_t(max.T)  // the log-sum-exp
+                                      : memory.backend().attention_state_size(max);
+  state_ = memory.take(keep_core, DType::kFloat32, state);
   y_ = memory.take(keep_core, memory.dtype(), max.rows() * size_t(max.out_width()));
   dqkv_ = memory.take_output_grads(memory.dtype(), max.rows() * size_t(max.qkv_width()));
+}
+
+void SelfAttention::core_forward(const LayerContext& ctx, size_t s, const AttentionShape& sh) {
+  if (ctx.cp.active())
+    ctx.cp.attention_forward(ctx.backend, ctx.scratch.ring, y_[s], state_[s], qkv_out_[s], sh);
+  else
+    ctx.backend.attention_forward(y_[s], state_[s], qkv_out_[s], sh);
+}
+
+void SelfAttention::core_backward(const LayerContext& ctx, size_t s, const TensorView& dqkv,
+                                  const AttentionShape& sh) {
+  if (ctx.cp.active())
+    ctx.cp.attention_backward(ctx.backend, ctx.scratch.ring, dqkv, ctx.scratch.dy, y_[s], state_[s], qkv_out_[s], sh);
+  else
+    ctx.backend.attention_backward(dqkv, ctx.scratch.dy, qkv_out_[s], y_[s], state_[s], ctx.scratch.attention_workspace,
+                                   sh);
 }
 
 void SelfAttention::forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int B,
@@ -29,13 +47,12 @@ void SelfAttention::forward(const LayerContext& ctx, int slot, const TensorView&
   const int N = B * T;
   qkv_.forward(ctx, qkv_out_[s], x, N);
   if (cos_) ctx.backend.rope_forward(qkv_out_[s], cos_, sin_, sh);
-  ctx.backend.attention_forward(y_[s], state_[s], qkv_out_[s], sh);
+  core_forward(ctx, s, sh);
   proj_.forward(ctx, out, y_[s], N);
 }
 
 void SelfAttention::recompute_core(const LayerContext& ctx, int slot, int B, int T) {
-  const size_t s = size_t(slot);
-  ctx.backend.attention_forward(y_[s], state_[s], qkv_out_[s], shape(B, T));
+  core_forward(ctx, size_t(slot), shape(B, T));
 }
 
 void SelfAttention::backward(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx,
@@ -45,8 +62,7 @@ void SelfAttention::backward(const LayerContext& ctx, int slot, const TensorView
   const int N = B * T;
   const StageScratch& sc = ctx.scratch;
   proj_.backward(ctx, sc.dy, dout, y_[s], N, sink);
-  ctx.backend.attention_backward(sc.dqkv, sc.dy, qkv_out_[s], y_[s], state_[s],
-                                 sc.attention_workspace, sh);
+  core_backward(ctx, s, sc.dqkv, sh);
   if (cos_) ctx.backend.rope_backward(sc.dqkv, cos_, sin_, sh);
   qkv_.backward(ctx, dx, sc.dqkv, x, N, sink);
 }
@@ -58,7 +74,7 @@ void SelfAttention::backward_input(const LayerContext& ctx, int slot, const Tens
   const int N = B * T;
   const StageScratch& sc = ctx.scratch;
   proj_.backward_input(ctx, sc.dy, dout, N);
-  ctx.backend.attention_backward(dqkv_[s], sc.dy, qkv_out_[s], y_[s], state_[s], sc.attention_workspace, sh);
+  core_backward(ctx, s, dqkv_[s], sh);
   if (cos_) ctx.backend.rope_backward(dqkv_[s], cos_, sin_, sh);
   qkv_.backward_input(ctx, dx, dqkv_[s], N);
 }

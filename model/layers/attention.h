@@ -21,9 +21,11 @@ namespace feast {
 class SelfAttention {
  public:
   // cos and sin: the rotary tables (maxT, hs/2), empty views for learned positions.
+  // ring_attention: the core runs as context parallelism's ring (model/context_parallel.h),
+  // keeping each row's log-sum-exp as its state.
   SelfAttention(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table, const TensorView& params,
                 const std::string& prefix, int tp, int max_batch, int max_seq, ActivationMemory& memory,
-                Recompute recompute, const TensorView& cos, const TensorView& sin);
+                Recompute recompute, const TensorView& cos, const TensorView& sin, bool ring_attention);
 
   // out (N, C) = attention(x) summed over the tensor-parallel group.
   void forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int B, int T);
@@ -43,6 +45,10 @@ class SelfAttention {
   AttentionShape shape(int B, int T) const { return {B, T, n_head_, n_kv_head_, head_dim_}; }
 
  private:
+  // The core: y and state of `slot` from its QKV output; its input gradient into dqkv.
+  void core_forward(const LayerContext& ctx, size_t slot, const AttentionShape& sh);
+  void core_backward(const LayerContext& ctx, size_t slot, const TensorView& dqkv, const AttentionShape& sh);
+
   int C_, n_head_, n_kv_head_, head_dim_;
   ColumnParallelLinear qkv_;
   RowParallelLinear proj_;

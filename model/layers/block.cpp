@@ -9,13 +9,13 @@ namespace feast {
 DecoderBlock::DecoderBlock(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table,
                            const TensorView& params, int layer, int tp, size_t region_rows, int max_batch,
                            int max_seq, ActivationMemory& memory, Recompute recompute, const TensorView& cos,
-                           const TensorView& sin)
+                           const TensorView& sin, bool ring_attention)
     : C_(config.n_embd),
       recompute_(recompute),
       ln1_(arch.norm, float(config.norm_eps), table, params, "layers." + std::to_string(layer) + ".ln_1", C_,
            region_rows, memory, recompute != Recompute::kFull),
       attn_(config, arch, table, params, "layers." + std::to_string(layer) + ".", tp, max_batch, max_seq, memory,
-            recompute, cos, sin),
+            recompute, cos, sin, ring_attention),
       ln2_(arch.norm, float(config.norm_eps), table, params, "layers." + std::to_string(layer) + ".ln_2", C_,
            region_rows, memory, recompute != Recompute::kFull),
       mlp_(config, arch, table, params, "layers." + std::to_string(layer) + ".", tp,

@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "model/gradient_sink.h"
 #include "model/parameters.h"
+#include "model/context_parallel.h"
 #include "model/tensor_parallel.h"
 
 namespace feast {
@@ -38,11 +39,14 @@ struct StageScratch {
   // backend as the weight. The weight gradient does not read the weight; only the input
   // gradient, which that pass discards, does, so the pass needs no parameter resident (ZeRO 3).
   TensorView norm_weight_stand_in;
+  // Context parallelism only: the attention ring's buffers.
+  RingScratch ring;
 };
 
 struct LayerContext {
   Backend& backend;
   TensorParallel& tp;
+  ContextParallel& cp;
   const StageScratch& scratch;
 };
 

@@ -168,6 +168,10 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
   const double tp = stage_.take_tp_comm_seconds();
   times_.tp_comm += tp;
   times_.compute -= tp;
+  const RingTraffic ring = stage_.take_ring_traffic();
+  times_.cp_comm += ring.wait_seconds;
+  times_.cp_bytes += ring.bytes_sent;
+  times_.compute -= ring.wait_seconds;
   return loss_sum;
 }
 
@@ -185,6 +189,7 @@ double PipelineExecutor::evaluate(int n, const BatchFill& fill) {
   }
   wait_send(act_sends_[0]);
   stage_.take_tp_comm_seconds();
+  stage_.take_ring_traffic();
   return loss_sum;
 }
 

@@ -82,6 +82,7 @@ struct Case {
   int recompute_layers = 0;
   bool offload = false;  // parallel.offload_optimizer
   bool sequence_parallel = false;
+  int cp = 1;  // parallel.cp
   int batch() const { return dp == 3 ? 12 : 8; }  // global batch in sequences (divisible by dp * mbs)
 };
 
@@ -94,6 +95,7 @@ std::string describe(const Case& c) {
     s += " recompute " + c.recompute + (c.recompute_layers ? " x" + std::to_string(c.recompute_layers) : "");
   if (c.offload) s += " offload";
   if (c.sequence_parallel) s += " sp";
+  if (c.cp > 1) s += " cp" + std::to_string(c.cp);
   return s;
 }
 
@@ -187,7 +189,8 @@ Outcome run_case(const Case& k, RunChecks& checks) {
   c.training.recompute_layers = k.recompute_layers;
   c.parallel.offload_optimizer = k.offload;
   c.parallel.sequence_parallel = k.sequence_parallel;
-  const ParallelLayout layout(k.tp, k.pp, k.dp, k.order);
+  c.parallel.cp = k.cp;
+  const ParallelLayout layout(k.tp, k.pp, k.dp, k.order, k.cp);
   Outcome out;
   TrainHooks hooks;
   hooks.after_step = [&](TrainingRun& run, const StepResult&) {
@@ -389,6 +392,27 @@ std::vector<Case> cases() {
   if (n == 4) out.push_back({"llama-L5", 1, 2, 2, 1, "zero-bubble", 2});
   if (n == 4) out.push_back(sp({"gpt2-v300", 2, 2, 1, 0, "zero-bubble", 2}));
   if (n == 8) out.push_back({"gpt2-L6", 1, 4, 2, 3, "zero-bubble", 1, "tp-dp-pp", {1, 2, 2, 1}});
+  // Context parallelism, both families (learned positions and rotary ones, grouped-query
+  // attention): cp 2 and 4 alone, with tp 2 (and sequence parallelism), with pp 2, with data
+  // parallelism and ZeRO (gradients summed over dp * cp), recomputation (the ring runs again),
+  // zero-bubble (the ring in the input-gradient half) and axis orders that name cp.
+  auto cp = [](Case k, int degree) {
+    k.cp = degree;
+    return k;
+  };
+  for (const char* family : {"gpt2", "llama"}) {
+    if (n == 2) out.push_back(cp({family, 1, 1, 1, 0, "1f1b", 2}, 2));
+    if (n == 4) out.push_back(cp({family, 1, 1, 1, 0, "1f1b", 1}, 4));
+    if (n == 4) out.push_back(cp({family, 2, 1, 1, 0, "1f1b", 2}, 2));
+    if (n == 4) out.push_back(cp({family, 1, 2, 1, 0, "1f1b", 1}, 2));
+    if (n == 8) out.push_back(cp({family, 2, 2, 1, 0, "1f1b", 1}, 2));
+    if (n == 8) out.push_back(cp(sp({family, 2, 1, 1, 0, "1f1b", 2}), 4));
+  }
+  if (n == 2) out.push_back(cp({"llama", 1, 1, 1, 0, "1f1b", 1, "tp-dp-pp", {}, "selective"}, 2));
+  if (n == 4) out.push_back(cp({"gpt2", 1, 1, 2, 2, "1f1b", 2, "cp-dp-pp-tp"}, 2));
+  if (n == 4) out.push_back(cp(sp({"llama-v300", 2, 1, 1, 0, "1f1b", 1, "tp-dp-pp", {}, "full"}), 2));
+  if (n == 8) out.push_back(cp({"llama", 1, 2, 2, 3, "zero-bubble", 1, "dp-cp-tp-pp"}, 2));
+  if (n == 8) out.push_back(cp(sp({"gpt2-L5", 2, 2, 1, 1, "gpipe", 2, "tp-cp-dp-pp", {}, "selective"}), 2));
   return out;
 }
 

@@ -1,0 +1,103 @@
+#include "model/context_parallel.h"
+
+#include "core/error.h"
+#include "core/timer.h"
+
+#include <algorithm>
+
+namespace feast {
+
+ContextParallel::ContextParallel(Communicator* group, int rank, int size) : group_(group), rank_(rank), size_(size) {
+  FEAST_CHECK(size >= 1 && rank >= 0 && rank < size, "context-parallel rank " << rank << " of " << size);
+  FEAST_CHECK(size == 1 || (group && group->size() == size && group->rank() == rank),
+              "the context-parallel group does not match rank " << rank << " of " << size);
+}
+
+int ContextParallel::position(int t, int T) const {
+  const int c = T / 2;  // this rank's tokens are two chunks of c
+  const std::array<int, 2> mine = chunks_of(rank_);
+  return mine[size_t(t / c)] * c + t % c;
+}
+
+void take_context_share(const int32_t* whole, int32_t* local, int B, int T_whole, int rank, int cp) {
+  FEAST_CHECK(T_whole % (2 * cp) == 0,
+              "a sequence of " << T_whole << " tokens does not split into " << 2 * cp << " equal chunks");
+  const int T = T_whole / cp, c = T / 2;
+  const int mine[2] = {rank, 2 * cp - 1 - rank};
+  for (int b = 0; b < B; ++b)
+    for (int half = 0; half < 2; ++half) {
+      const int32_t* from = whole + size_t(b) * T_whole + size_t(mine[half]) * c;
+      std::copy(from, from + c, local + size_t(b) * T + size_t(half) * c);
+    }
+}
+
+RingBlock ContextParallel::block(const AttentionShape& s, int step) const {
+  // At step k a rank computes with the keys and values of group rank r - k (they came round).
+  const int from = (rank_ - step + size_) % size_;
+  const std::array<int, 2> q = chunks_of(rank_), kv = chunks_of(from);
+  return RingBlock{s, {q[0], q[1]}, {kv[0], kv[1]}};
+}
+
+WorkHandle ContextParallel::pass_on(const TensorView& out, const TensorView& in, int tag) {
+  traffic_.bytes_sent += double(out.bytes());
+  return group_->sendrecv(out.data, out.numel, (rank_ + 1) % size_, tag, in.data, in.numel,
+                          (rank_ - 1 + size_) % size_, tag, out.dtype);
+}
+
+void ContextParallel::wait(WorkHandle& work) {
+  if (!work) return;
+  Timer t;
+  work->wait();
+  work.reset();
+  traffic_.wait_seconds += t.seconds();
+}
+
+void ContextParallel::attention_forward(Backend& backend, const RingScratch& ring, const TensorView& y,
+                                        const TensorView& lse, const TensorView& qkv, const AttentionShape& s) {
+  const size_t kv_numel = s.rows() * 2 * size_t(s.n_kv_head) * size_t(s.head_dim);
+  const TensorView kv[2] = {ring.kv[0].first(kv_numel), ring.kv[1].first(kv_numel)};
+  const TensorView acc = ring.acc.first(s.rows() * size_t(s.out_width()));
+  backend.ring_attention_pack(kv[0], qkv, s);
+  for (int step = 0; step < size_; ++step) {
+    // The next block travels while this one computes; it lands in the buffer the previous
+    // step computed with (its reads are queued before the receive).
+    WorkHandle next;
+    if (step + 1 < size_) next = pass_on(kv[step % 2], kv[(step + 1) % 2], step);
+    backend.ring_attention_forward(acc, lse, qkv, kv[step % 2], ring.workspace, block(s, step), step == 0);
+    wait(next);
+  }
+  backend.cast(y.first(acc.numel), acc);
+}
+
+void ContextParallel::attention_backward(Backend& backend, const RingScratch& ring, const TensorView& dqkv,
+                                         const TensorView& dy, const TensorView& y, const TensorView& lse,
+                                         const TensorView& qkv, const AttentionShape& s) {
+  const size_t kv_numel = s.rows() * 2 * size_t(s.n_kv_head) * size_t(s.head_dim);
+  const TensorView kv[2] = {ring.kv[0].first(kv_numel), ring.kv[1].first(kv_numel)};
+  const TensorView dkv[2] = {ring.dkv[0].first(kv_numel), ring.dkv[1].first(kv_numel)};
+  const TensorView dq = ring.acc.first(s.rows() * size_t(s.out_width()));
+  backend.ring_attention_pack(kv[0], qkv, s);
+  backend.zero(dq);
+  backend.zero(dkv[0]);
+  for (int step = 0; step < size_; ++step) {
+    // The block's keys and values go on ahead while their gradient here is computed; then the
+    // gradient follows them to the rank that computes with them next. The last step's pass
+    // brings each rank its own keys' and values' gradient, complete.
+    const int cur = step % 2, other = (step + 1) % 2;
+    WorkHandle next;
+    if (step + 1 < size_) next = pass_on(kv[cur], kv[other], 2 * step);
+    backend.ring_attention_backward(dq, dkv[cur], dy, y, lse, qkv, kv[cur], ring.workspace, block(s, step));
+    wait(next);
+    WorkHandle grad = pass_on(dkv[cur], dkv[other], 2 * step + 1);
+    wait(grad);
+  }
+  backend.ring_attention_unpack(dqkv, dq, dkv[size_ % 2], s);
+}
+
+RingTraffic ContextParallel::take_traffic() {
+  const RingTraffic t = traffic_;
+  traffic_ = {};
+  return t;
+}
+
+}  // namespace feast
