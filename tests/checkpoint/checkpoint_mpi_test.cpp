@@ -2,7 +2,8 @@
 //  - exact resume: 20 steps straight, and 10 steps + save + resume to 20, give bit-identical
 //    losses, weights and optimizer state (at tp2 pp2 dp2 ZeRO 2, and tp2 pp1 dp4 ZeRO 1);
 //  - resharding: a checkpoint saved at tp2 pp2 dp2 ZeRO 1 resumes at tp1 pp4 dp2, tp4 pp1 dp2,
-//    tp1 pp1 dp8 ZeRO 2 and on one rank, and one saved on one rank resumes at tp2 pp2 dp2; the
+//    tp1 pp1 dp8 ZeRO 2, with sequence or context parallelism, and on one rank; one saved on one
+//    rank, and one saved with context parallelism, resume at tp2 pp2 dp2; the
 //    resumed losses match the uninterrupted run within 1e-5 relative (GPT-2 and Llama);
 //  - a checkpoint of another model is refused with the list of differences;
 //  - truncated and bit-flipped checkpoints are detected, named, and auto-resume falls back to
@@ -246,6 +247,25 @@ TEST_P(Reshard, SavedAtOneLayoutResumesAtEveryOther) {
     c.parallel.sequence_parallel = true;
     const Outcome r = train_run(c);
     expect_losses_close(r.summary, straight.summary, 10, arch + " " + source.name() + " -> tp4 with sequence parallelism");
+  }
+  {
+    // Resumed with context parallelism: each rank a quarter of every sequence, the parameters
+    // replicated over dp x cp and ZeRO-sharded there.
+    const std::string dir = copy_checkpoint(file, arch + "_to_cp");
+    Config c = make_config(arch, Layout{2, 1, 1, 1}, dir);
+    c.parallel.cp = 4;
+    const Outcome r = train_run(c);
+    expect_losses_close(r.summary, straight.summary, 10, arch + " " + source.name() + " -> tp2 cp4");
+  }
+  {
+    // Saved with context parallelism (ZeRO 2 over dp x cp), resumed without.
+    const std::string cp_saved = fresh_dir(arch + "_cp_saved");
+    Config c = make_config(arch, Layout{1, 2, 2, 2}, cp_saved);
+    c.parallel.cp = 2;
+    c.training.exit_at_step = 10;
+    train_run(c);
+    const Outcome r = train_run(make_config(arch, source, cp_saved));
+    expect_losses_close(r.summary, straight.summary, 10, arch + " tp1 pp2 dp2 cp2 zero2 -> " + source.name());
   }
   {
     const std::string dir = copy_checkpoint(file, arch + "_to_one");

@@ -157,8 +157,8 @@ TEST(ParallelLayout, BadDegreesNameTheKey) {
 }
 
 TEST(ParallelLayout, BadOrdersNameTheKeyAndValue) {
-  for (const std::string order : {"tp-pp", "tp-dp-dp", "tp-dp-pp-", "TP-dp-pp", "tp_dp_pp", "",
-                                  "tp-dp-xx", "tp-dp-pp-tp", "tpdppp", "tp--dp-pp"}) {
+  for (const std::string order : {"tp-pp", "tp-dp-dp", "tp-dp-pp-", "TP-dp-pp", "tp_dp_pp", "", "tp-dp-xx",
+                                  "tp-dp-pp-tp", "tpdppp", "tp--dp-pp", "tp-cp-dp", "tp-cp-dp-pp-cp", "tp-cp-dp-pp-"}) {
     SCOPED_TRACE(order);
     expect_config_error(1, 1, 1, order, "parallel.order = \"" + order + "\"");
   }
@@ -171,7 +171,68 @@ TEST(ParallelLayout, BadOrderMessageSaysWhatIsExpected) {
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(),
                  "parallel.order = \"tp-pp\" is not a permutation of tp, dp, pp written like "
-                 "\"tp-dp-pp\"");
+                 "\"tp-dp-pp\" (or of tp, cp, dp, pp like \"tp-cp-dp-pp\")");
+  }
+}
+
+// The context-parallel axis: every order of four axes, and orders of three with cp placed just
+// outside tp; cp groups partition the world along cp, and the data-parallel group holds the
+// ranks of every dp and cp coordinate with this rank's tp and pp (the ranks with its parameters),
+// at position dp * cp_degree + cp.
+TEST(ParallelLayout, ContextParallelAxis) {
+  std::vector<std::string> orders = kOrders;
+  std::vector<std::string> axes = {"cp", "dp", "pp", "tp"};
+  do orders.push_back(axes[0] + "-" + axes[1] + "-" + axes[2] + "-" + axes[3]);
+  while (std::next_permutation(axes.begin(), axes.end()));
+  for (int tp : {1, 2})
+    for (int pp : {1, 2})
+      for (int dp : {1, 3})
+        for (int cp : {2, 3})
+          for (const std::string& order : orders) {
+            SCOPED_TRACE("tp=" + std::to_string(tp) + " pp=" + std::to_string(pp) + " dp=" + std::to_string(dp) +
+                         " cp=" + std::to_string(cp) + " order=" + order);
+            const ParallelLayout l(tp, pp, dp, order, cp);
+            ASSERT_EQ(l.world_size(), tp * pp * dp * cp);
+            EXPECT_EQ(l.replicas(), dp * cp);
+            std::set<std::vector<int>> seen;
+            for (int r = 0; r < l.world_size(); ++r) {
+              const RankCoord c = l.coord(r);
+              EXPECT_EQ(l.rank_of(c), r);
+              seen.insert({c.tp, c.pp, c.dp, c.cp});
+            }
+            EXPECT_EQ(int(seen.size()), l.world_size());
+            check_partition(l, &ParallelLayout::cp_group, &RankCoord::cp, cp);
+            std::vector<int> times_seen(size_t(l.world_size()), 0);
+            for (int r = 0; r < l.world_size(); ++r) {
+              const RankCoord c = l.coord(r);
+              const std::vector<int> g = l.dp_group(r);
+              ASSERT_EQ(int(g.size()), dp * cp);
+              EXPECT_EQ(g[size_t(l.replica_index(c))], r);
+              for (size_t i = 0; i < g.size(); ++i) {
+                const RankCoord m = l.coord(g[i]);
+                EXPECT_TRUE(m.tp == c.tp && m.pp == c.pp);
+                EXPECT_EQ(l.replica_index(m), int(i));
+              }
+              for (int m : l.cp_group(r)) EXPECT_TRUE(l.coord(m).tp == c.tp && l.coord(m).pp == c.pp && l.coord(m).dp == c.dp);
+              if (g[0] == r)
+                for (int m : g) ++times_seen[size_t(m)];
+            }
+            for (int seen_times : times_seen) EXPECT_EQ(seen_times, 1);
+          }
+  // A three-axis order puts cp just outside tp, and says so.
+  const ParallelLayout l(2, 2, 2, "tp-dp-pp", 2);
+  EXPECT_EQ(l.order(), "tp-cp-dp-pp");
+  EXPECT_EQ(l.cp_group(0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(l.dp_group(0), (std::vector<int>{0, 2, 4, 6}));  // (dp 0, cp 0), (0, 1), (1, 0), (1, 1)
+  EXPECT_EQ(ParallelLayout(2, 2, 2, "tp-dp-pp").order(), "tp-dp-pp");
+}
+
+TEST(ParallelLayout, BadContextParallelDegreeNamesTheKey) {
+  try {
+    ParallelLayout(1, 1, 1, "tp-dp-pp", 0);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.cp = 0"), std::string::npos) << e.what();
   }
 }
 

@@ -234,6 +234,16 @@ TEST(ConfigErrors, CrossKeyChecksNameBothKeys) {
        "demo.toml:2: parallel.schedule = \"zero-bubble\" runs each block's weight gradients after its input "
        "gradients, from what its forward kept, but training.recompute = \"full\" (demo.toml:4) keeps less; use "
        "parallel.schedule = \"1f1b\" with recomputation, or training.recompute = \"none\" with zero-bubble"},
+      {"[parallel]\ncp = 3\n[training]\nseq_len = 64\n",
+       "demo.toml:2: parallel.cp = 3 splits each sequence into 2 * cp = 6 equal chunks, which does not divide "
+       "training.seq_len = 64 (demo.toml:4); choose a seq_len that 2 * cp divides, or another parallel.cp"},
+      {"[parallel]\ntp = 4\ncp = 4\nsequence_parallel = true\n[training]\nseq_len = 8\n",
+       "demo.toml:4: parallel.sequence_parallel = true splits each context-parallel rank's share of a sequence "
+       "over parallel.tp = 4 ranks (demo.toml:2), which does not divide training.seq_len / parallel.cp = 2 "
+       "(demo.toml:6); choose a seq_len that tp * cp divides, or remove parallel.sequence_parallel"},
+      {"[parallel]\ncp = 2\ndp_sync = \"parameter-server\"\nzero_stage = 0\n",
+       "demo.toml:2: parallel.cp = 2 needs parallel.dp_sync = \"allreduce\" (demo.toml:3): the parameter "
+       "server serves data-parallel replicas only; set parallel.cp = 1 or parallel.dp_sync = \"allreduce\""},
       {"[training]\nlr = 1e-4\nmin_lr = 1e-3\n",
        "demo.toml:3: training.min_lr = 0.001 must be <= training.lr = 1e-4 (demo.toml:2)"},
   };
