@@ -54,6 +54,7 @@ void ContextParallel::wait(WorkHandle& work) {
 
 void ContextParallel::attention_forward(Backend& backend, const RingScratch& ring, const TensorView& y,
                                         const TensorView& lse, const TensorView& qkv, const AttentionShape& s) {
+  const Timer span;
   const size_t kv_numel = s.rows() * 2 * size_t(s.n_kv_head) * size_t(s.head_dim);
   const TensorView kv[2] = {ring.kv[0].first(kv_numel), ring.kv[1].first(kv_numel)};
   const TensorView acc = ring.acc.first(s.rows() * size_t(s.out_width()));
@@ -67,11 +68,13 @@ void ContextParallel::attention_forward(Backend& backend, const RingScratch& rin
     wait(next);
   }
   backend.cast(y.first(acc.numel), acc);
+  traffic_.seconds += span.seconds();
 }
 
 void ContextParallel::attention_backward(Backend& backend, const RingScratch& ring, const TensorView& dqkv,
                                          const TensorView& dy, const TensorView& y, const TensorView& lse,
                                          const TensorView& qkv, const AttentionShape& s) {
+  const Timer span;
   const size_t kv_numel = s.rows() * 2 * size_t(s.n_kv_head) * size_t(s.head_dim);
   const TensorView kv[2] = {ring.kv[0].first(kv_numel), ring.kv[1].first(kv_numel)};
   const TensorView dkv[2] = {ring.dkv[0].first(kv_numel), ring.dkv[1].first(kv_numel)};
@@ -92,6 +95,7 @@ void ContextParallel::attention_backward(Backend& backend, const RingScratch& ri
     wait(grad);
   }
   backend.ring_attention_unpack(dqkv, dq, dkv[size_ % 2], s);
+  traffic_.seconds += span.seconds();
 }
 
 RingTraffic ContextParallel::take_traffic() {

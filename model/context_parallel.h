@@ -33,7 +33,8 @@ struct RingScratch {
 
 // What the ring moved and waited for since the last take.
 struct RingTraffic {
-  double wait_seconds = 0;  // blocked on a transfer the block computations did not hide
+  double seconds = 0;       // in the ring's attention: block computations, transfers and waits
+  double wait_seconds = 0;  // of which blocked on a transfer the block computations did not hide
   double bytes_sent = 0;
 };
 

@@ -45,6 +45,7 @@ void write_tensorboard(TensorBoardWriter& tb, const StepMetrics& m) {
       {"train/grad_norm", m.grad_norm}, {"train/tokens_per_s", m.tokens_per_s},
       {"train/mfu", m.mfu},            {"time/step_s", s.total},
       {"time/compute_s", s.compute},   {"time/tp_comm_s", s.tp_comm},
+      {"time/cp_comm_s", s.cp_comm},
       {"time/pp_idle_s", s.pp_idle},   {"time/dp_comm_s", s.dp_comm},
       {"time/optimizer_s", s.optimizer}, {"time/data_s", s.data},
       {"time/other_s", s.other},       {"time/dp_reduce_s", s.dp_reduce},
@@ -118,6 +119,7 @@ TrainSummary train_in(const Config& config, const LayoutPlan& plan, std::unique_
   facts.tp = run.plan().layout.tp();
   facts.pp = run.plan().layout.pp();
   facts.dp = run.plan().layout.dp();
+  facts.cp = run.plan().layout.cp();
   facts.micro_batches = run.plan().micro_batches;
   facts.schedule = run.plan().schedule;
   facts.tokens_per_step = run.tokens_per_step();

@@ -23,7 +23,7 @@ import json, sys, glob
 d, tp, pp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 offloaded = d.endswith("offload")
 dp = int(sys.argv[4]) // (tp * pp)
-parts = ["compute_s", "tp_comm_s", "pp_idle_s", "dp_comm_s", "optimizer_s", "data_s", "other_s"]
+parts = ["compute_s", "tp_comm_s", "cp_comm_s", "pp_idle_s", "dp_comm_s", "optimizer_s", "data_s", "other_s"]
 lines = [json.loads(l) for l in open(d + "/metrics.jsonl")]
 assert len(lines) == 4, len(lines)
 for m in lines:
@@ -59,6 +59,7 @@ run pp2 2 1 2 --set logging.quiet=true
 run dp2 2 1 1 --set logging.tensorboard=false
 run one 1 1 1 --set logging.interval=2
 run offload 2 1 1 --set parallel.offload_optimizer=true --set parallel.zero_stage=2
+run cp2 4 2 1 --set parallel.cp=2
 
 # A sparse parameter server reports its bytes next to the dense exchange's, in summary.json and
 # in the printed summary.
@@ -83,6 +84,13 @@ grep -q "gradient reductions" "$work/pp2.out" && fail "gradient reductions line 
 grep -q "^optimizer offload: the host updated for .* ms per step and waited .* ms for gradients" "$work/offload.out" ||
   fail "no optimizer offload line"
 grep -q "optimizer offload" "$work/dp2.out" && fail "optimizer offload line without offload"
+# Context parallelism: the ring's waits are a part of the step, its bytes and time a line.
+grep -q "^time per step .* | tp-comm .* | cp-comm .*% | pp-idle" "$work/cp2.out" || fail "no cp-comm part at cp 2"
+grep -q "^context-parallel ring: .* MiB sent per rank per step; attention on the ring .* ms per step" \
+  "$work/cp2.out" || fail "no context-parallel ring line at cp 2"
+grep -q "cp-comm\|context-parallel ring" "$work/tp2pp2dp2.out" && fail "context-parallel lines without cp"
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["cp"] == 2 and s["time_split"]["cp_comm_s"] >= 0, s' \
+  "$work/cp2/summary.json" || fail "cp2: summary.json lacks cp"
 grep -q "^time per step (mean of 3 steps" "$work/pp2.out" || fail "quiet run has no summary"
 [[ $(grep -c "^step " "$work/pp2.out") -eq 2 ]] || fail "logging.quiet printed step lines other than the 2 evaluations"
 [[ ! -e "$work/dp2/tensorboard" ]] || fail "logging.tensorboard = false wrote event files"

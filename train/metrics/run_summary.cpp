@@ -12,12 +12,12 @@
 namespace feast {
 
 double TimeSplit::efficiency() const {
-  const double busy = compute + tp_comm + pp_idle + dp_comm;
+  const double busy = compute + tp_comm + cp_comm + pp_idle + dp_comm;
   return busy > 0 ? compute / busy : 0.0;
 }
 
 double TimeSplit::pipeline_idle_fraction() const {
-  const double span = compute + tp_comm + pp_idle + data;
+  const double span = compute + tp_comm + cp_comm + pp_idle + data;
   return span > 0 ? pp_idle / span : 0.0;
 }
 
@@ -39,6 +39,7 @@ TimeSplit split_of(const StepTiming& t) {
   TimeSplit s;
   s.compute = t.stage.compute;
   s.tp_comm = t.stage.tp_comm;
+  s.cp_comm = t.stage.cp_comm;
   s.pp_idle = t.stage.pp_wait + t.stage.send_wait;
   s.dp_comm = t.dp_comm;
   s.optimizer = t.optimizer;
@@ -46,14 +47,17 @@ TimeSplit split_of(const StepTiming& t) {
   s.total = t.total;
   // Every timed part is a disjoint piece of the step, so the rest is what no timer saw; a
   // rounding below zero is no time at all.
-  s.other = std::max(0.0, s.total - (s.compute + s.tp_comm + s.pp_idle + s.dp_comm + s.optimizer + s.data));
-  s.total = s.compute + s.tp_comm + s.pp_idle + s.dp_comm + s.optimizer + s.data + s.other;
+  s.other =
+      std::max(0.0, s.total - (s.compute + s.tp_comm + s.cp_comm + s.pp_idle + s.dp_comm + s.optimizer + s.data));
+  s.total = s.compute + s.tp_comm + s.cp_comm + s.pp_idle + s.dp_comm + s.optimizer + s.data + s.other;
   s.dp_reduce = t.dp_reduce.in_flight;
   s.dp_reduce_exposed = t.dp_reduce.exposed;
   s.dp_gather = t.dp_gather.in_flight;
   s.dp_gather_exposed = t.dp_gather.exposed;
   s.offload_update = t.offload.update;
   s.offload_wait = t.offload.waited;
+  s.cp_ring = t.stage.cp_ring;
+  s.cp_bytes = t.stage.cp_bytes;
   return s;
 }
 
@@ -84,8 +88,9 @@ TimeSplit RunStatistics::mean() const {
 }
 
 nlohmann::json split_json(const TimeSplit& s) {
-  return {{"compute_s", s.compute},     {"tp_comm_s", s.tp_comm}, {"pp_idle_s", s.pp_idle}, {"dp_comm_s", s.dp_comm},
-          {"optimizer_s", s.optimizer}, {"data_s", s.data},       {"other_s", s.other}};
+  return {{"compute_s", s.compute},     {"tp_comm_s", s.tp_comm}, {"cp_comm_s", s.cp_comm},
+          {"pp_idle_s", s.pp_idle},     {"dp_comm_s", s.dp_comm}, {"optimizer_s", s.optimizer},
+          {"data_s", s.data},           {"other_s", s.other}};
 }
 
 nlohmann::json reduction_json(const TimeSplit& s) {
@@ -109,8 +114,10 @@ std::string summary_json(const RunFacts& f, const RunOutcome& o) {
       {"tp", f.tp},
       {"pp", f.pp},
       {"dp", f.dp},
-      // In use: one replica has nothing to shard, so dp 1 runs ZeRO 0 whatever was configured.
-      {"zero_stage", f.dp == 1 ? 0 : c.parallel.zero_stage},
+      {"cp", f.cp},
+      // In use: one replica has nothing to shard, so dp 1 (and cp 1) runs ZeRO 0 whatever was
+      // configured.
+      {"zero_stage", f.dp * f.cp == 1 ? 0 : c.parallel.zero_stage},
       {"dp_sync", c.parallel.dp_sync},
       {"schedule", c.parallel.schedule},
       {"micro_batch_size", c.parallel.micro_batch_size},
@@ -177,11 +184,21 @@ std::vector<std::string> format_summary(const RunFacts& f, const RunOutcome& o) 
   if (o.measured_steps == 0 || s.total <= 0) return lines;
   char buf[256];
   auto pct = [&](double part) { return 100.0 * part / s.total; };
+  char cp_part[32] = "";  // only where context parallelism runs its ring
+  if (f.cp > 1) std::snprintf(cp_part, sizeof cp_part, "cp-comm %.1f%% | ", pct(s.cp_comm));
   std::snprintf(buf, sizeof buf, "time per step (mean of %s, ranks averaged): %.1f ms = compute %.1f%% | tp-comm %.1f%% | "
-                "pp-idle %.1f%% | dp-comm %.1f%% | optimizer %.1f%% | data %.1f%% | other %.1f%%",
-                count_of(o.measured_steps, "step").c_str(), s.total * 1e3, pct(s.compute), pct(s.tp_comm),
+                "%spp-idle %.1f%% | dp-comm %.1f%% | optimizer %.1f%% | data %.1f%% | other %.1f%%",
+                count_of(o.measured_steps, "step").c_str(), s.total * 1e3, pct(s.compute), pct(s.tp_comm), cp_part,
                 pct(s.pp_idle), pct(s.dp_comm), pct(s.optimizer), pct(s.data), pct(s.other));
   lines.push_back(buf);
+  if (f.cp > 1 && s.cp_ring > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "context-parallel ring: %s MiB sent per rank per step; attention on the ring %.1f ms per step, "
+                  "%.1f ms of it waiting for key/value blocks (%.0f%%; the rest block computations the transfers "
+                  "ran beside)",
+                  mib(s.cp_bytes).c_str(), s.cp_ring * 1e3, s.cp_comm * 1e3, 100.0 * s.cp_comm / s.cp_ring);
+    lines.push_back(buf);
+  }
   if (f.pp > 1) {
     std::snprintf(buf, sizeof buf,
                   "pipeline idle: measured %.1f%% of the schedule's span (compute, tp-comm, data and idle), "

@@ -1,5 +1,5 @@
 // What each step cost and why, for metrics.jsonl, TensorBoard and the end-of-run summary: a
-// step's time split into compute, tensor-parallel communication, pipeline idle, exposed
+// step's time split into compute, tensor- and context-parallel communication, pipeline idle, exposed
 // data-parallel communication, optimizer, data loading and the rest (averaged over ranks, so
 // the parts add up to the step), its MFU, and over the run the measured pipeline idle next to
 // the formula (p - 1) / (m + p - 1), the scaling efficiency E = compute / (compute + exposed
@@ -26,6 +26,7 @@ namespace feast {
 struct TimeSplit {
   double compute = 0;    // forward and backward arithmetic
   double tp_comm = 0;    // tensor-parallel all-reduces inside forward and backward
+  double cp_comm = 0;    // context parallelism's ring: waiting for key/value blocks not yet arrived
   double pp_idle = 0;    // waiting on a neighbour stage: the bubble plus transfers
   double dp_comm = 0;    // data-parallel reductions and gathers not hidden behind the backward
   double optimizer = 0;  // norm, clipping and the AdamW update
@@ -40,6 +41,9 @@ struct TimeSplit {
   // Offloaded optimizer (parts of `optimizer`): the host's update, and its waits for gradients
   // to arrive from the device.
   double offload_update = 0, offload_wait = 0;
+  // Context parallelism: the attention cores' time on the ring (its blocks, transfers and the
+  // cp_comm waits) and the bytes the rank sent round it.
+  double cp_ring = 0, cp_bytes = 0;
   // E: the share of compute in compute plus exposed communication and idle.
   double efficiency() const;
   // The pipeline's share of idle over the span the schedule runs (compute, tensor-parallel
@@ -50,11 +54,12 @@ struct TimeSplit {
   // Every figure above, in one order: what is added, scaled and averaged over ranks field by
   // field (one list, so a new figure cannot be left out of one of them).
   static constexpr std::array kMembers = {
-      &TimeSplit::compute,        &TimeSplit::tp_comm,   &TimeSplit::pp_idle,
-      &TimeSplit::dp_comm,        &TimeSplit::optimizer, &TimeSplit::data,
-      &TimeSplit::other,          &TimeSplit::total,     &TimeSplit::dp_reduce,
-      &TimeSplit::dp_reduce_exposed, &TimeSplit::dp_gather, &TimeSplit::dp_gather_exposed,
-      &TimeSplit::offload_update, &TimeSplit::offload_wait};
+      &TimeSplit::compute,        &TimeSplit::tp_comm,   &TimeSplit::cp_comm,
+      &TimeSplit::pp_idle,        &TimeSplit::dp_comm,   &TimeSplit::optimizer,
+      &TimeSplit::data,           &TimeSplit::other,     &TimeSplit::total,
+      &TimeSplit::dp_reduce,      &TimeSplit::dp_reduce_exposed, &TimeSplit::dp_gather,
+      &TimeSplit::dp_gather_exposed, &TimeSplit::offload_update, &TimeSplit::offload_wait,
+      &TimeSplit::cp_ring,        &TimeSplit::cp_bytes};
   static constexpr size_t kFields = kMembers.size();
 };
 
@@ -81,7 +86,7 @@ class RunStatistics {
 struct RunFacts {
   const Config* config = nullptr;
   std::string config_path;
-  int world_size = 1, tp = 1, pp = 1, dp = 1, micro_batches = 1;
+  int world_size = 1, tp = 1, pp = 1, dp = 1, cp = 1, micro_batches = 1;
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
   int64_t tokens_per_step = 0;
   double parameters = 0;       // N of model/flop_count.h
