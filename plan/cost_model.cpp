@@ -65,9 +65,10 @@ std::vector<GradRange> stage_gradient_ranges(const LocalTable& table, const Stag
   return out;
 }
 
-// ZeRO as GradientSync applies it: with one data-parallel rank there is nothing to shard.
+// ZeRO as GradientSync applies it: with one rank holding the parameters (dp * cp = 1) there is
+// nothing to shard.
 int effective_zero_stage(const Config& config, const LayoutPlan& plan) {
-  return plan.layout.dp() == 1 ? 0 : config.parallel.zero_stage;
+  return plan.layout.replicas() == 1 ? 0 : config.parallel.zero_stage;
 }
 
 
@@ -87,7 +88,7 @@ double block_parameters(const ParamTable& logical) {
 }
 
 PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const ParamTable& logical,
-                        const StageSpec& spec, int stage, int dp_rank, const MemoryOptions& o) {
+                        const StageSpec& spec, int stage, int replica, const MemoryOptions& o) {
   const ModelConfig& mc = config.model;
   const DecoderArch arch = decoder_arch(mc);
   const LocalTable table(logical, spec);
@@ -97,7 +98,8 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   mem.parameters = double(n) * e;
 
   // Gradients: float32 whatever the compute type (GradientSync allocates kFloat32).
-  const int dp = plan.layout.dp(), zero = effective_zero_stage(config, plan);
+  // The ranks holding these parameters: data-parallel replicas, and context-parallel ranks in each.
+  const int dp = plan.layout.replicas(), zero = effective_zero_stage(config, plan), dp_rank = replica;
   const size_t shard = shard_range(n, dp, dp_rank).size();
   const bool server = config.parallel.dp_sync == "parameter-server";
   // ZeRO 3: the pages ShardedParameters holds at most (its shard, two steps' units).
@@ -132,7 +134,9 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   }
 
   // Activations: what DecoderStage and its layers allocate per slot, and the scratch they share.
-  const int B = config.parallel.micro_batch_size, T = config.training.seq_len, t = plan.layout.tp();
+  // Under context parallelism a stage holds its T / cp tokens of each sequence.
+  const int cp = plan.layout.cp();
+  const int B = config.parallel.micro_batch_size, T = config.training.seq_len / cp, t = plan.layout.tp();
   const int slots = PipelineExecutor::slots_needed(plan.schedule, plan.layout.pp(), stage, plan.micro_batches);
   const double rows = double(B) * T, C = mc.n_embd, hs = mc.head_dim();
   const double NHl = mc.n_head / t, NKVl = mc.kv_heads() / t, Il = mc.mlp_width() / t;
@@ -141,8 +145,20 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   // The attention's saved state: the CPU keeps the softmax probabilities (B, NH, T, T); a fused
   // GPU kernel keeps one log-sum-exp per row (B, NH, T). The CPU backward's scratch is T x T per
   // thread; a fused kernel needs none.
-  const double att_state = o.gpu ? double(B) * NHl * T * f32 : double(B) * NHl * T * T * f32;
-  const double att_work = o.gpu ? 0.0 : double(o.threads) * T * T * e;
+  // The ring of context parallelism keeps the log-sum-exp on every backend, and its own scratch:
+  // two key/value blocks (one computing, one arriving), two float32 gradients of them, a float32
+  // output accumulator and the block kernels' workspace (the CPU's: two (c, 2c) matrices, a
+  // block output and c log-sum-exps per thread, c = T/2; a GPU's: B NH T floats).
+  const bool ring = cp > 1;
+  const double att_state = o.gpu || ring ? double(B) * NHl * T * f32 : double(B) * NHl * T * T * f32;
+  const double att_work = o.gpu || ring ? 0.0 : double(o.threads) * T * T * e;
+  const double c_half = T / 2.0, kv_w = 2 * NKVl * hs;
+  const double ring_scratch =
+      !ring || spec.num_layers == 0
+          ? 0.0
+          : 2 * rows * kv_w * e + 2 * rows * kv_w * f32 + rows * NHl * hs * f32 +
+                (o.gpu ? double(B) * NHl * T * f32
+                       : double(o.threads) * (2 * c_half * T + c_half * hs + c_half) * f32);
   // Sequence parallelism (model/tensor_parallel.h): the norms, the residual sums and the
   // stage's input hold rows / tp; the products' side keeps its tp-split widths over all rows.
   const bool sp = config.parallel.sequence_parallel && t > 1;
@@ -178,13 +194,16 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
                          (arch.mlp == MlpKind::kSwiGlu ? rows * Il * e : 0.0) + 3 * rows * f32 + att_work +
                          (sp ? 2 * rows * C * e : 0.0) + (sp || split ? 2 * C * f32 : 0.0) +
                          (split && !spec.has_embedding ? region * C * e : 0.0) +  // the arrival buffer
-                         (split ? C * e : 0.0);  // the norms' stand-in weight
+                         (split ? C * e : 0.0) +  // the norms' stand-in weight
+                         ring_scratch;
   mem.activations = slots * per_slot + recompute_set;
   mem.workspace = scratch;
   mem.activations_per_micro_batch = per_slot;
 
-  // Rotary tables (max_seq_len, hs/2) twice, float32.
-  if (!arch.learned_positions && spec.num_layers > 0) mem.buffers = 2.0 * mc.max_seq_len * (hs / 2) * f32;
+  // Rotary tables (max_seq_len, hs/2) twice, float32; under context parallelism the rows of the
+  // stage's T positions.
+  if (!arch.learned_positions && spec.num_layers > 0)
+    mem.buffers = 2.0 * (ring ? T : mc.max_seq_len) * (hs / 2) * f32;
   return mem;
 }
 
@@ -234,7 +253,7 @@ std::string to_string(PlanDType dtype) { return dtype == PlanDType::kFp32 ? "fp3
 PlannedMemory rank_memory(const Config& config, const LayoutPlan& plan, int rank, const MemoryOptions& options) {
   const ParamTable logical = decoder_param_table(config.model);
   const RankCoord c = plan.layout.coord(rank);
-  return memory_of(config, plan, logical, plan.stage_of(rank), c.pp, c.dp, options);
+  return memory_of(config, plan, logical, plan.stage_of(rank), c.pp, plan.layout.replica_index(c), options);
 }
 
 double ring_allreduce_seconds(double bytes, int n, const Link& link) {
@@ -293,6 +312,7 @@ Config config_for_layout(const Config& config, const LayoutChoice& choice, int64
   c.parallel.tp = choice.tp;
   c.parallel.pp = choice.pp;
   c.parallel.dp = choice.dp;
+  c.parallel.cp = 1;  // the search does not try context parallelism (docs/planner.md)
   c.parallel.zero_stage = choice.zero_stage;
   c.parallel.micro_batch_size = choice.micro_batch_size;
   c.parallel.num_micro_batches = choice.num_micro_batches;
@@ -304,7 +324,7 @@ Config config_for_layout(const Config& config, const LayoutChoice& choice, int64
   c.parallel.schedule = choice.schedule;
   if (int(c.parallel.stage_layers.size()) != choice.pp) c.parallel.stage_layers.clear();
   // plan_layout's messages say where a key was set: here, by the search.
-  for (const char* key : {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.zero_stage",
+  for (const char* key : {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.cp", "parallel.zero_stage",
                           "parallel.micro_batch_size", "parallel.num_micro_batches", "training.batch_size",
                           "training.recompute", "training.recompute_layers", "parallel.offload_optimizer",
                           "parallel.sequence_parallel", "parallel.schedule"})

@@ -5,7 +5,8 @@
 // SwiGLU, untied head), ZeRO 0/1/2/3 and the parameter server (dense and sparse), both schedules,
 // several micro-batches in flight, selective and full activation recomputation (of every block
 // and of the first block of each stage), with the activations one micro-batch keeps checked too,
-// and the optimizer offloaded to host memory (its host bytes checked too).
+// and the optimizer offloaded to host memory (its host bytes checked too); sequence and context
+// parallelism.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -37,6 +38,7 @@ struct Case {
   int recompute_layers = 0;
   bool offload = false;
   bool sequence_parallel = false;
+  int cp = 1;
 };
 
 Config case_config(const Case& k, const std::string& corpus) {
@@ -61,6 +63,7 @@ Config case_config(const Case& k, const std::string& corpus) {
   c.training.recompute_layers = k.recompute_layers;
   c.parallel.offload_optimizer = k.offload;
   c.parallel.sequence_parallel = k.sequence_parallel;
+  c.parallel.cp = k.cp;
   c.parallel.bucket_mb = 0.05;  // several buckets per stage, so ZeRO 2's staging slots are bucket-sized
   c.training.batch_size = 16;
   c.training.seq_len = 32;
@@ -75,7 +78,8 @@ std::string label(const Case& k, int micro_batches) {
          (k.schedule != "1f1b" ? " " + k.schedule : "") + (k.grad_reduce_dtype == "bf16" ? " bf16-grads" : "") +
          (k.recompute != "none" ? " rc-" + k.recompute + (k.recompute_layers ? std::to_string(k.recompute_layers) : "")
                                 : "") +
-         (k.offload ? " offload" : "") + (k.sequence_parallel ? " sp" : "");
+         (k.offload ? " offload" : "") + (k.sequence_parallel ? " sp" : "") +
+         (k.cp > 1 ? " cp" + std::to_string(k.cp) : "");
 }
 
 double relative_error(double planned, double real) {
@@ -143,6 +147,23 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
     z.sequence_parallel = true;
     cases.push_back(z);
     cases.push_back({arch, 1, 2, 2, 2, "zero-bubble"});
+  }
+  // Context parallelism: each rank's share of the sequence, the log-sum-exp as the attention's
+  // state, the ring's buffers; ZeRO sharded over dp x cp; with tp, sp, pp and recomputation.
+  for (const char* arch : {"gpt2", "llama"}) {
+    Case a{arch, 1, 1, 1, 0};
+    a.cp = 4;
+    cases.push_back(a);
+    Case b{arch, 2, 1, 1, 0, "1f1b", 2, "allreduce", false, "fp32", "selective"};
+    b.cp = 2;
+    b.sequence_parallel = true;
+    cases.push_back(b);
+    Case c{arch, 1, 2, 1, 0, "zero-bubble"};
+    c.cp = 2;
+    cases.push_back(c);
+    Case d{arch, 1, 1, 2, 2, "1f1b", 2, "allreduce", false, "fp32", "full"};
+    d.cp = 2;
+    cases.push_back(d);
   }
   // Gradients travelling in bf16: the wire buffers count.
   for (int zero = 0; zero <= 2; ++zero) cases.push_back({"gpt2", 1, 1, 4, zero, "1f1b", 2, "allreduce", false, "bf16"});
