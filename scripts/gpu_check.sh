@@ -11,7 +11,8 @@
 #              initialisation and data: fp32 losses within 1e-4 relative, bf16 within 2e-2
 #   multirank  4 ranks sharing the GPU (tp 2 x pp 2, with and without sequence parallelism, and
 #              with the zero-bubble schedule in fp32; MPI with device buffers staged through host
-#              memory) against one rank on the GPU:
+#              memory) against one rank on the GPU; context parallelism (ring attention) at cp 2
+#              and tp 2 x cp 2 with sequence parallelism, GPT-2 and Llama:
 #              fp32 within 1e-4, bf16 within 2e-2; 8 ranks (tp 2 x pp 2 x dp 2: ZeRO 1 1F1B and ZeRO 2 GPipe in fp32, ZeRO 1 with bf16
 #              gradients in bf16) likewise, each with its gradient reductions' time in flight
 #              and the part exposed; 4 ranks at dp 4 with ZeRO 3 (parameter pages as CUDA
@@ -212,6 +213,23 @@ multirank() {
     --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batch_size=4 --set parallel.schedule=zero-bubble ||
     return 1
   losses_agree "$state/runs/gpt2-cuda-fp32" "$state/runs/gpt2-cuda-fp32-tp2pp2-zero-bubble" 1e-4 || ok=1
+  # Context parallelism: the ring's block kernels (ring_attention.cu) and key/value blocks passed
+  # between ranks, GPT-2 (learned positions) and Llama (rotary, grouped-query), at cp 2 alone and
+  # with tp 2 and sequence parallelism; the ring's bytes and waits from the summary.
+  local arch tol
+  for arch in gpt2 llama; do
+    for dtype in fp32 bf16; do
+      tol=$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)
+      [[ -f $state/runs/$arch-cuda-$dtype/summary.json ]] || gpu_run $arch $dtype "$arch-cuda-$dtype" || return 1
+      gpu_run $arch $dtype "$arch-cuda-$dtype-cp2" mpirun --oversubscribe --bind-to none -np 2 -- \
+        --set parallel.cp=2 || return 1
+      losses_agree "$state/runs/$arch-cuda-$dtype" "$state/runs/$arch-cuda-$dtype-cp2" "$tol" || ok=1
+      gpu_run $arch $dtype "$arch-cuda-$dtype-tp2cp2-sp" mpirun --oversubscribe --bind-to none -np 4 -- \
+        --set parallel.tp=2 --set parallel.cp=2 --set parallel.sequence_parallel=true || return 1
+      losses_agree "$state/runs/$arch-cuda-$dtype" "$state/runs/$arch-cuda-$dtype-tp2cp2-sp" "$tol" || ok=1
+      grep -h "^context-parallel ring" "$state/runs/$arch-cuda-$dtype-tp2cp2-sp/train.log" || ok=1
+    done
+  done
   # The equivalence grid's key layouts at 8 ranks (tp 2 x pp 2 x dp 2): ZeRO 1 with 1F1B and
   # ZeRO 2 with GPipe in fp32, and ZeRO 1 with bf16 compute and bf16 gradient traffic.
   local zero schedule grads name
