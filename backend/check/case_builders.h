@@ -36,6 +36,8 @@ OpCase matmul_backward_weight_rows_case(int N, int C, int OC);  // a middle chun
 // ---- attention and rotary embedding (cases_attention.cpp) --------------------------------------------
 OpCase attention_forward_case(const AttentionShape& a);
 OpCase attention_backward_case(const AttentionShape& a);
+// Context parallelism's ring at cp = 2 (a.T even: the rank's two chunks), as group rank `rank`.
+OpCase ring_attention_case(const AttentionShape& a, int rank);
 OpCase rope_forward_case(const AttentionShape& a);
 OpCase rope_backward_case(const AttentionShape& a);
 

@@ -7,6 +7,7 @@
 
 #include "backend/check/case_builders.h"
 #include "backend/cpu/attention.h"
+#include "backend/cpu/ring_attention.h"
 #include "backend/cpu/rope.h"
 
 namespace feast::check {
@@ -57,6 +58,56 @@ void attention_backward(CheckHarness& h, const AttentionShape& a) {
   h.compare("dqkv", dqkv, want);
 }
 
+// Ring attention (context parallelism) as rank `rank` of cp = 2 runs it: its queries (chunks
+// rank and 3 - rank of a sequence) against both ranks' key/value blocks in ring order, the second
+// merged into the first; then each block's backward from the reference's final log-sum-exp. The
+// running output, log-sum-exp, dq and both blocks' dkv (float32) against the same ops in float64.
+void ring_attention(CheckHarness& h, const AttentionShape& a, int rank) {
+  const size_t kv_numel = a.rows() * 2 * size_t(a.n_kv_head) * size_t(a.head_dim);
+  const size_t lse_numel = size_t(a.B) * size_t(a.n_head) * size_t(a.T);
+  const Operand qkv = h.activations(qkv_numel(a), 1.5), dy = h.activations(out_numel(a));
+  const Operand y = h.activations(out_numel(a));  // the final output the backward's D reads
+  const Operand kv[2] = {h.activations(kv_numel, 1.5), h.activations(kv_numel, 1.5)};
+  const Operand acc = h.upload(std::vector<double>(out_numel(a), 0.0), DType::kFloat32);
+  const Operand lse = h.upload(std::vector<double>(lse_numel, 0.0), DType::kFloat32);
+  const Tensor workspace = h.backend().allocate(DType::kFloat32, h.backend().ring_attention_workspace_size(a));
+  std::vector<double> want_out(out_numel(a)), want_lse(lse_numel);
+  std::vector<double> ws(cpu::ring_attention_workspace(a.T, a.head_dim, 1));
+  auto block = [&](int step) {
+    const int from = step == 0 ? rank : 1 - rank;
+    return RingBlock{a, {rank, 3 - rank}, {from, 3 - from}};
+  };
+  for (int step = 0; step < 2; ++step) {
+    const RingBlock b = block(step);
+    const Operand& k = kv[b.kv_chunks[0]];
+    h.backend().ring_attention_forward(acc.view(), lse.view(), qkv.view(), k.view(), workspace.view(), b, step == 0);
+    cpu::ring_attention_forward(want_out.data(), want_lse.data(), qkv.data(), k.data(), a.B, a.T, a.n_head,
+                                a.n_kv_head, a.head_dim, {b.q_chunks[0], b.q_chunks[1]},
+                                {b.kv_chunks[0], b.kv_chunks[1]}, step == 0, ws.data(), ws.size());
+  }
+  h.compare("out", acc, want_out);
+  h.compare("lse", lse, want_lse);
+  const Operand final_lse = h.upload(want_lse, DType::kFloat32);
+  const Operand dq = h.upload(std::vector<double>(out_numel(a), 0.0), DType::kFloat32);
+  const Operand dkv[2] = {h.upload(std::vector<double>(kv_numel, 0.0), DType::kFloat32),
+                          h.upload(std::vector<double>(kv_numel, 0.0), DType::kFloat32)};
+  std::vector<double> want_dq(out_numel(a), 0.0), want_dkv[2] = {std::vector<double>(kv_numel, 0.0),
+                                                                 std::vector<double>(kv_numel, 0.0)};
+  for (int step = 0; step < 2; ++step) {
+    const RingBlock b = block(step);
+    const int from = b.kv_chunks[0];
+    h.backend().ring_attention_backward(dq.view(), dkv[from].view(), dy.view(), y.view(), final_lse.view(), qkv.view(),
+                                        kv[from].view(), workspace.view(), b);
+    cpu::ring_attention_backward(want_dq.data(), want_dkv[from].data(), dy.data(), y.data(), final_lse.data(),
+                                 qkv.data(), kv[from].data(), a.B, a.T, a.n_head, a.n_kv_head, a.head_dim,
+                                 {b.q_chunks[0], b.q_chunks[1]}, {b.kv_chunks[0], b.kv_chunks[1]}, ws.data(),
+                                 ws.size());
+  }
+  h.compare("dq", dq, want_dq);
+  h.compare("dkv (own block)", dkv[rank], want_dkv[rank]);
+  h.compare("dkv (the other rank's)", dkv[1 - rank], want_dkv[1 - rank]);
+}
+
 // cos and sin (T + 3, hs/2) float32 for theta 10000: a table longer than the sequence, as in
 // training.
 struct RopeTables {
@@ -101,6 +152,10 @@ OpCase attention_forward_case(const AttentionShape& a) {
 OpCase attention_backward_case(const AttentionShape& a) {
   return {"attention_backward", heads_shape(a), HeldTo::kComputeDtype,
           [a](CheckHarness& h) { attention_backward(h, a); }};
+}
+OpCase ring_attention_case(const AttentionShape& a, int rank) {
+  return {"ring_attention", heads_shape(a) + " cp=2 rank=" + std::to_string(rank), HeldTo::kComputeDtype,
+          [a, rank](CheckHarness& h) { ring_attention(h, a, rank); }};
 }
 OpCase rope_forward_case(const AttentionShape& a) {
   return {"rope_forward", heads_shape(a), HeldTo::kComputeDtype, [a](CheckHarness& h) { rope_forward(h, a); }};

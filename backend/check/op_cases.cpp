@@ -57,6 +57,11 @@ std::vector<OpCase> make_cases() {
         add(attention_forward_case(AttentionShape{2, T, NH, NKV, hs}));
         add(attention_backward_case(AttentionShape{2, T, NH, NKV, hs}));
       }
+    // Context parallelism's ring: chunks of one and of 17 tokens, both ranks' views.
+    for (int rank : {0, 1}) {
+      add(ring_attention_case(AttentionShape{2, 2, 6, 2, hs}, rank));
+      add(ring_attention_case(AttentionShape{1, 34, 4, 4, hs}, rank));
+    }
     for (const AttentionShape& a : {AttentionShape{2, 17, 6, 2, hs}, AttentionShape{1, 67, 4, 4, hs}}) {
       add(rope_forward_case(a));
       add(rope_backward_case(a));
