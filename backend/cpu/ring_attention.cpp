@@ -22,6 +22,10 @@ Visibility visibility(int q_chunk, int kv_chunk) {
 struct HalfMask {
   Visibility half[2];
   bool any() const { return half[0] != Visibility::kNone || half[1] != Visibility::kNone; }
+  // The key rows [begin, end) of 2c that any query of the half may see: a half no query sees is
+  // left out of the products (the two halves are contiguous rows, so what remains is one range).
+  int begin(int c) const { return half[0] == Visibility::kNone ? c : 0; }
+  int end(int c) const { return half[1] == Visibility::kNone ? c : 2 * c; }
   // Whether query row i (of its half) sees key j (of all 2c key rows).
   bool sees(int i, int j, int c) const {
     const Visibility v = half[j / c];
@@ -79,21 +83,23 @@ void ring_attention_forward(F* out, F* lse, const F* qkv, const F* kv, int B, in
       const HalfMask mask = mask_of(qh == 0 ? q_chunks.first : q_chunks.second, kv_chunks);
       if (!mask.any()) continue;
       const F* q = qkv + (size_t(b) * Tn + row0) * W + h * hs;  // (c, hs), row stride W
-      gemm(false, true, c, Tn, hs, scale, q, W, k, KW, F(0), s, Tn);
+      // Scores over the visible key rows [j0, j1) only: s is (c, n), row stride n.
+      const int j0 = mask.begin(c), j1 = mask.end(c), n = j1 - j0;
+      gemm(false, true, c, n, hs, scale, q, W, k + size_t(j0) * KW, KW, F(0), s, n);
       for (int i = 0; i < c; ++i) {
-        F* row = s + size_t(i) * Tn;
+        F* row = s + size_t(i) * n;
         F mx = minus_inf;
-        for (int j = 0; j < Tn; ++j)
-          if (mask.sees(i, j, c)) mx = std::max(mx, row[j]);
+        for (int j = 0; j < n; ++j)
+          if (mask.sees(i, j0 + j, c)) mx = std::max(mx, row[j]);
         F sum = 0;
-        for (int j = 0; j < Tn; ++j) {
-          row[j] = mask.sees(i, j, c) ? std::exp(row[j] - mx) : F(0);
+        for (int j = 0; j < n; ++j) {
+          row[j] = mask.sees(i, j0 + j, c) ? std::exp(row[j] - mx) : F(0);
           sum += row[j];
         }
-        for (int j = 0; j < Tn; ++j) row[j] /= sum;
+        for (int j = 0; j < n; ++j) row[j] /= sum;
         block_lse[i] = mx + std::log(sum);
       }
-      gemm(false, false, c, hs, Tn, F(1), s, Tn, v, KW, F(0), o, hs);
+      gemm(false, false, c, hs, n, F(1), s, n, v + size_t(j0) * KW, KW, F(0), o, hs);
       // The online softmax's merge: both parts rescaled to the combined normaliser.
       for (int i = 0; i < c; ++i) {
         const F old = l[i], add = block_lse[i];
@@ -139,22 +145,25 @@ void ring_attention_backward(F* dq, F* dkv, const F* dout, const F* out, const F
         const F* y = out + (size_t(b) * Tn + row0) * C + h * hs;
         const F* l = lse + (size_t(b) * NH + h) * Tn + row0;
         F* dqh = dq + (size_t(b) * Tn + row0) * C + h * hs;
-        gemm(false, true, c, Tn, hs, scale, q, W, k, KW, F(0), p, Tn);
+        // Over the visible key rows [j0, j1) only: p and ds are (c, n), row stride n.
+        const int j0 = mask.begin(c), j1 = mask.end(c), n = j1 - j0;
+        const size_t kv0 = size_t(j0) * KW;
+        gemm(false, true, c, n, hs, scale, q, W, k + kv0, KW, F(0), p, n);
         for (int i = 0; i < c; ++i) {
-          F* row = p + size_t(i) * Tn;
-          for (int j = 0; j < Tn; ++j) row[j] = mask.sees(i, j, c) ? std::exp(row[j] - l[i]) : F(0);
+          F* row = p + size_t(i) * n;
+          for (int j = 0; j < n; ++j) row[j] = mask.sees(i, j0 + j, c) ? std::exp(row[j] - l[i]) : F(0);
         }
-        gemm(true, false, Tn, hs, c, F(1), p, Tn, dy, C, F(1), dv, KW);  // dv += p^T dy
-        gemm(false, true, c, Tn, hs, F(1), dy, C, v, KW, F(0), ds, Tn);  // dp = dy v^T
+        gemm(true, false, n, hs, c, F(1), p, n, dy, C, F(1), dv + kv0, KW);  // dv += p^T dy
+        gemm(false, true, c, n, hs, F(1), dy, C, v + kv0, KW, F(0), ds, n);  // dp = dy v^T
         for (int i = 0; i < c; ++i) {
           F dot = 0;  // sum_j p dp = dy . y, the final output's row
           for (int d = 0; d < hs; ++d) dot += dy[size_t(i) * C + d] * y[size_t(i) * C + d];
-          const F* prow = p + size_t(i) * Tn;
-          F* row = ds + size_t(i) * Tn;
-          for (int j = 0; j < Tn; ++j) row[j] = prow[j] * (row[j] - dot) * scale;
+          const F* prow = p + size_t(i) * n;
+          F* row = ds + size_t(i) * n;
+          for (int j = 0; j < n; ++j) row[j] = prow[j] * (row[j] - dot) * scale;
         }
-        gemm(false, false, c, hs, Tn, F(1), ds, Tn, k, KW, F(1), dqh, C);  // dq += ds k
-        gemm(true, false, Tn, hs, c, F(1), ds, Tn, q, W, F(1), dk, KW);    // dk += ds^T q
+        gemm(false, false, c, hs, n, F(1), ds, n, k + kv0, KW, F(1), dqh, C);  // dq += ds k
+        gemm(true, false, n, hs, c, F(1), ds, n, q, W, F(1), dk + kv0, KW);    // dk += ds^T q
       }
   }
 }
