@@ -165,6 +165,10 @@ std::optional<LayoutEstimate> print_plan(const Config& config, const PlanRequest
             formatted("%.3g", cl.intra_node.latency * 1e6) + " us per message; " + formatted("%.4g", cl.tflops) +
             " TFLOP/s achieved per GPU");
   if (!r.figures.empty()) log::info("figures: " + r.figures);
+  if (config.parallel.cp > 1)
+    log::info("context parallelism: parallel.cp = " + std::to_string(config.parallel.cp) +
+              " is not searched (its ring's time is not modelled yet): every layout below has cp = 1; "
+              "docs/planner.md");
   int valid = 0, fit = 0;
   for (const LayoutEstimate& l : layouts) {
     valid += l.valid ? 1 : 0;

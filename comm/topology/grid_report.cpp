@@ -101,8 +101,11 @@ std::string describe_grid(const ParallelLayout& layout, const std::vector<std::s
               "describe_grid: " << hosts.size() << " host names for " << n << " ranks");
   const bool brief = !every_rank && n > kEveryRankUpTo;
   std::ostringstream os;
+  const bool cp = layout.cp() > 1;
   os << "parallel grid: " << n << " ranks = tp " << layout.tp() << " x pp " << layout.pp() << " x dp "
-     << layout.dp() << " (order " << layout.order() << ", innermost first)\n";
+     << layout.dp();
+  if (cp) os << " x cp " << layout.cp();
+  os << " (order " << layout.order() << ", innermost first)\n";
   if (brief) {
     os << "  " << ranks_per_host(hosts);
   } else {
@@ -111,12 +114,16 @@ std::string describe_grid(const ParallelLayout& layout, const std::vector<std::s
       const RankCoord c = layout.coord(r);
       os << "  rank ";
       os.width(width);
-      os << r << ": tp " << c.tp << " pp " << c.pp << " dp " << c.dp << "  host " << hosts[size_t(r)] << "\n";
+      os << r << ": tp " << c.tp << " pp " << c.pp << " dp " << c.dp;
+      if (cp) os << " cp " << c.cp;
+      os << "  host " << hosts[size_t(r)] << "\n";
     }
   }
   os << list_groups("tensor-parallel groups", n, [&](int r) { return layout.tp_group(r); }, brief);
   os << list_groups("pipeline groups", n, [&](int r) { return layout.pp_group(r); }, brief);
-  os << list_groups("data-parallel groups", n, [&](int r) { return layout.dp_group(r); }, brief);
+  if (cp) os << list_groups("context-parallel groups", n, [&](int r) { return layout.cp_group(r); }, brief);
+  os << list_groups(cp ? "data-parallel groups (dp x cp: the ranks holding the same parameters)" : "data-parallel groups",
+                    n, [&](int r) { return layout.dp_group(r); }, brief);
   if (tied_embedding)
     os << list_groups("embedding groups", n, [&](int r) { return layout.embedding_group(r); }, brief);
 

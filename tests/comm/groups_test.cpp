@@ -65,6 +65,18 @@ TEST(DescribeGrid, AnUntiedModelHasNoEmbeddingGroups) {
   EXPECT_NE(text.find("pipeline groups: [0, 1, 2]\n"), std::string::npos) << text;
 }
 
+TEST(DescribeGrid, ContextParallelRanksAndGroupsAreNamed) {
+  const ParallelLayout layout(2, 1, 1, "tp-dp-pp", 2);  // tp-cp-dp-pp: rank = tp + 2 cp
+  const std::string text = describe_grid(layout, {"h", "h", "h", "h"});
+  EXPECT_NE(text.find("4 ranks = tp 2 x pp 1 x dp 1 x cp 2 (order tp-cp-dp-pp"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 3: tp 1 pp 0 dp 0 cp 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("context-parallel groups: [0, 2] [1, 3]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("data-parallel groups (dp x cp: the ranks holding the same parameters): [0, 2] [1, 3]\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(describe_grid(ParallelLayout(2, 1, 2), {"h", "h", "h", "h"}).find("cp"), std::string::npos);
+}
+
 TEST(DescribeGrid, RejectsWrongNumberOfHosts) {
   EXPECT_THROW(describe_grid(ParallelLayout(2, 1, 1), {"a"}), Error);
 }
