@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "backend/cpu/blas.h"
+#include "backend/scalar_math.h"
 #include "core/error.h"
 
 namespace feast::cpu {
@@ -26,10 +27,17 @@ struct HalfMask {
   // left out of the products (the two halves are contiguous rows, so what remains is one range).
   int begin(int c) const { return half[0] == Visibility::kNone ? c : 0; }
   int end(int c) const { return half[1] == Visibility::kNone ? c : 2 * c; }
-  // Whether query row i (of its half) sees key j (of all 2c key rows).
-  bool sees(int i, int j, int c) const {
-    const Visibility v = half[j / c];
-    return v == Visibility::kAll || (v == Visibility::kCausal && j % c <= i);
+  // Calls hide(from, to) for the columns of query row i's scores (the key rows j0 + column, of
+  // the window [begin, end) of n) that it does not see: the keys of a half it sees are a prefix
+  // of that half (all of it, or up to the query itself).
+  template <typename Hide>
+  void hidden_columns(int i, int c, int j0, int n, Hide hide) const {
+    for (int h = 0; h < 2; ++h) {
+      const int start = h * c - j0;
+      if (start < 0 || start >= n) continue;  // the half is outside the window
+      const int seen = half[h] == Visibility::kAll ? c : half[h] == Visibility::kCausal ? i + 1 : 0;
+      if (seen < c) hide(start + seen, start + c);
+    }
   }
 };
 
@@ -88,15 +96,18 @@ void ring_attention_forward(F* out, F* lse, const F* qkv, const F* kv, int B, in
       gemm(false, true, c, n, hs, scale, q, W, k + size_t(j0) * KW, KW, F(0), s, n);
       for (int i = 0; i < c; ++i) {
         F* row = s + size_t(i) * n;
+        mask.hidden_columns(i, c, j0, n, [&](int from, int to) { std::fill(row + from, row + to, minus_inf); });
         F mx = minus_inf;
-        for (int j = 0; j < n; ++j)
-          if (mask.sees(i, j0 + j, c)) mx = std::max(mx, row[j]);
+        for (int j = 0; j < n; ++j) mx = std::max(mx, row[j]);
+#pragma omp simd
+        for (int j = 0; j < n; ++j) row[j] = fast_exp(row[j] - mx);
+        // fast_exp flushes exp(-inf) to 1e-38, not 0: the hidden keys get exactly nothing.
+        mask.hidden_columns(i, c, j0, n, [&](int from, int to) { std::fill(row + from, row + to, F(0)); });
         F sum = 0;
-        for (int j = 0; j < n; ++j) {
-          row[j] = mask.sees(i, j0 + j, c) ? std::exp(row[j] - mx) : F(0);
-          sum += row[j];
-        }
-        for (int j = 0; j < n; ++j) row[j] /= sum;
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j < n; ++j) sum += row[j];
+        const F inv = F(1) / sum;
+        for (int j = 0; j < n; ++j) row[j] *= inv;
         block_lse[i] = mx + std::log(sum);
       }
       gemm(false, false, c, hs, n, F(1), s, n, v + size_t(j0) * KW, KW, F(0), o, hs);
@@ -151,7 +162,10 @@ void ring_attention_backward(F* dq, F* dkv, const F* dout, const F* out, const F
         gemm(false, true, c, n, hs, scale, q, W, k + kv0, KW, F(0), p, n);
         for (int i = 0; i < c; ++i) {
           F* row = p + size_t(i) * n;
-          for (int j = 0; j < n; ++j) row[j] = mask.sees(i, j0 + j, c) ? std::exp(row[j] - l[i]) : F(0);
+          const F li = l[i];
+#pragma omp simd
+          for (int j = 0; j < n; ++j) row[j] = fast_exp(row[j] - li);
+          mask.hidden_columns(i, c, j0, n, [&](int from, int to) { std::fill(row + from, row + to, F(0)); });
         }
         gemm(true, false, n, hs, c, F(1), p, n, dy, C, F(1), dv + kv0, KW);  // dv += p^T dy
         gemm(false, true, c, n, hs, F(1), dy, C, v + kv0, KW, F(0), ds, n);  // dp = dy v^T
