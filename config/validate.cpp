@@ -131,6 +131,14 @@ void validate_config(const Config& c) {
              std::to_string(c.training.seq_len / cp) + " (" + c.where("training.seq_len") +
              "); choose a seq_len that " + (cp > 1 ? "tp * cp" : "tp") + " divides, or remove parallel.sequence_parallel");
   }
+  // The CUDA ring kernels hold a row of the head in a warp's registers, 8 elements per lane.
+  constexpr int kRingMaxHeadDim = 256;
+  if (cp > 1 && c.training.device == "cuda" && m.n_embd / m.n_head > kRingMaxHeadDim) {
+    fail(c.where("parallel.cp"),
+         "parallel.cp = " + std::to_string(cp) + " on training.device = \"cuda\" runs attention through ring kernels "
+             "that take head sizes up to " + std::to_string(kRingMaxHeadDim) + ", but model.n_embd / model.n_head = " +
+             std::to_string(m.n_embd / m.n_head) + "; set parallel.cp = 1 or use more heads");
+  }
   if (cp > 1 && c.parallel.dp_sync == "parameter-server") {
     fail(c.where("parallel.cp"),
          "parallel.cp = " + std::to_string(cp) + " needs parallel.dp_sync = \"allreduce\" (" +

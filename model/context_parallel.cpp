@@ -44,8 +44,9 @@ WorkHandle ContextParallel::pass_on(const TensorView& out, const TensorView& in,
                           (rank_ - 1 + size_) % size_, tag, out.dtype);
 }
 
-void ContextParallel::wait(WorkHandle& work) {
+void ContextParallel::wait(Backend& backend, WorkHandle& work) {
   if (!work) return;
+  backend.stream().synchronize();
   Timer t;
   work->wait();
   work.reset();
@@ -65,7 +66,7 @@ void ContextParallel::attention_forward(Backend& backend, const RingScratch& rin
     WorkHandle next;
     if (step + 1 < size_) next = pass_on(kv[step % 2], kv[(step + 1) % 2], step);
     backend.ring_attention_forward(acc, lse, qkv, kv[step % 2], ring.workspace, block(s, step), step == 0);
-    wait(next);
+    wait(backend, next);
   }
   backend.cast(y.first(acc.numel), acc);
   traffic_.seconds += span.seconds();
@@ -78,22 +79,34 @@ void ContextParallel::attention_backward(Backend& backend, const RingScratch& ri
   const size_t kv_numel = s.rows() * 2 * size_t(s.n_kv_head) * size_t(s.head_dim);
   const TensorView kv[2] = {ring.kv[0].first(kv_numel), ring.kv[1].first(kv_numel)};
   const TensorView dkv[2] = {ring.dkv[0].first(kv_numel), ring.dkv[1].first(kv_numel)};
+  const TensorView mine = ring.dkv_block.first(kv_numel);
   const TensorView dq = ring.acc.first(s.rows() * size_t(s.out_width()));
   backend.ring_attention_pack(kv[0], qkv, s);
   backend.zero(dq);
   backend.zero(dkv[0]);
+  // At step k this rank holds the keys and values of rank r - k, and the gradient of that block
+  // summed over the ranks it has visited arrives in dkv[k % 2] (posted at the end of step k - 1)
+  // while this rank computes its own share into `mine`; the two are added and passed on. The
+  // block goes on ahead meanwhile. Step 0's block is this rank's own: its gradient starts here.
+  WorkHandle grad;
   for (int step = 0; step < size_; ++step) {
-    // The block's keys and values go on ahead while their gradient here is computed; then the
-    // gradient follows them to the rank that computes with them next. The last step's pass
-    // brings each rank its own keys' and values' gradient, complete.
     const int cur = step % 2, other = (step + 1) % 2;
     WorkHandle next;
     if (step + 1 < size_) next = pass_on(kv[cur], kv[other], 2 * step);
-    backend.ring_attention_backward(dq, dkv[cur], dy, y, lse, qkv, kv[cur], ring.workspace, block(s, step));
-    wait(next);
-    WorkHandle grad = pass_on(dkv[cur], dkv[other], 2 * step + 1);
-    wait(grad);
+    const RingBlock b = block(s, step);
+    if (step == 0) {
+      backend.ring_attention_backward(dq, dkv[cur], dy, y, lse, qkv, kv[cur], ring.workspace, b);
+    } else {
+      backend.zero(mine);
+      backend.ring_attention_backward(dq, mine, dy, y, lse, qkv, kv[cur], ring.workspace, b);
+      wait(backend, grad);
+      backend.add(dkv[cur], dkv[cur], mine, kv_numel);
+    }
+    wait(backend, next);
+    // The block's gradient follows it; after the last step each rank receives its own block's.
+    grad = pass_on(dkv[cur], dkv[other], 2 * step + 1);
   }
+  wait(backend, grad);
   backend.ring_attention_unpack(dqkv, dq, dkv[size_ % 2], s);
   traffic_.seconds += span.seconds();
 }

@@ -8,7 +8,9 @@
 // Attention runs as a ring over the group: each rank's keys and values travel once round it,
 // passed to rank r + 1 while the block that arrived last is computed (FlashAttention's online
 // softmax merges the blocks; Backend::ring_attention_*). In the backward the key/value blocks
-// go round again, each with its gradient accumulator, which comes home after the last step.
+// go round again, each followed by its gradient accumulator: a rank computes its share of a
+// block's gradient while the accumulated share of the ranks before it arrives, adds the two and
+// passes the sum on; after the last step each rank holds its own block's whole gradient.
 // Legend: B batch, T this rank's tokens of a sequence (T_whole / cp), N = B T, NH / NKV this
 // rank's query / key-value heads, hs head size.
 #pragma once
@@ -27,6 +29,8 @@ namespace feast {
 struct RingScratch {
   TensorView kv[2];      // (N, 2 NKV hs), compute dtype: the block being computed, the one arriving
   TensorView dkv[2];     // (N, 2 NKV hs), float32: the gradient travelling with a block, the arriving one
+  TensorView dkv_block;  // (N, 2 NKV hs), float32: this rank's share of a block's gradient, computed
+                         // while the share of the ranks before it arrives
   TensorView acc;        // (N, NH hs), float32: the running output; in the backward, dq
   TensorView workspace;  // float32, Backend::ring_attention_workspace_size
 };
@@ -70,7 +74,9 @@ class ContextParallel {
   RingBlock block(const AttentionShape& s, int step) const;
   // Posts the send of `out` to the next rank and the receive of `in` from the previous one.
   WorkHandle pass_on(const TensorView& out, const TensorView& in, int tag);
-  void wait(WorkHandle& work);
+  // Waits for a transfer, timing only what the block computations did not hide: the device's
+  // queued work is finished first (on a GPU the transfer is ordered after the block before it).
+  void wait(Backend& backend, WorkHandle& work);
 
   Communicator* group_;
   int rank_, size_;

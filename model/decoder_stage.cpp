@@ -123,6 +123,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
       scratch_.ring.kv[i] = take(dt, kv);
       scratch_.ring.dkv[i] = take(DType::kFloat32, kv);
     }
+    scratch_.ring.dkv_block = take(DType::kFloat32, kv);
     scratch_.ring.acc = take(DType::kFloat32, rows * size_t(att.out_width()));
     scratch_.ring.workspace = take(DType::kFloat32, backend.ring_attention_workspace_size(att));
   }

@@ -146,8 +146,9 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   // GPU kernel keeps one log-sum-exp per row (B, NH, T). The CPU backward's scratch is T x T per
   // thread; a fused kernel needs none.
   // The ring of context parallelism keeps the log-sum-exp on every backend, and its own scratch:
-  // two key/value blocks (one computing, one arriving), two float32 gradients of them, a float32
-  // output accumulator and the block kernels' workspace (the CPU's: two (c, 2c) matrices, a
+  // two key/value blocks (one computing, one arriving), three float32 gradients of them (the
+  // travelling sum, the arriving one, this rank's share), a float32 output accumulator and the
+  // block kernels' workspace (the CPU's: two (c, 2c) matrices, a
   // block output and c log-sum-exps per thread, c = T/2; a GPU's: B NH T floats).
   const bool ring = cp > 1;
   const double att_state = o.gpu || ring ? double(B) * NHl * T * f32 : double(B) * NHl * T * T * f32;
@@ -156,7 +157,7 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   const double ring_scratch =
       !ring || spec.num_layers == 0
           ? 0.0
-          : 2 * rows * kv_w * e + 2 * rows * kv_w * f32 + rows * NHl * hs * f32 +
+          : 2 * rows * kv_w * e + 3 * rows * kv_w * f32 + rows * NHl * hs * f32 +
                 (o.gpu ? double(B) * NHl * T * f32
                        : double(o.threads) * (2 * c_half * T + c_half * hs + c_half) * f32);
   // Sequence parallelism (model/tensor_parallel.h): the norms, the residual sums and the

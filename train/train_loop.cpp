@@ -93,7 +93,8 @@ TrainSummary train_in(const Config& config, const LayoutPlan& plan, std::unique_
     const std::string resolved = config.logging.dir + "/config.toml";
     std::ofstream out(resolved);
     out << "# this run: world size " << run.world().size() << " = tp " << layout.tp() << " x pp " << layout.pp()
-        << " x dp " << layout.dp() << "\n"
+        << " x dp " << layout.dp() << (layout.cp() > 1 ? " x cp " + std::to_string(layout.cp()) : std::string())
+        << "\n"
         << to_toml(with_inferred_values(config, run.inferred()));
     out.close();
     // The file a run is continued from: an empty one (a full disk) must not pass unnoticed.

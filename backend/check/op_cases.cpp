@@ -67,6 +67,9 @@ std::vector<OpCase> make_cases() {
       add(rope_backward_case(a));
     }
   }
+  // The ring kernels' head sizes up to their limit: Llama's 128 and 256 (8 elements per lane).
+  for (int hs : {128, 256})
+    for (int rank : {0, 1}) add(ring_attention_case(AttentionShape{1, 10, 4, 2, hs}, rank));
 
   for (size_t n : {size_t(1), size_t(370), size_t(40993)}) {
     add(gelu_forward_case(n));

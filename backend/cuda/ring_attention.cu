@@ -1,9 +1,11 @@
 // Ring attention's block kernels (context parallelism; backend/backend.h, CPU reference
 // backend/cpu/ring_attention.cpp): the queries of this rank's two sequence chunks against one
 // rank's key/value chunks. A warp owns a row (a query row, or a key row in the dk/dv kernel) and
-// streams over the other side's rows from global memory, the head dimension split over its
-// lanes (d = lane + 32 r); dot products are warp sums. Simple rather than tiled: a block is
-// 1/cp of the sequence against 1/cp, and the ring's transfer runs beside it.
+// streams over the rows of the other side it pairs with (a prefix of each half: the keys a
+// query sees, or the queries that see a key, a suffix) from global memory, the head dimension
+// split over its lanes (d = lane + 32 r); dot products are warp sums. Simple rather than tiled
+// (tiling K and V through shared memory, as attention.cu does, is the next step once a GPU has
+// timed them): a block is 1/cp of the sequence against 1/cp, and the ring's transfer runs beside it.
 //
 // The forward keeps an online softmax per row and merges the block into the float32 running
 // output and log-sum-exp. The backward is deterministic (no atomics): the dq kernel computes
@@ -27,10 +29,17 @@ struct RingShape {
   float scale;
 };
 
-// Whether local query row i sees local key row j (both in [0, T), two chunks of c each).
-__device__ __forceinline__ bool sees(const RingShape& s, int i, int j) {
-  const int qc = i < s.c ? s.q0 : s.q1, kc = j < s.c ? s.k0 : s.k1;
-  return kc < qc || (kc == qc && j % s.c <= i % s.c);
+// A query of chunk qc sees every key of an earlier chunk and the keys up to itself in its own.
+// The key rows local query row i sees in key half h (rows [h c, h c + count)): a prefix of it.
+__device__ __forceinline__ int keys_seen(const RingShape& s, int i, int h) {
+  const int qc = i < s.c ? s.q0 : s.q1, kc = h == 0 ? s.k0 : s.k1;
+  return kc < qc ? s.c : kc == qc ? i % s.c + 1 : 0;
+}
+// The query rows that see local key row j in query half h: [h c + first, h c + c), or none
+// (first = c).
+__device__ __forceinline__ int first_query_seeing(const RingShape& s, int j, int h) {
+  const int kc = j < s.c ? s.k0 : s.k1, qc = h == 0 ? s.q0 : s.q1;
+  return qc > kc ? 0 : qc == kc ? j % s.c : s.c;
 }
 
 template <typename T>
@@ -93,16 +102,19 @@ __global__ void ring_forward_kernel(float* out, float* lse, const T* qkv, const 
   float q[kChunks], acc[kChunks] = {};
   lane_load(q, qkv + (size_t(w.b) * s.T + i) * s.W + size_t(h) * s.hs, s.hs);
   float m = -INFINITY, l = 0.0f;
-  for (int j = 0; j < s.T; ++j) {
-    if (!sees(s, i, j)) continue;  // the same j for every lane: the warp stays converged
-    const T* k = kv + (size_t(w.b) * s.T + j) * s.KW + size_t(g) * s.hs;
-    const float score = lane_dot(q, k, s.hs) * s.scale;
-    const float m_new = fmaxf(m, score), correction = __expf(m - m_new), p = __expf(score - m_new);
-    l = l * correction + p;
+  // Only the keys the row sees; the same j for every lane, so the warp stays converged.
+  for (int half = 0; half < 2; ++half) {
+    const int begin = half * s.c, end = begin + keys_seen(s, i, half);
+    for (int j = begin; j < end; ++j) {
+      const T* k = kv + (size_t(w.b) * s.T + j) * s.KW + size_t(g) * s.hs;
+      const float score = lane_dot(q, k, s.hs) * s.scale;
+      const float m_new = fmaxf(m, score), correction = __expf(m - m_new), p = __expf(score - m_new);
+      l = l * correction + p;
 #pragma unroll
-    for (int r = 0; r < kChunks; ++r) acc[r] *= correction;
-    lane_axpy(acc, p, k + size_t(s.NKV) * s.hs, s.hs);
-    m = m_new;
+      for (int r = 0; r < kChunks; ++r) acc[r] *= correction;
+      lane_axpy(acc, p, k + size_t(s.NKV) * s.hs, s.hs);
+      m = m_new;
+    }
   }
   float* y = out + (size_t(w.b) * s.T + i) * s.C + size_t(h) * s.hs;
   const size_t li = (size_t(w.b) * s.NH + h) * s.T + i;
@@ -140,12 +152,14 @@ __global__ void ring_dq_kernel(float* dq, float* D, const T* dout, const T* out,
   const size_t li = (size_t(w.b) * s.NH + h) * s.T + i;
   const float l = lse[li];
   if (threadIdx.x % 32 == 0) D[li] = d_i;
-  for (int j = 0; j < s.T; ++j) {
-    if (!sees(s, i, j)) continue;
-    const T* k = kv + (size_t(w.b) * s.T + j) * s.KW + size_t(g) * s.hs;
-    const float p = __expf(lane_dot(q, k, s.hs) * s.scale - l);
-    const float dp = lane_dot(dy, k + size_t(s.NKV) * s.hs, s.hs);
-    lane_axpy(acc, p * (dp - d_i) * s.scale, k, s.hs);
+  for (int half = 0; half < 2; ++half) {
+    const int begin = half * s.c, end = begin + keys_seen(s, i, half);
+    for (int j = begin; j < end; ++j) {
+      const T* k = kv + (size_t(w.b) * s.T + j) * s.KW + size_t(g) * s.hs;
+      const float p = __expf(lane_dot(q, k, s.hs) * s.scale - l);
+      const float dp = lane_dot(dy, k + size_t(s.NKV) * s.hs, s.hs);
+      lane_axpy(acc, p * (dp - d_i) * s.scale, k, s.hs);
+    }
   }
   lane_add_to(dq + orow, acc, s.hs);
 }
@@ -161,16 +175,16 @@ __global__ void ring_dkv_kernel(float* dkv, const float* D, const T* dout, const
   lane_load(k, kv + krow, s.hs);
   lane_load(v, kv + krow + size_t(s.NKV) * s.hs, s.hs);
   for (int h = g * s.group; h < (g + 1) * s.group; ++h)
-    for (int i = 0; i < s.T; ++i) {
-      if (!sees(s, i, j)) continue;
-      const T* q = qkv + (size_t(w.b) * s.T + i) * s.W + size_t(h) * s.hs;
-      const T* dy = dout + (size_t(w.b) * s.T + i) * s.C + size_t(h) * s.hs;
-      const size_t li = (size_t(w.b) * s.NH + h) * s.T + i;
-      const float p = __expf(lane_dot(k, q, s.hs) * s.scale - lse[li]);
-      const float ds = p * (lane_dot(v, dy, s.hs) - D[li]) * s.scale;
-      lane_axpy(dv, p, dy, s.hs);
-      lane_axpy(dk, ds, q, s.hs);
-    }
+    for (int half = 0; half < 2; ++half)
+      for (int i = half * s.c + first_query_seeing(s, j, half); i < (half + 1) * s.c; ++i) {
+        const T* q = qkv + (size_t(w.b) * s.T + i) * s.W + size_t(h) * s.hs;
+        const T* dy = dout + (size_t(w.b) * s.T + i) * s.C + size_t(h) * s.hs;
+        const size_t li = (size_t(w.b) * s.NH + h) * s.T + i;
+        const float p = __expf(lane_dot(k, q, s.hs) * s.scale - lse[li]);
+        const float ds = p * (lane_dot(v, dy, s.hs) - D[li]) * s.scale;
+        lane_axpy(dv, p, dy, s.hs);
+        lane_axpy(dk, ds, q, s.hs);
+      }
   lane_add_to(dkv + krow, dk, s.hs);
   lane_add_to(dkv + krow + size_t(s.NKV) * s.hs, dv, s.hs);
 }

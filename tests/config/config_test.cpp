@@ -241,6 +241,9 @@ TEST(ConfigErrors, CrossKeyChecksNameBothKeys) {
        "demo.toml:4: parallel.sequence_parallel = true splits each context-parallel rank's share of a sequence "
        "over parallel.tp = 4 ranks (demo.toml:2), which does not divide training.seq_len / parallel.cp = 2 "
        "(demo.toml:6); choose a seq_len that tp * cp divides, or remove parallel.sequence_parallel"},
+      {"[model]\nn_embd = 1024\nn_head = 2\n[parallel]\ncp = 2\n[training]\ndevice = \"cuda\"\n",
+       "demo.toml:5: parallel.cp = 2 on training.device = \"cuda\" runs attention through ring kernels that take "
+       "head sizes up to 256, but model.n_embd / model.n_head = 512; set parallel.cp = 1 or use more heads"},
       {"[parallel]\ncp = 2\ndp_sync = \"parameter-server\"\nzero_stage = 0\n",
        "demo.toml:2: parallel.cp = 2 needs parallel.dp_sync = \"allreduce\" (demo.toml:3): the parameter "
        "server serves data-parallel replicas only; set parallel.cp = 1 or parallel.dp_sync = \"allreduce\""},
