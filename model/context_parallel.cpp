@@ -1,9 +1,9 @@
 #include "model/context_parallel.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/timer.h"
-
-#include <algorithm>
 
 namespace feast {
 
@@ -23,10 +23,10 @@ void take_context_share(const int32_t* whole, int32_t* local, int B, int T_whole
   FEAST_CHECK(T_whole % (2 * cp) == 0,
               "a sequence of " << T_whole << " tokens does not split into " << 2 * cp << " equal chunks");
   const int T = T_whole / cp, c = T / 2;
-  const int mine[2] = {rank, 2 * cp - 1 - rank};
+  const std::array<int, 2> mine = context_chunks(rank, cp);
   for (int b = 0; b < B; ++b)
     for (int half = 0; half < 2; ++half) {
-      const int32_t* from = whole + size_t(b) * T_whole + size_t(mine[half]) * c;
+      const int32_t* from = whole + size_t(b) * T_whole + size_t(mine[size_t(half)]) * c;
       std::copy(from, from + c, local + size_t(b) * T + size_t(half) * c);
     }
 }

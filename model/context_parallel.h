@@ -42,8 +42,11 @@ struct RingTraffic {
   double bytes_sent = 0;
 };
 
+// The global chunk indices (of 2 cp per sequence) group rank r of cp holds: r and 2 cp - 1 - r.
+inline std::array<int, 2> context_chunks(int r, int cp) { return {r, 2 * cp - 1 - r}; }
+
 // Group rank `rank`'s T_whole / cp tokens of each of B rows of T_whole (row-major, both): its two
-// chunks, r and 2 cp - 1 - r, of 2 cp. Throws when 2 cp does not divide T_whole.
+// chunks. Throws when 2 cp does not divide T_whole.
 void take_context_share(const int32_t* whole, int32_t* local, int B, int T_whole, int rank, int cp);
 
 class ContextParallel {
@@ -56,7 +59,7 @@ class ContextParallel {
   int size() const { return size_; }
 
   // The global chunk indices of group rank r's two chunks (of 2 size() per sequence).
-  std::array<int, 2> chunks_of(int r) const { return {r, 2 * size_ - 1 - r}; }
+  std::array<int, 2> chunks_of(int r) const { return context_chunks(r, size_); }
   // The place in the whole sequence of this rank's token t (of its T per sequence).
   int position(int t, int T) const;
 
