@@ -34,6 +34,10 @@ struct AttentionShape {
   size_t rows() const { return size_t(B) * size_t(T); }
   int qkv_width() const { return (n_head + 2 * n_kv_head) * head_dim; }
   int out_width() const { return n_head * head_dim; }
+  // A row's key and value heads, [k heads | v heads]: what context parallelism's ring passes on.
+  int kv_width() const { return 2 * n_kv_head * head_dim; }
+  // One value per row and query head (B NH T): a fused attention's log-sum-exp.
+  size_t head_rows() const { return rows() * size_t(n_head); }
 };
 
 // One block of ring attention (context parallelism, model/context_parallel.h). shape.T is this

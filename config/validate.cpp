@@ -133,11 +133,11 @@ void validate_config(const Config& c) {
   }
   // The CUDA ring kernels hold a row of the head in a warp's registers, 8 elements per lane.
   constexpr int kRingMaxHeadDim = 256;
-  if (cp > 1 && c.training.device == "cuda" && m.n_embd / m.n_head > kRingMaxHeadDim) {
+  if (cp > 1 && c.training.device == "cuda" && m.head_dim() > kRingMaxHeadDim) {
     fail(c.where("parallel.cp"),
          "parallel.cp = " + std::to_string(cp) + " on training.device = \"cuda\" runs attention through ring kernels "
              "that take head sizes up to " + std::to_string(kRingMaxHeadDim) + ", but model.n_embd / model.n_head = " +
-             std::to_string(m.n_embd / m.n_head) + "; set parallel.cp = 1 or use more heads");
+             std::to_string(m.head_dim()) + "; set parallel.cp = 1 or use more heads");
   }
   if (cp > 1 && c.parallel.dp_sync == "parameter-server") {
     fail(c.where("parallel.cp"),

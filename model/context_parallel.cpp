@@ -56,7 +56,7 @@ void ContextParallel::wait(Backend& backend, WorkHandle& work) {
 void ContextParallel::attention_forward(Backend& backend, const RingScratch& ring, const TensorView& y,
                                         const TensorView& lse, const TensorView& qkv, const AttentionShape& s) {
   const Timer span;
-  const size_t kv_numel = s.rows() * 2 * size_t(s.n_kv_head) * size_t(s.head_dim);
+  const size_t kv_numel = s.rows() * size_t(s.kv_width());
   const TensorView kv[2] = {ring.kv[0].first(kv_numel), ring.kv[1].first(kv_numel)};
   const TensorView acc = ring.acc.first(s.rows() * size_t(s.out_width()));
   backend.ring_attention_pack(kv[0], qkv, s);
@@ -76,7 +76,7 @@ void ContextParallel::attention_backward(Backend& backend, const RingScratch& ri
                                          const TensorView& dy, const TensorView& y, const TensorView& lse,
                                          const TensorView& qkv, const AttentionShape& s) {
   const Timer span;
-  const size_t kv_numel = s.rows() * 2 * size_t(s.n_kv_head) * size_t(s.head_dim);
+  const size_t kv_numel = s.rows() * size_t(s.kv_width());
   const TensorView kv[2] = {ring.kv[0].first(kv_numel), ring.kv[1].first(kv_numel)};
   const TensorView dkv[2] = {ring.dkv[0].first(kv_numel), ring.dkv[1].first(kv_numel)};
   const TensorView mine = ring.dkv_block.first(kv_numel);

@@ -40,6 +40,12 @@ struct RingTraffic {
   double seconds = 0;       // in the ring's attention: block computations, transfers and waits
   double wait_seconds = 0;  // of which blocked on a transfer the block computations did not hide
   double bytes_sent = 0;
+  RingTraffic& operator+=(const RingTraffic& o) {
+    seconds += o.seconds;
+    wait_seconds += o.wait_seconds;
+    bytes_sent += o.bytes_sent;
+    return *this;
+  }
 };
 
 // The global chunk indices (of 2 cp per sequence) group rank r of cp holds: r and 2 cp - 1 - r.

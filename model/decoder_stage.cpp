@@ -118,7 +118,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   if (shape.sequence_parallel || shape.split_backward) scratch_.norm_grads = take(DType::kFloat32, 2 * size_t(C));
   if (shape.split_backward && !spec.has_embedding) arrival_ = take(dt, region_NC);
   if (cp_.active() && spec.num_layers > 0) {
-    const size_t kv = rows * 2 * size_t(NKVl) * size_t(hs);
+    const size_t kv = rows * size_t(att.kv_width());
     for (int i = 0; i < 2; ++i) {
       scratch_.ring.kv[i] = take(dt, kv);
       scratch_.ring.dkv[i] = take(DType::kFloat32, kv);

@@ -99,12 +99,12 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
 
   // Gradients: float32 whatever the compute type (GradientSync allocates kFloat32).
   // The ranks holding these parameters: data-parallel replicas, and context-parallel ranks in each.
-  const int dp = plan.layout.replicas(), zero = effective_zero_stage(config, plan), dp_rank = replica;
-  const size_t shard = shard_range(n, dp, dp_rank).size();
+  const int dp = plan.layout.replicas(), zero = effective_zero_stage(config, plan);
+  const size_t shard = shard_range(n, dp, replica).size();
   const bool server = config.parallel.dp_sync == "parameter-server";
   // ZeRO 3: the pages ShardedParameters holds at most (its shard, two steps' units).
   if (zero == 3 && !server)
-    mem.parameters = double(ShardedPages(n, size_t(e), o.page_bytes, shard_range(n, dp, dp_rank), parameter_units(table))
+    mem.parameters = double(ShardedPages(n, size_t(e), o.page_bytes, shard_range(n, dp, replica), parameter_units(table))
                                 .working_set_bytes());
   if (server) {
     // ParameterServer: the worker's whole gradient, and a buffer for one received push or pull

@@ -63,8 +63,7 @@ void attention_backward(CheckHarness& h, const AttentionShape& a) {
 // merged into the first; then each block's backward from the reference's final log-sum-exp. The
 // running output, log-sum-exp, dq and both blocks' dkv (float32) against the same ops in float64.
 void ring_attention(CheckHarness& h, const AttentionShape& a, int rank) {
-  const size_t kv_numel = a.rows() * 2 * size_t(a.n_kv_head) * size_t(a.head_dim);
-  const size_t lse_numel = size_t(a.B) * size_t(a.n_head) * size_t(a.T);
+  const size_t kv_numel = a.rows() * size_t(a.kv_width()), lse_numel = a.head_rows();
   const Operand qkv = h.activations(qkv_numel(a), 1.5), dy = h.activations(out_numel(a));
   const Operand y = h.activations(out_numel(a));  // the final output the backward's D reads
   const Operand kv[2] = {h.activations(kv_numel, 1.5), h.activations(kv_numel, 1.5)};

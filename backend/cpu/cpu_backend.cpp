@@ -174,8 +174,7 @@ size_t CpuBackend::ring_attention_workspace_size(const AttentionShape& s) const 
 }
 
 void CpuBackend::ring_attention_pack(const TensorView& kv, const TensorView& qkv, const AttentionShape& s) {
-  const size_t kw = 2 * n(s.n_kv_head, s.head_dim);
-  cpu::ring_attention_pack(F(kv, s.rows() * kw), F(qkv, s.rows() * n(s.qkv_width())), s.rows(), s.n_head,
+  cpu::ring_attention_pack(F(kv, s.rows() * n(s.kv_width())), F(qkv, s.rows() * n(s.qkv_width())), s.rows(), s.n_head,
                            s.n_kv_head, s.head_dim);
 }
 
@@ -183,9 +182,8 @@ void CpuBackend::ring_attention_forward(const TensorView& out, const TensorView&
                                         const TensorView& kv, const TensorView& workspace, const RingBlock& b,
                                         bool first) {
   const AttentionShape& s = b.shape;
-  const size_t kw = 2 * n(s.n_kv_head, s.head_dim);
-  cpu::ring_attention_forward(F(out, s.rows() * n(s.out_width())), F(lse, n(s.B, s.n_head) * n(s.T)),
-                              F(qkv, s.rows() * n(s.qkv_width())), F(kv, s.rows() * kw), s.B, s.T, s.n_head,
+  cpu::ring_attention_forward(F(out, s.rows() * n(s.out_width())), F(lse, s.head_rows()),
+                              F(qkv, s.rows() * n(s.qkv_width())), F(kv, s.rows() * n(s.kv_width())), s.B, s.T, s.n_head,
                               s.n_kv_head, s.head_dim, {b.q_chunks[0], b.q_chunks[1]},
                               {b.kv_chunks[0], b.kv_chunks[1]}, first, F(workspace, 1), workspace.numel);
 }
@@ -194,19 +192,17 @@ void CpuBackend::ring_attention_backward(const TensorView& dq, const TensorView&
                                          const TensorView& out, const TensorView& lse, const TensorView& qkv,
                                          const TensorView& kv, const TensorView& workspace, const RingBlock& b) {
   const AttentionShape& s = b.shape;
-  const size_t kw = 2 * n(s.n_kv_head, s.head_dim), rows_out = s.rows() * n(s.out_width());
-  cpu::ring_attention_backward(F(dq, rows_out), F(dkv, s.rows() * kw), F(dout, rows_out), F(out, rows_out),
-                               F(lse, n(s.B, s.n_head) * n(s.T)), F(qkv, s.rows() * n(s.qkv_width())),
-                               F(kv, s.rows() * kw), s.B, s.T, s.n_head, s.n_kv_head, s.head_dim,
+  const size_t kv_elems = s.rows() * n(s.kv_width()), rows_out = s.rows() * n(s.out_width());
+  cpu::ring_attention_backward(F(dq, rows_out), F(dkv, kv_elems), F(dout, rows_out), F(out, rows_out),
+                               F(lse, s.head_rows()), F(qkv, s.rows() * n(s.qkv_width())), F(kv, kv_elems), s.B, s.T, s.n_head, s.n_kv_head, s.head_dim,
                                {b.q_chunks[0], b.q_chunks[1]}, {b.kv_chunks[0], b.kv_chunks[1]}, F(workspace, 1),
                                workspace.numel);
 }
 
 void CpuBackend::ring_attention_unpack(const TensorView& dqkv, const TensorView& dq, const TensorView& dkv,
                                        const AttentionShape& s) {
-  const size_t kw = 2 * n(s.n_kv_head, s.head_dim);
   cpu::ring_attention_unpack(F(dqkv, s.rows() * n(s.qkv_width())), F(dq, s.rows() * n(s.out_width())),
-                             F(dkv, s.rows() * kw), s.rows(), s.n_head, s.n_kv_head, s.head_dim);
+                             F(dkv, s.rows() * n(s.kv_width())), s.rows(), s.n_head, s.n_kv_head, s.head_dim);
 }
 
 void CpuBackend::rope_forward(const TensorView& qkv, const TensorView& cos, const TensorView& sin,

@@ -251,10 +251,10 @@ class CudaBackend final : public Backend {
     cuda::attention_backward(ctx_, compute_, dq, dO, q, st, s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
   }
   size_t ring_attention_workspace_size(const AttentionShape& s) const override {
-    return cuda::ring_attention_workspace_floats(s.B, s.T, s.n_head);
+    return s.head_rows();  // the backward's D = rowsum(dO * O), one per row and query head
   }
   void ring_attention_pack(const TensorView& kv, const TensorView& qkv, const AttentionShape& s) override {
-    cuda::ring_attention_pack(ctx_, compute_, A(kv, s.rows() * 2 * n(s.n_kv_head, s.head_dim)),
+    cuda::ring_attention_pack(ctx_, compute_, A(kv, s.rows() * n(s.kv_width())),
                               A(qkv, s.rows() * n(s.qkv_width())), s.rows(), s.n_head, s.n_kv_head, s.head_dim);
   }
   void ring_attention_forward(const TensorView& out, const TensorView& lse, const TensorView& qkv,
@@ -262,23 +262,23 @@ class CudaBackend final : public Backend {
                               bool first) override {
     const AttentionShape& s = b.shape;
     cuda::ring_attention_forward(ctx_, compute_, F(out, s.rows() * n(s.out_width())),
-                                 F(lse, n(s.B, s.n_head) * n(s.T)), A(qkv, s.rows() * n(s.qkv_width())),
-                                 A(kv, s.rows() * 2 * n(s.n_kv_head, s.head_dim)), ring_call(b), first);
+                                 F(lse, s.head_rows()), A(qkv, s.rows() * n(s.qkv_width())),
+                                 A(kv, s.rows() * n(s.kv_width())), ring_call(b), first);
   }
   void ring_attention_backward(const TensorView& dq, const TensorView& dkv, const TensorView& dout,
                                const TensorView& out, const TensorView& lse, const TensorView& qkv,
                                const TensorView& kv, const TensorView& workspace, const RingBlock& b) override {
     const AttentionShape& s = b.shape;
-    const size_t kw = 2 * n(s.n_kv_head, s.head_dim), rows_out = s.rows() * n(s.out_width());
-    cuda::ring_attention_backward(ctx_, compute_, F(dq, rows_out), F(dkv, s.rows() * kw),
+    const size_t kv_elems = s.rows() * n(s.kv_width()), rows_out = s.rows() * n(s.out_width());
+    cuda::ring_attention_backward(ctx_, compute_, F(dq, rows_out), F(dkv, kv_elems),
                                   F(workspace, ring_attention_workspace_size(s)), A(dout, rows_out), A(out, rows_out),
-                                  F(lse, n(s.B, s.n_head) * n(s.T)), A(qkv, s.rows() * n(s.qkv_width())),
-                                  A(kv, s.rows() * kw), ring_call(b));
+                                  F(lse, s.head_rows()), A(qkv, s.rows() * n(s.qkv_width())),
+                                  A(kv, kv_elems), ring_call(b));
   }
   void ring_attention_unpack(const TensorView& dqkv, const TensorView& dq, const TensorView& dkv,
                              const AttentionShape& s) override {
     cuda::ring_attention_unpack(ctx_, compute_, A(dqkv, s.rows() * n(s.qkv_width())),
-                                F(dq, s.rows() * n(s.out_width())), F(dkv, s.rows() * 2 * n(s.n_kv_head, s.head_dim)),
+                                F(dq, s.rows() * n(s.out_width())), F(dkv, s.rows() * n(s.kv_width())),
                                 s.rows(), s.n_head, s.n_kv_head, s.head_dim);
   }
   void rope_forward(const TensorView& qkv, const TensorView& cos, const TensorView& sin,

@@ -59,12 +59,11 @@ void attention_backward(const CudaContext& ctx, DType dt, void* dqkv, const void
                         int B, int T, int n_head, int n_kv_head, int head_dim);
 
 // ring_attention.cu (context parallelism: one block of the ring; float32 output, log-sum-exp and
-// gradient accumulators; the workspace holds the backward's D = rowsum(dO * O), B NH T floats)
+// gradient accumulators; the workspace holds the backward's D = rowsum(dO * O), B T NH floats)
 struct RingAttentionCall {
   int B, T, n_head, n_kv_head, head_dim;
   int q_chunks[2], kv_chunks[2];
 };
-size_t ring_attention_workspace_floats(int B, int T, int n_head);
 void ring_attention_pack(const CudaContext& ctx, DType dt, void* kv, const void* qkv, size_t rows, int n_head,
                          int n_kv_head, int head_dim);
 void ring_attention_unpack(const CudaContext& ctx, DType dt, void* dqkv, const float* dq, const float* dkv,

@@ -17,7 +17,7 @@ SelfAttention::SelfAttention(const ModelConfig& config, const DecoderArch& arch,
   const AttentionShape max = shape(max_batch, max_seq);
   const bool keep_products = recompute != Recompute::kFull, keep_core = recompute == Recompute::kNone;
   qkv_out_ = memory.take(keep_products, memory.dtype(), max.rows() * size_t(max.qkv_width()));
-  const size_t state = ring_attention ? size_t(max.B) * size_t(max.n_head) * size_t(max.T)  // the log-sum-exp
+  const size_t state = ring_attention ? max.head_rows()  // the log-sum-exp
                                       : memory.backend().attention_state_size(max);
   state_ = memory.take(keep_core, DType::kFloat32, state);
   y_ = memory.take(keep_core, memory.dtype(), max.rows() * size_t(max.out_width()));

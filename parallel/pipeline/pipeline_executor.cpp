@@ -169,9 +169,7 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
   times_.tp_comm += tp;
   times_.compute -= tp;
   const RingTraffic ring = stage_.take_ring_traffic();
-  times_.cp_comm += ring.wait_seconds;
-  times_.cp_ring += ring.seconds;
-  times_.cp_bytes += ring.bytes_sent;
+  times_.ring += ring;
   times_.compute -= ring.wait_seconds;
   return loss_sum;
 }

@@ -24,12 +24,9 @@ namespace feast {
 struct StageTimes {
   double compute = 0;     // forward and backward, tensor-parallel communication excluded
   double tp_comm = 0;     // tensor-parallel all-reduces inside forward and backward
-  // Context parallelism's attention ring: waiting for transfers the block computations did not
-  // hide (exposed); the ring's whole time (blocks, transfers, waits: in compute but for the
-  // waits) and the bytes this rank sent.
-  double cp_comm = 0;
-  double cp_ring = 0;
-  double cp_bytes = 0;
+  // Context parallelism's attention ring: its whole time (in compute but for its waits, which
+  // are taken out), the waits and the bytes this rank sent.
+  RingTraffic ring;
   double pp_wait = 0;     // blocked receiving from a neighbour stage (bubble + transfer)
   double send_wait = 0;   // completing sends
   double data = 0;        // filling micro-batches' tokens and targets (the data loader)

@@ -39,7 +39,7 @@ TimeSplit split_of(const StepTiming& t) {
   TimeSplit s;
   s.compute = t.stage.compute;
   s.tp_comm = t.stage.tp_comm;
-  s.cp_comm = t.stage.cp_comm;
+  s.cp_comm = t.stage.ring.wait_seconds;
   s.pp_idle = t.stage.pp_wait + t.stage.send_wait;
   s.dp_comm = t.dp_comm;
   s.optimizer = t.optimizer;
@@ -47,17 +47,16 @@ TimeSplit split_of(const StepTiming& t) {
   s.total = t.total;
   // Every timed part is a disjoint piece of the step, so the rest is what no timer saw; a
   // rounding below zero is no time at all.
-  s.other =
-      std::max(0.0, s.total - (s.compute + s.tp_comm + s.cp_comm + s.pp_idle + s.dp_comm + s.optimizer + s.data));
-  s.total = s.compute + s.tp_comm + s.cp_comm + s.pp_idle + s.dp_comm + s.optimizer + s.data + s.other;
+  s.other = std::max(0.0, s.total - s.timed());
+  s.total = s.timed() + s.other;
   s.dp_reduce = t.dp_reduce.in_flight;
   s.dp_reduce_exposed = t.dp_reduce.exposed;
   s.dp_gather = t.dp_gather.in_flight;
   s.dp_gather_exposed = t.dp_gather.exposed;
   s.offload_update = t.offload.update;
   s.offload_wait = t.offload.waited;
-  s.cp_ring = t.stage.cp_ring;
-  s.cp_bytes = t.stage.cp_bytes;
+  s.cp_ring = t.stage.ring.seconds;
+  s.cp_bytes = t.stage.ring.bytes_sent;
   return s;
 }
 

@@ -44,6 +44,8 @@ struct TimeSplit {
   // Context parallelism: the attention cores' time on the ring (its blocks, transfers and the
   // cp_comm waits) and the bytes the rank sent round it.
   double cp_ring = 0, cp_bytes = 0;
+  // The parts a timer saw: all but `other`.
+  double timed() const { return compute + tp_comm + cp_comm + pp_idle + dp_comm + optimizer + data; }
   // E: the share of compute in compute plus exposed communication and idle.
   double efficiency() const;
   // The pipeline's share of idle over the span the schedule runs (compute, tensor-parallel
