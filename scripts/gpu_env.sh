@@ -64,7 +64,10 @@ if [[ -d $feast_gpu_deps/debs ]]; then
     -DMPI_SKIP_COMPILER_WRAPPER=ON -DMPI_C_HEADER_DIR="$lib/openmpi/include" -DMPI_CXX_HEADER_DIR="$lib/openmpi/include"
     -DMPI_C_LIB_NAMES=mpi -DMPI_CXX_LIB_NAMES="mpi_cxx;mpi" -DMPI_mpi_LIBRARY="$lib/openmpi/lib/libmpi.so"
     -DMPI_mpi_cxx_LIBRARY="$lib/openmpi/lib/libmpi_cxx.so"
-    # HDF5's wrapper (h5pcc) was written for /usr: name the parallel build's header and library.
+    # HDF5's wrapper (h5pcc) was written for /usr: name the parallel build's header and library,
+    # and keep FindHDF5 off any wrapper or CMake package the machine has (Ubuntu's image has the
+    # serial h5cc, whose flags FindHDF5 would otherwise take): a failing wrapper makes it search.
+    -DHDF5_C_COMPILER_EXECUTABLE="$(type -P false)" -DHDF5_NO_FIND_PACKAGE_CONFIG_FILE=ON
     -DHDF5_C_INCLUDE_DIR="$P/usr/include/hdf5/openmpi" -DHDF5_hdf5_LIBRARY_RELEASE="$lib/hdf5/openmpi/libhdf5.so"
     -DFEAST_OPENBLAS_DIR="$lib/openblas-openmp" -DFEAST_OPENBLAS_INCLUDE="$P/usr/include/x86_64-linux-gnu/openblas-openmp"
     -DBoost_INCLUDE_DIR="$P/usr/include" -DBoost_NO_BOOST_CMAKE=ON

@@ -368,8 +368,9 @@ class CudaBackend final : public Backend {
     return dst.numel > 0 && dst.data != src.data;
   }
   // The view's memory is where this backend can use it: its GPU, or host memory when allowed.
+  // An empty view touches no memory, wherever it claims to be (an unallocated Tensor says cpu).
   void check_place(const TensorView& v, const char* op, const char* operand, bool host_ok) const {
-    FEAST_CHECK(v.device == device_ || (host_ok && v.device.is_cpu()),
+    FEAST_CHECK(v.numel == 0 || v.device == device_ || (host_ok && v.device.is_cpu()),
                 name() << " " << op << ": operand " << operand << " is on " << v.device.name());
   }
   // The operand `name` of `op` after checking it: nullptr for an empty optional operand.
