@@ -62,7 +62,9 @@ void connect_gpu_groups(ProcessGroups& groups, const GpuTransportRequest& reques
   for (auto [group, name] : {std::pair{&groups.tp, "tensor-parallel"}, std::pair{&groups.dp, "data-parallel"},
                              std::pair{&groups.pp, "pipeline"}, std::pair{&groups.cp, "context-parallel"},
                              std::pair{&groups.embedding, "tied-embedding"}}) {
-    if (!*group || (*group)->size() == 1 || (group == &groups.dp && request.dp_stays_on_mpi)) continue;
+    if (!*group || (*group)->size() == 1 || (group == &groups.dp && request.dp_stays_on_mpi) ||
+        (group == &groups.pp && request.pp_stays_on_mpi))
+      continue;
     *group = through_nccl(std::move(*group), request);
     on_nccl += std::string(on_nccl.empty() ? "" : ", ") + name;
   }

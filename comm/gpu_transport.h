@@ -22,6 +22,9 @@ struct GpuTransportRequest {
   // A parameter server's data-parallel group posts transfers both ways at once, which NCCL
   // would serialise into a deadlock: it stays on MPI.
   bool dp_stays_on_mpi = false;
+  // Interleaved 1F1B's transfers are not paired into exchanges (schedule.h), and NCCL, which
+  // runs a group's sends and receives in order, could wait in a cycle: the pipeline stays on MPI.
+  bool pp_stays_on_mpi = false;
 };
 
 // Collective over groups.world: every group stages device buffers through host memory; then the

@@ -30,7 +30,8 @@ struct ParallelConfig {
   int zero_stage = 1;         // 0 all-reduce, 1 shard optimizer state, 2 also gradients, 3 also parameters
   int micro_batch_size = 4;   // sequences per micro-batch on one rank
   int num_micro_batches = 1;  // micro-batches per step per data-parallel rank
-  std::string schedule = "1f1b";  // pipeline schedule: "1f1b", "gpipe" or "zero-bubble"
+  std::string schedule = "1f1b";  // pipeline schedule: "1f1b", "gpipe", "zero-bubble" or "interleaved-1f1b"
+  int virtual_stages = 1;     // interleaved-1f1b: model chunks per pipeline stage
   double bucket_mb = 4.0;     // gradient-reduction bucket size in MiB
   std::vector<int> stage_layers;  // layers per pipeline stage; empty = as even as possible
   double timeout_s = 300;     // a collective or receive waiting longer ends the job (watchdog)

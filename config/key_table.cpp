@@ -192,19 +192,30 @@ const std::vector<KeyDesc>& keys() {
       {FEAST_KEY(parallel, num_micro_batches), at_least(1), "micro-batches per step per dp rank",
        "micro-batches per optimizer step on each data-parallel rank (gradient accumulation; also the "
        "pipeline's micro-batches). Ignored when `training.batch_size` is set"},
-      {FEAST_KEY(parallel, schedule), one_of({"1f1b", "gpipe", "zero-bubble"}), "pipeline schedule",
+      {FEAST_KEY(parallel, schedule), one_of({"1f1b", "gpipe", "zero-bubble", "interleaved-1f1b"}), "pipeline schedule",
        "pipeline schedule: 1F1B holds at most pp - stage micro-batches' activations; GPipe holds all of "
        "them; `\"zero-bubble\"` (ZB-H1, Qi et al. 2023) is 1F1B with each backward split into its "
        "input-gradient and weight-gradient halves and the weight halves deferred into the time a stage "
        "would wait, which cuts the idle share from (p-1)/(m+p-1) to (p-1)/(3m+p-1) (m >= p, equal "
        "forward, input- and weight-gradient times), holds pp micro-batches on every stage and keeps "
        "each layer's output gradients from one half to the other (docs/memory.md); it cannot be "
-       "combined with `training.recompute`. Every schedule computes the same gradients"},
+       "combined with `training.recompute`. `\"interleaved-1f1b\"` (Narayanan et al. 2021, Megatron-LM's "
+       "virtual pipeline) gives each stage `parallel.virtual_stages` non-contiguous chunks of layers and "
+       "runs 1F1B over (micro-batch, chunk) pairs: the idle share falls to (p-1)/(vm+p-1) for v times the "
+       "point-to-point traffic; it needs pp >= 2 and micro-batches per step a multiple of pp, and its "
+       "pipeline transfers go through MPI (on GPUs staged through host memory). Every schedule computes "
+       "the same gradients"},
+      {FEAST_KEY(parallel, virtual_stages), at_least(1), "model chunks per stage (interleaved-1f1b)",
+       "chunks of layers each pipeline stage holds under `parallel.schedule = \"interleaved-1f1b\"` (at "
+       "least 2 there, 1 otherwise): the model is cut into pp * virtual_stages virtual stages, chunk c of "
+       "stage s being virtual stage c * pp + s; each stage's layers (`parallel.stage_layers`, or the "
+       "default split, which gives every stage a multiple of it) must be a multiple of it"},
       {FEAST_KEY(parallel, bucket_mb), above(0), "gradient-reduction bucket size, MiB",
        "size of the gradient-reduction buckets in MiB (whole layers are grouped until a bucket reaches "
        "it)"},
       {FEAST_KEY(parallel, stage_layers), at_least(1), "layers per stage; [] = even split",
-       "layers of each pipeline stage; empty = as even as possible (earlier stages take the remainder)", nullptr, "each >= 1, `pp` entries summing to `model.n_layer`"},
+       "layers of each pipeline stage; empty = as even as possible (earlier stages take the remainder; "
+       "under interleaved-1f1b in whole groups of `parallel.virtual_stages`)", nullptr, "each >= 1, `pp` entries summing to `model.n_layer`"},
       // Bounded: beyond ~9e9 s the deadline overflows the clock, and under a second the
       // watchdog would fire at the first slow collective.
       {FEAST_KEY(parallel, timeout_s), closed(1, 604800), "watchdog: longest wait for a collective, s",

@@ -47,9 +47,18 @@ LayoutPlan plan_layout(const Config& c, int world_size) {
   if (pp > m.n_layer)
     throw ConfigError("parallel.pp = " + n(pp) + " stages but model.n_layer = " + n(m.n_layer) +
                       ": every stage needs at least one layer (" + c.where("parallel.pp") + ")");
+  // Interleaved: every stage's layers are v equal chunks, so the default split deals out whole
+  // groups of v layers (earlier stages take the remainder), and an explicit one must be in them.
+  const int v = p.schedule == "interleaved-1f1b" ? p.virtual_stages : 1;
   std::vector<int> stage_layers = p.stage_layers;
   if (stage_layers.empty()) {
-    for (int s = 0; s < pp; ++s) stage_layers.push_back(m.n_layer / pp + (s < m.n_layer % pp ? 1 : 0));
+    if (m.n_layer % v != 0 || m.n_layer < pp * v)
+      throw ConfigError("parallel.virtual_stages = " + n(v) + " does not divide the model's " + n(m.n_layer) +
+                        " layers into " + n(pp) + " stages of whole chunks: each stage needs a multiple of " + n(v) +
+                        " layers (at least " + n(v) + ") (" + c.where("parallel.virtual_stages") +
+                        "); change it, or give parallel.stage_layers");
+    const int groups = m.n_layer / v;
+    for (int s = 0; s < pp; ++s) stage_layers.push_back(v * (groups / pp + (s < groups % pp ? 1 : 0)));
   } else {
     const int total = std::accumulate(stage_layers.begin(), stage_layers.end(), 0);
     if (int(stage_layers.size()) != pp || total != m.n_layer)
@@ -74,17 +83,37 @@ LayoutPlan plan_layout(const Config& c, int world_size) {
     throw ConfigError("the world has " + count_of(world_size, "rank") + " (mpirun -np) but " + span_keys +
                       " * parallel.dp = " + span_values + " * " + n(p.dp) + " = " + n(span * p.dp) + "; launch " +
                       n(span * p.dp) + " ranks or change the degrees" + degrees_at);
+  for (int s = 0; s < pp; ++s)
+    if (stage_layers[size_t(s)] % v != 0)
+      throw ConfigError("parallel.virtual_stages = " + n(v) + " does not divide stage " + n(s) + "'s " +
+                        n(stage_layers[size_t(s)]) + " layers (parallel.stage_layers at " +
+                        c.where("parallel.stage_layers") + ", parallel.virtual_stages at " +
+                        c.where("parallel.virtual_stages") + "): interleaving cuts every stage into " + n(v) +
+                        " equal chunks");
   const int dp = p.dp ? p.dp : world_size / span;
   LayoutPlan plan{ParallelLayout(tp, pp, dp, p.order, cp), c.micro_batches_per_rank(dp), std::move(stage_layers),
-                  parse_schedule_kind(p.schedule)};
+                  parse_schedule_kind(p.schedule), v};
+  if (v > 1 && plan.micro_batches % pp != 0)
+    throw ConfigError("parallel.schedule = \"interleaved-1f1b\" runs micro-batches in groups of parallel.pp = " +
+                      n(pp) + ", but a step has " + n(plan.micro_batches) +
+                      " per data-parallel rank (training.batch_size / (dp * parallel.micro_batch_size), or "
+                      "parallel.num_micro_batches); make it a multiple of " + n(pp));
   return plan;
 }
 
 StageSpec LayoutPlan::stage_of(int rank) const {
   const RankCoord c = layout.coord(rank);
   StageSpec spec;
-  spec.first_layer = std::accumulate(stage_layers.begin(), stage_layers.begin() + c.pp, 0);
-  spec.num_layers = stage_layers[size_t(c.pp)];
+  // Virtual stage j = chunk·pp + stage holds stage_layers[stage] / v layers, in order.
+  const int v = virtual_stages, pp = layout.pp();
+  spec.chunks.clear();
+  int first = 0;
+  for (int chunk = 0; chunk < v; ++chunk)
+    for (int s = 0; s < pp; ++s) {
+      const int count = stage_layers[size_t(s)] / v;
+      if (s == c.pp) spec.chunks.push_back({first, count});
+      first += count;
+    }
   spec.has_embedding = c.pp == 0;
   spec.has_head = c.pp == layout.pp() - 1;
   spec.tp_rank = c.tp;

@@ -19,8 +19,12 @@ struct LayoutPlan {
   int micro_batches = 1;          // per step on each data-parallel rank
   std::vector<int> stage_layers;  // layers of each pipeline stage
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
+  // Model chunks per stage (interleaved 1F1B): stage s's layers cut into this many equal chunks,
+  // chunk c following virtual stage c·pp + s - 1's (the last stage's chunk c - 1 for s = 0).
+  int virtual_stages = 1;
 
-  // The part of the model world rank `rank` holds: its stage's layers and tensor-parallel slice.
+  // The part of the model world rank `rank` holds: its stage's layers (one range per chunk) and
+  // tensor-parallel slice.
   StageSpec stage_of(int rank) const;
 };
 

@@ -58,6 +58,30 @@ void validate_config(const Config& c) {
              c.where("training.recompute") + ") keeps less; use parallel.schedule = \"1f1b\" with recomputation, "
              "or training.recompute = \"none\" with zero-bubble");
   }
+  const bool interleaved = c.parallel.schedule == "interleaved-1f1b";
+  if (interleaved && c.parallel.virtual_stages < 2) {
+    fail(c.where("parallel.schedule"),
+         "parallel.schedule = \"interleaved-1f1b\" needs parallel.virtual_stages >= 2 model chunks per stage, "
+         "but it is " + std::to_string(c.parallel.virtual_stages) + " (" + c.where("parallel.virtual_stages") +
+             "); set it, or use parallel.schedule = \"1f1b\"");
+  }
+  if (!interleaved && c.parallel.virtual_stages != 1) {
+    fail(c.where("parallel.virtual_stages"),
+         "parallel.virtual_stages = " + std::to_string(c.parallel.virtual_stages) +
+             " applies to parallel.schedule = \"interleaved-1f1b\", but the schedule is \"" + c.parallel.schedule +
+             "\" (" + c.where("parallel.schedule") + "); set the schedule, or remove parallel.virtual_stages");
+  }
+  if (interleaved && c.parallel.pp < 2) {
+    fail(c.where("parallel.schedule"), "parallel.schedule = \"interleaved-1f1b\" interleaves chunks of layers over "
+                                       "pipeline stages and needs parallel.pp >= 2 (" + c.where("parallel.pp") +
+                                           "); use parallel.schedule = \"1f1b\" at pp = 1");
+  }
+  if (interleaved && c.parallel.zero_stage == 3) {
+    fail(c.where("parallel.zero_stage"),
+         "parallel.zero_stage = 3 gathers each block's parameters in the order a contiguous stage runs them; "
+         "parallel.schedule = \"interleaved-1f1b\" (" + c.where("parallel.schedule") +
+             ") is not supported with it; use zero_stage 1 or 2, or schedule \"1f1b\"");
+  }
   if (c.parallel.dp_sync == "parameter-server" && c.parallel.zero_stage != 0) {
     fail(c.where("parallel.zero_stage"),
          "parallel.zero_stage = " + std::to_string(c.parallel.zero_stage) + " cannot be combined with " +

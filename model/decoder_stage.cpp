@@ -53,7 +53,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   const DType dt = backend.compute_dtype();
   params_ = shape.reserved_parameters ? backend.reserve(dt, table_.total_numel()) : backend.allocate(dt, table_.total_numel());
 
-  if (!arch_.learned_positions && spec.num_layers > 0) {
+  if (!arch_.learned_positions && spec.num_layers() > 0) {
     std::vector<float> cos, sin;
     rope_tables(config, cos, sin);
     if (cp_.active()) {  // the rows of this rank's positions, so the rope op reads row t for token t
@@ -75,20 +75,29 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   if (spec.has_embedding)
     embedding_ = std::make_unique<TokenEmbedding>(table_, params_.view(), arch_.learned_positions, C, vocab_begin);
   FEAST_CHECK(shape.recompute_layers >= 0, "recompute_layers must not be negative");
-  for (int i = 0; i < spec.num_layers; ++i) {
-    const bool recomputed = shape.recompute_layers == 0 || i < shape.recompute_layers;
-    activations_.begin_block();
-    blocks_.emplace_back(config, arch_, table_, params_.view(), spec.first_layer + i, t, region_rows,
-                         shape.max_batch, shape.max_seq, activations_, recomputed ? shape.recompute : Recompute::kNone,
-                         rope_cos_.view(), rope_sin_.view(), cp_.active());
+  FEAST_CHECK(!spec.chunks.empty() && (spec.chunks.size() == 1 || !shape.split_backward),
+              "a stage of " << spec.chunks.size() << " model chunks runs whole backwards");
+  blocks_.reserve(size_t(spec.num_layers()));
+  for (const LayerRange& chunk : spec.chunks) {
+    chunk_begin_.push_back(int(blocks_.size()));
+    for (int layer = chunk.first; layer < chunk.first + chunk.count; ++layer) {
+      const int i = int(blocks_.size());
+      const bool recomputed = shape.recompute_layers == 0 || i < shape.recompute_layers;
+      activations_.begin_block();
+      blocks_.emplace_back(config, arch_, table_, params_.view(), layer, t, region_rows, shape.max_batch,
+                           shape.max_seq, activations_, recomputed ? shape.recompute : Recompute::kNone,
+                           rope_cos_.view(), rope_sin_.view(), cp_.active());
+    }
   }
+  chunk_begin_.push_back(int(blocks_.size()));
   if (spec.has_head) {
     final_norm_ = std::make_unique<Norm>(arch_.norm, float(config.norm_eps), table_, params_.view(), "ln_f", C,
                                          region_rows, activations_, true);
     head_ = std::make_unique<LmHead>(table_.at("lm_head.weight"), params_.view(), C, vocab_begin, config.vocab_size,
                                      rows, activations_);
   }
-  input_ = activations_.take(true, dt, region_NC);
+  for (size_t chunk = 0; chunk < spec.chunks.size(); ++chunk)
+    for (const TensorView& v : activations_.take(true, dt, region_NC)) input_.push_back(v);
   if (spec.has_embedding) tokens_ = activations_.take(true, DType::kInt32, rows);
   if (spec.has_embedding) input_grad_kept_ = activations_.take_output_grads(dt, region_NC);
   if (spec.has_head) targets_ = activations_.take(true, DType::kInt32, rows);
@@ -117,7 +126,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   }
   if (shape.sequence_parallel || shape.split_backward) scratch_.norm_grads = take(DType::kFloat32, 2 * size_t(C));
   if (shape.split_backward && !spec.has_embedding) arrival_ = take(dt, region_NC);
-  if (cp_.active() && spec.num_layers > 0) {
+  if (cp_.active() && spec.num_layers() > 0) {
     const size_t kv = rows * size_t(att.kv_width());
     for (int i = 0; i < 2; ++i) {
       scratch_.ring.kv[i] = take(dt, kv);
@@ -143,18 +152,21 @@ std::vector<GradRange> DecoderStage::gradient_ranges() const {
   // The vocabulary-sized tensors' chunks stand alone; a tied head on the embedding's stage is
   // the embedding itself, acquired by both in one backward.
   const bool shared = embedding_ && head_ && &head_->weight() == &embedding_->token_table();
+  const int last = chunks() - 1;  // the head's chunk; the embedding's is 0
   if (embedding_)
     for (const FlatRange& c : embedding_->chunks())
-      out.push_back({c.begin, c.end, shared ? 2 : 1, true, embedding_->token_table().tied_across_stages});
+      out.push_back({c.begin, c.end, shared ? 2 : 1, true, embedding_->token_table().tied_across_stages, 0});
   if (head_ && !shared)
-    for (const FlatRange& c : head_->chunks()) out.push_back({c.begin, c.end, 1, true, head_->weight().tied_across_stages});
+    for (const FlatRange& c : head_->chunks())
+      out.push_back({c.begin, c.end, 1, true, head_->weight().tied_across_stages, last});
   if (embedding_ && embedding_->position_range().size() > 0) {
     const FlatRange r = embedding_->position_range();
     out.push_back({r.begin, r.end});
   }
-  if (final_norm_) out.push_back({final_norm_->grad_range().begin, final_norm_->grad_range().end});
-  for (const DecoderBlock& b : blocks_)
-    for (const FlatRange& r : b.grad_ranges()) out.push_back({r.begin, r.end});
+  if (final_norm_) out.push_back({final_norm_->grad_range().begin, final_norm_->grad_range().end, 1, false, false, last});
+  for (int chunk = 0; chunk < chunks(); ++chunk)
+    for (int i = chunk_begin(chunk); i < chunk_end(chunk); ++i)
+      for (const FlatRange& r : blocks_[size_t(i)].grad_ranges()) out.push_back({r.begin, r.end, 1, false, false, chunk});
   return out;
 }
 
@@ -171,19 +183,25 @@ void DecoderStage::let_go_step(int step) {
 }
 
 ActivationBytes DecoderStage::activation_bytes() const {
+  // Per slot of a chunk, every chunk's part: each chunk's blocks keep shape_.slots micro-batches.
   ActivationBytes a;
   a.slots = shape_.slots;
-  a.per_slot = activations_.saved_bytes() / size_t(shape_.slots);
+  a.per_slot = activations_.saved_bytes() / size_t(a.slots);
   a.recompute = activations_.recompute_bytes();
   for (const Tensor& t : scratch_tensors_) a.scratch += t.bytes();
   return a;
 }
 
-TensorView DecoderStage::output(int slot) { return blocks_.empty() ? input(slot) : blocks_.back().output(slot); }
+TensorView DecoderStage::output(int slot) { return chunk_output(slot); }
+
+TensorView DecoderStage::chunk_output(int slot) {
+  const int end = chunk_end(chunk_of(slot));
+  return end == chunk_begin(chunk_of(slot)) ? input_[size_t(slot)] : blocks_[size_t(end) - 1].output(slot_in_chunk(slot));
+}
 
 void DecoderStage::check_micro_batch(int slot, int B, int T) const {
-  FEAST_CHECK(slot >= 0 && slot < shape_.slots && B >= 1 && B <= shape_.max_batch && T >= 1 && T <= shape_.max_seq,
-              "micro-batch " << B << "x" << T << " in slot " << slot << " exceeds the allocated " << shape_.slots
+  FEAST_CHECK(slot >= 0 && slot < slots() && B >= 1 && B <= shape_.max_batch && T >= 1 && T <= shape_.max_seq,
+              "micro-batch " << B << "x" << T << " in slot " << slot << " exceeds the allocated " << slots()
                              << " x " << shape_.max_batch << "x" << shape_.max_seq);
   FEAST_CHECK(!cp_.active() || T == shape_.max_seq,
               "a context-parallel stage built for " << shape_.max_seq << " tokens per sequence got " << T
@@ -197,31 +215,33 @@ void DecoderStage::check_micro_batch(int slot, int B, int T) const {
 float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale) {
   check_micro_batch(slot, B, T);
   const LayerContext ctx = context();
-  const size_t s = size_t(slot), N = size_t(B) * size_t(T);
+  // The chunk's part of the model runs; its blocks, embedding and head keep slot j's activations.
+  const int chunk = chunk_of(slot), j = slot_in_chunk(slot);
+  const size_t J = size_t(j), N = size_t(B) * size_t(T);
   // The walk's steps in order, each one's successor arriving while it runs.
   const int steps = int(units_.walk.size());
   auto next = [&](int step) { return step + 1 < steps ? step + 1 : -1; };
-  if (embedding_) {
+  if (embeds(slot)) {
     const int e = units_.embedding_step();
     hold_step(e, next(e));
-    backend_.copy(tokens_[s].first(N), host_view(tokens, N));
-    embedding_->forward(ctx, input_[s], tokens_[s], B, T);
+    backend_.copy(tokens_[J].first(N), host_view(tokens, N));
+    embedding_->forward(ctx, input_[size_t(slot)], tokens_[J], B, T);
     let_go_step(e);
   }
-  TensorView x = input_[s];
-  for (int i = 0; i < int(blocks_.size()); ++i) {
+  TensorView x = input_[size_t(slot)];
+  for (int i = chunk_begin(chunk); i < chunk_end(chunk); ++i) {
     const int b = units_.block_step(i);
     hold_step(b, next(b));
-    blocks_[size_t(i)].forward(ctx, slot, x, B, T);
+    blocks_[size_t(i)].forward(ctx, j, x, B, T);
     let_go_step(b);
-    x = blocks_[size_t(i)].output(slot);
+    x = blocks_[size_t(i)].output(j);
   }
-  if (!head_) return 0.0f;
+  if (!heads(slot)) return 0.0f;
   const int h = units_.head_step();
   hold_step(h, -1);
-  backend_.copy(targets_[s].first(N), host_view(targets, N));
-  final_norm_->forward(ctx, slot, x, tp_.local_rows(int(N)));
-  const float loss = head_->forward(ctx, slot, head_input(slot, int(N)), targets_[s], int(N), loss_scale);
+  backend_.copy(targets_[J].first(N), host_view(targets, N));
+  final_norm_->forward(ctx, j, x, tp_.local_rows(int(N)));
+  const float loss = head_->forward(ctx, j, head_input(j, int(N)), targets_[J], int(N), loss_scale);
   let_go_step(h);
   return loss;
 }
@@ -231,45 +251,45 @@ void DecoderStage::backward(int slot, int B, int T) {
   FEAST_CHECK(!shape_.split_backward, "a stage built to split its backward runs backward_input and backward_weight");
   check_micro_batch(slot, B, T);
   backward_walk(slot, B, T, /*whole=*/true);
-  if (embedding_) embedding_->backward(context(), scratch_.dres, tokens_[size_t(slot)], B, T, *sink_);
+  if (embeds(slot)) embedding_->backward(context(), scratch_.dres, tokens_[size_t(slot_in_chunk(slot))], B, T, *sink_);
 }
 
 void DecoderStage::backward_walk(int slot, int B, int T, bool whole) {
   const LayerContext ctx = context();
-  const size_t s = size_t(slot);
+  const int chunk = chunk_of(slot), j = slot_in_chunk(slot), first = chunk_begin(chunk);
   const int N = B * T, C = config_.n_embd, Nl = tp_.local_rows(N);
   // dres carries d loss / d (residual stream) backwards through the blocks (on non-last stages
   // it arrives from the next stage).
   // The walk backwards, the embedding's step excepted: its backward adds rows of the output
   // gradient to its gradient and reads no weight.
-  const int last_block = int(blocks_.size()) - 1;
-  if (head_) {
+  const int last_block = chunk_end(chunk) - 1;
+  if (heads(slot)) {
     const int h = units_.head_step();
-    hold_step(h, last_block >= 0 ? units_.block_step(last_block) : -1);
-    const TensorView x_last = blocks_.empty() ? input_[s] : blocks_.back().output(slot);
+    hold_step(h, last_block >= first ? units_.block_step(last_block) : -1);
+    const TensorView x_last = chunk_output(slot);
     // The head's input gradient is partial over the vocabulary shards: summed over the group
     // (under sequence parallelism, leaving this rank its rows) into tmp.
     const TensorView dhead = partial_sums(ctx, scratch_.tmp);
     if (whole)
-      head_->backward(ctx, slot, head_input(slot, N), dhead, N, *sink_);
+      head_->backward(ctx, j, head_input(j, N), dhead, N, *sink_);
     else
-      head_->backward_input(ctx, slot, dhead, N);
+      head_->backward_input(ctx, j, dhead, N);
     sum_partials(ctx, dhead, scratch_.tmp, N, C);
     backend_.zero(scratch_.dres.first(size_t(Nl) * size_t(C)));
     if (whole)
-      final_norm_->backward(ctx, slot, scratch_.dres, scratch_.tmp, x_last, Nl, *sink_);
+      final_norm_->backward(ctx, j, scratch_.dres, scratch_.tmp, x_last, Nl, *sink_);
     else
-      final_norm_->backward_input(ctx, slot, scratch_.dres, scratch_.tmp, x_last, Nl);
+      final_norm_->backward_input(ctx, j, scratch_.dres, scratch_.tmp, x_last, Nl);
     let_go_step(h);
   }
-  for (int i = last_block; i >= 0; --i) {
+  for (int i = last_block; i >= first; --i) {
     const int b = units_.block_step(i);
-    hold_step(b, i > 0 ? units_.block_step(i - 1) : -1);
-    const TensorView x = i > 0 ? blocks_[size_t(i) - 1].output(slot) : input_[s];
+    hold_step(b, i > first ? units_.block_step(i - 1) : -1);
+    const TensorView x = i > first ? blocks_[size_t(i) - 1].output(j) : input_[size_t(slot)];
     if (whole)
-      blocks_[size_t(i)].backward(ctx, slot, x, B, T, *sink_);
+      blocks_[size_t(i)].backward(ctx, j, x, B, T, *sink_);
     else
-      blocks_[size_t(i)].backward_input(ctx, slot, x, B, T);
+      blocks_[size_t(i)].backward_input(ctx, j, x, B, T);
     let_go_step(b);
   }
 }

@@ -23,6 +23,7 @@ namespace feast {
 // The largest micro-batch a stage is built for, how many it holds at once, and what its blocks
 // recompute rather than keep: the first recompute_layers blocks of the stage (0: every block).
 struct StageShape {
+  // slots: per model chunk (StageSpec::chunks); the stage holds slots × chunks in all.
   int max_batch = 1, max_seq = 1, slots = 1;
   Recompute recompute = Recompute::kNone;
   int recompute_layers = 0;
@@ -54,7 +55,9 @@ class DecoderStage final : public PipelineStage {
   Backend& backend() override { return backend_; }
   const LocalTable& table() const override { return table_; }
   TensorView parameters() override { return params_.view(); }
-  int slots() const override { return shape_.slots; }
+  // Slot j of chunk c is slot c·shape.slots + j: each chunk's blocks keep shape.slots
+  // micro-batches, and the executor addresses a chunk through its slots.
+  int slots() const override { return shape_.slots * chunks(); }
   ActivationBytes activation_bytes() const override;
 
   void set_gradient_sink(GradientSink* sink) override { sink_ = sink; }
@@ -84,13 +87,24 @@ class DecoderStage final : public PipelineStage {
 
  private:
   LayerContext context() { return {backend_, tp_, cp_, scratch_}; }
+  int chunks() const { return int(spec_.chunks.size()); }
+  // A stage slot's chunk, and its slot within the chunk (what its blocks, embedding and head use).
+  int chunk_of(int slot) const { return slot / shape_.slots; }
+  int slot_in_chunk(int slot) const { return slot % shape_.slots; }
+  // The chunk's blocks: [begin, end) in blocks_.
+  int chunk_begin(int chunk) const { return chunk_begin_[size_t(chunk)]; }
+  int chunk_end(int chunk) const { return chunk_begin_[size_t(chunk) + 1]; }
+  bool embeds(int slot) const { return embedding_ && chunk_of(slot) == 0; }
+  bool heads(int slot) const { return head_ && chunk_of(slot) == chunks() - 1; }
+  // The output of the chunk's last block for `slot` (its input when it has no blocks).
+  TensorView chunk_output(int slot);
   void check_micro_batch(int slot, int B, int T) const;
   // backward's walk over the head, the final norm and the blocks (units held as it goes): whole,
   // or only the input gradients (backward_input). Leaves d loss / d (the stage's input) in dres.
   void backward_walk(int slot, int B, int T, bool whole);
   // The final norm's output of `slot` as the head reads it: all N rows, gathered into the
   // scratch under sequence parallelism (again in the backward, rather than kept per slot).
-  TensorView head_input(int slot, int N);
+  TensorView head_input(int slot, int N);  // slot: within the last chunk
 
   ModelConfig config_;
   DecoderArch arch_;
@@ -114,9 +128,12 @@ class DecoderStage final : public PipelineStage {
   void let_go_step(int step);
   std::unique_ptr<TokenEmbedding> embedding_;  // first stage
   std::vector<DecoderBlock> blocks_;
+  std::vector<int> chunk_begin_;  // per chunk, the index of its first block in blocks_; then blocks_.size()
   std::unique_ptr<Norm> final_norm_;           // last stage
   std::unique_ptr<LmHead> head_;               // last stage
-  std::vector<TensorView> input_, tokens_, targets_;  // per slot: (N, C); (N) first stage; (N) last stage
+  // input_: per stage slot (every chunk's), (N, C); tokens_ and targets_ per slot of a chunk: (N)
+  // first stage, (N) last stage.
+  std::vector<TensorView> input_, tokens_, targets_;
   std::vector<TensorView> input_grad_kept_;  // per slot (N, C), first stage, split backward: the embedding's
   std::vector<Tensor> scratch_tensors_;
   StageScratch scratch_;

@@ -29,7 +29,7 @@ bool Placement::on(const StageSpec& st) const {
   switch (kind) {
     case Kind::kFirstStage: return st.has_embedding;
     case Kind::kLastStage: return st.has_head;
-    case Kind::kLayer: return layer >= st.first_layer && layer < st.first_layer + st.num_layers;
+    case Kind::kLayer: return st.holds_layer(layer);
   }
   return false;
 }

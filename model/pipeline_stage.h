@@ -26,6 +26,9 @@ struct GradRange {
   int uses = 1;             // acquisitions per backward (2: a tied head and embedding on one stage)
   bool standalone = false;  // a chunk of a vocabulary-sized tensor: never merged into a bucket
   bool tied = false;        // shared with another stage: summed over the embedding group
+  // The model chunk whose backward writes it (interleaved 1F1B; 0 otherwise). A chunk's
+  // backwards come at their own times, so a bucket never spans two chunks' ranges.
+  int chunk = 0;
 };
 
 // A stage's activation memory: what each slot keeps for its backward, the buffers its

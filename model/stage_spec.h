@@ -1,22 +1,47 @@
-// Which part of the model one rank holds: a contiguous range of layers (its pipeline stage),
-// whether it holds the embedding (first stage) and the final norm + head + loss (last stage),
-// and its slice of tensor parallelism.
+// Which part of the model one rank holds: its layers (its pipeline stage's contiguous range, or
+// under interleaved 1F1B one range per model chunk), whether it holds the embedding (first
+// stage) and the final norm + head + loss (last stage), and its slice of tensor parallelism.
 #pragma once
+
+#include <vector>
 
 #include "model/model_config.h"
 
 namespace feast {
 
+// Layers [first, first + count).
+struct LayerRange {
+  int first = 0;
+  int count = 0;
+};
+
 struct StageSpec {
-  int first_layer = 0;
-  int num_layers = 0;
+  // Ascending and disjoint; one range unless the pipeline is interleaved (parallel.virtual_stages
+  // chunks, chunk c holding virtual stage c·pp + stage). The embedding belongs to chunk 0, the
+  // head to the last chunk.
+  std::vector<LayerRange> chunks{LayerRange{}};
   bool has_embedding = true;  // first pipeline stage: wte, wpe
   bool has_head = true;       // last pipeline stage: ln_f and the tied head (its own wte copy)
   int tp_rank = 0;
   int tp = 1;
 
+  int num_layers() const {
+    int n = 0;
+    for (const LayerRange& r : chunks) n += r.count;
+    return n;
+  }
+  bool holds_layer(int layer) const {
+    for (const LayerRange& r : chunks)
+      if (layer >= r.first && layer < r.first + r.count) return true;
+    return false;
+  }
+
   // The whole model on one rank.
-  static StageSpec whole(const ModelConfig& c) { return {0, c.n_layer, true, true, 0, 1}; }
+  static StageSpec whole(const ModelConfig& c) {
+    StageSpec s;
+    s.chunks = {{0, c.n_layer}};
+    return s;
+  }
 };
 
 }  // namespace feast

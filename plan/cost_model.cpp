@@ -1,6 +1,7 @@
 #include "plan/cost_model.h"
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -76,7 +77,7 @@ int effective_zero_stage(const Config& config, const LayoutPlan& plan) {
 int recomputed_blocks(const Config& config, const StageSpec& spec) {
   if (config.training.recompute == "none") return 0;
   const int n = config.training.recompute_layers;
-  return n == 0 ? spec.num_layers : std::min(n, spec.num_layers);
+  return n == 0 ? spec.num_layers() : std::min(n, spec.num_layers());
 }
 
 // One block's parameters (all blocks are alike), for the FLOPs of recomputing it.
@@ -137,7 +138,9 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   // Under context parallelism a stage holds its T / cp tokens of each sequence.
   const int cp = plan.layout.cp();
   const int B = config.parallel.micro_batch_size, T = config.training.seq_len / cp, t = plan.layout.tp();
-  const int slots = PipelineExecutor::slots_needed(plan.schedule, plan.layout.pp(), stage, plan.micro_batches);
+  // Slots per model chunk; each slot holds one micro-batch of every chunk (interleaved 1F1B).
+  const int slots = PipelineExecutor::slots_needed(plan.schedule, plan.layout.pp(), stage, plan.micro_batches,
+                                                   plan.virtual_stages);
   const double rows = double(B) * T, C = mc.n_embd, hs = mc.head_dim();
   const double NHl = mc.n_head / t, NKVl = mc.kv_heads() / t, Il = mc.mlp_width() / t;
   const double Fl = arch.mlp == MlpKind::kSwiGlu ? 2 * Il : Il, Vl = mc.padded_vocab() / t;
@@ -155,7 +158,7 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   const double att_work = o.gpu || ring ? 0.0 : double(o.threads) * T * T * e;
   const double c_half = T / 2.0, kv_w = 2 * NKVl * hs;
   const double ring_scratch =
-      !ring || spec.num_layers == 0
+      !ring || spec.num_layers() == 0
           ? 0.0
           : 2 * rows * kv_w * e + 3 * rows * kv_w * f32 + rows * NHl * hs * f32 +
                 (o.gpu ? double(B) * NHl * T * f32
@@ -173,7 +176,7 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   const double products = 2 * norm + rows * qkv_w * e + rows * Fl * e + region * C * e;
   const double core = att_state + rows * out_w * e + rows * Il * e;
   const Recompute recompute = recompute_from_name(config.training.recompute);
-  const int layers = spec.num_layers, recomputed = recomputed_blocks(config, spec);
+  const int layers = spec.num_layers(), recomputed = recomputed_blocks(config, spec);
   auto kept = [&](Recompute r) {
     return output + (r == Recompute::kFull ? 0.0 : products) + (r == Recompute::kNone ? core : 0.0);
   };
@@ -184,7 +187,8 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   // two projections' and the two norms'; the final norm's and the embedding's input gradient.
   const bool split = plan.schedule == ScheduleKind::kZeroBubble;
   const double kept_grads = split ? rows * (qkv_w + Fl) * e + 4 * region * C * e : 0.0;
-  double per_slot = region * C * e + block_kept + layers * kept_grads;  // the slot's input and its blocks
+  // The slot's input (one per model chunk) and its blocks.
+  double per_slot = double(spec.chunks.size()) * region * C * e + block_kept + layers * kept_grads;
   if (split && spec.has_head) per_slot += region * C * e;
   if (split && spec.has_embedding) per_slot += region * C * e;
   if (spec.has_embedding) per_slot += rows * i32;                              // tokens
@@ -203,7 +207,7 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
 
   // Rotary tables (max_seq_len, hs/2) twice, float32; under context parallelism the rows of the
   // stage's T positions.
-  if (!arch.learned_positions && spec.num_layers > 0)
+  if (!arch.learned_positions && spec.num_layers() > 0)
     mem.buffers = 2.0 * (ring ? T : mc.max_seq_len) * (hs / 2) * f32;
   return mem;
 }
@@ -323,6 +327,8 @@ Config config_for_layout(const Config& config, const LayoutChoice& choice, int64
   c.parallel.offload_optimizer = choice.offload;
   c.parallel.sequence_parallel = choice.sequence_parallel;
   c.parallel.schedule = choice.schedule;
+  // The config's virtual stages go with its interleaved schedule; the other schedules have one.
+  if (choice.schedule != "interleaved-1f1b") c.parallel.virtual_stages = 1;
   if (int(c.parallel.stage_layers.size()) != choice.pp) c.parallel.stage_layers.clear();
   // plan_layout's messages say where a key was set: here, by the search.
   for (const char* key : {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.cp", "parallel.zero_stage",
@@ -344,7 +350,7 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   est.layout = {t, p, d, config.parallel.zero_stage, B, m, config.training.recompute,
                 config.parallel.offload_optimizer, config.parallel.sequence_parallel, config.parallel.schedule};
   est.valid = true;
-  est.pp_idle_fraction = idle_fraction_formula(plan.schedule, p, m);
+  est.pp_idle_fraction = idle_fraction_formula(plan.schedule, p, m, plan.virtual_stages);
 
   const int gpn = std::max(1, cl.gpus_per_node);
   est.tp_inter_node = spans_nodes(
@@ -368,7 +374,7 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
     if (s == 0 || mem.total() > est.memory.total()) est.memory = mem;
 
     // Compute: 6 N + 6 L T C per token (model/flop_count.h) for the stage's part, split over tp.
-    double flops = 6.0 * stage_flop_parameters(logical, spec, mc) + 6.0 * spec.num_layers * double(T) * mc.n_embd;
+    double flops = 6.0 * stage_flop_parameters(logical, spec, mc) + 6.0 * spec.num_layers() * double(T) * mc.n_embd;
     // Recomputation adds, per recomputed block, the attention core's forward (2 T C per token:
     // selective) or the block's whole forward (full; one more all-reduce with tp, below).
     const int recomputed = recomputed_blocks(config, spec);
@@ -385,7 +391,7 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
     // the head in the backward (the input gathered again for the weight gradient, rather than
     // kept) and the norms' gradient sums (C or 2C floats, one per norm and micro-batch).
     if (t > 1 && config.parallel.sequence_parallel) {
-      const int blocks = spec.num_layers, again = recompute == Recompute::kFull ? recomputed : 0;
+      const int blocks = spec.num_layers(), again = recompute == Recompute::kFull ? recomputed : 0;
       // A split backward gathers each projection's output gradient once more, in its weight pass.
       const int per_block = plan.schedule == ScheduleKind::kZeroBubble ? 12 : 10;
       const int halves = per_block * blocks + 4 * again + (spec.has_embedding ? 2 : 0) + (spec.has_head ? 3 : 0);
@@ -394,7 +400,7 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
       tp_comm[size_t(s)] = halves * allgather_seconds(act_bytes, t, tp_link) +
                            norms * ring_allreduce_seconds(norm_bytes, t, tp_link);
     } else if (t > 1) {
-      const int full = 4 * spec.num_layers + (spec.has_embedding ? 1 : 0) + (spec.has_head ? 1 : 0) +
+      const int full = 4 * spec.num_layers() + (spec.has_embedding ? 1 : 0) + (spec.has_head ? 1 : 0) +
                        (recompute == Recompute::kFull ? recomputed : 0);
       tp_comm[size_t(s)] = full * ring_allreduce_seconds(act_bytes, t, tp_link);
     }
@@ -427,7 +433,7 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
         // hiding nothing) and the first of each pass exposed.
         const double rs = std::max(0.0, reduce_scatter_seconds(g * P, d, dp_link) - window);
         const ParameterUnits units = parameter_units(LocalTable(logical, spec));
-        const double per_block = spec.num_layers > 0 ? compute[size_t(s)] / spec.num_layers : 0.0;
+        const double per_block = spec.num_layers() > 0 ? compute[size_t(s)] / spec.num_layers() : 0.0;
         const size_t steps = units.walk.size();
         std::vector<double> gather(steps), hides(steps, 0.0);  // per step: its gather, and its compute
         for (size_t i = 0; i < steps; ++i) {
@@ -480,7 +486,11 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
     const double idle = idle_fraction_formula(plan.schedule, p, m);
     bubble *= idle * m / ((1.0 - idle) * (p - 1));
   }
-  est.time.pp_idle_s = p > 1 ? bubble + 2.0 * (p - 1) * send_recv_seconds(sent_bytes, pp_link) : 0.0;
+  // Interleaved 1F1B cuts the bubble v-fold, but the first forward and the last backward cross
+  // all v·p - 1 boundaries between virtual stages.
+  const int v = plan.virtual_stages;
+  bubble /= v;
+  est.time.pp_idle_s = p > 1 ? bubble + 2.0 * (v * p - 1) * send_recv_seconds(sent_bytes, pp_link) : 0.0;
   est.time.dp_comm_s = *std::max_element(dp_comm.begin(), dp_comm.end());
   if (config.parallel.offload_optimizer) {
     // The largest range (a stage's, or its ZeRO shard): float32 gradients to the host and float32
@@ -564,13 +574,16 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
                   LayoutChoice choice{tp, pp, dp, zero, b, int(G / dp / b), recompute, offload, sp, schedule};
                   const Config c = config_for_layout(config, choice, G);
                   // The trainer's own rules leave out what it would refuse: sequence parallelism
-                  // at tp 1 or a seq_len tp does not divide, zero-bubble with recomputation.
+                  // at tp 1 or a seq_len tp does not divide, zero-bubble with recomputation,
+                  // interleaving over micro-batches or layers it cannot group.
+                  std::optional<LayoutPlan> plan;
                   try {
                     validate_config(c);
+                    plan = plan_layout(c, N);
                   } catch (const ConfigError&) {
                     continue;
                   }
-                  out.push_back(estimate_layout(c, plan_layout(c, N), options));
+                  out.push_back(estimate_layout(c, *plan, options));
                 }
     }
   auto category = [](const LayoutEstimate& l) { return l.fits ? 0 : l.valid ? 1 : 2; };

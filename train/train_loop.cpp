@@ -123,6 +123,7 @@ TrainSummary train_in(const Config& config, const LayoutPlan& plan, std::unique_
   facts.cp = run.plan().layout.cp();
   facts.micro_batches = run.plan().micro_batches;
   facts.schedule = run.plan().schedule;
+  facts.virtual_stages = run.plan().virtual_stages;
   facts.tokens_per_step = run.tokens_per_step();
   facts.parameters = matmul_parameters(config.model);
   facts.flops_per_token = training_flops_per_token(config.model, tc.seq_len);

@@ -111,7 +111,7 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
   const int B = config.parallel.micro_batch_size, T = local_seq_len(), m = plan_.micro_batches;
   const StageSpec spec = plan_.stage_of(world_rank);
   owns_loss_ = spec.has_head && me_.tp == 0;
-  const int slots = PipelineExecutor::slots_needed(plan_.schedule, layout.pp(), me_.pp, m);
+  const int slots = PipelineExecutor::slots_needed(plan_.schedule, layout.pp(), me_.pp, m, plan_.virtual_stages);
   backend_ = make_backend(tc.device, tc.dtype, local_rank(hosts, world_rank));
   if (tc.device != "cpu") connect_gpus(hosts);
   // ZeRO 3 (with data parallelism to shard over): the flat buffer's pages come and go by block.
@@ -188,7 +188,7 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
                 "stage's parameters (the gradients and the optimizer state are sharded, as under ZeRO 2)");
   }
   executor_ = std::make_unique<PipelineExecutor>(*stage_, layout.pp() > 1 ? groups_.pp.get() : nullptr,
-                                                 plan_.schedule, m, B, T);
+                                                 plan_.schedule, m, B, T, plan_.virtual_stages);
   state_.seed = tc.seed;
   state_.model = stage_.get();
   state_.optimizer = optimizer_.get();
@@ -215,6 +215,7 @@ void TrainingRun::connect_gpus(const std::vector<std::string>& hosts) {
   request.timeout = std::chrono::milliseconds(int64_t(config_.parallel.timeout_s * 1000));
   request.log_dir = config_.logging.dir;
   request.dp_stays_on_mpi = config_.parallel.dp_sync == "parameter-server";
+  request.pp_stays_on_mpi = plan_.schedule == ScheduleKind::kInterleaved;
   connect_gpu_groups(groups_, request);
 }
 
@@ -366,7 +367,9 @@ void TrainingRun::report_start() {
                                    count_of(local_seq_len(), "token") + " of every sequence)"
                              : std::string()) +
             ", " + sync_->describe() + ", " +
-            config_.parallel.schedule + "; global batch " +
+            config_.parallel.schedule +
+            (plan_.virtual_stages > 1 ? " (" + std::to_string(plan_.virtual_stages) + " chunks per stage)" : "") +
+            "; global batch " +
             count_of(tokens_per_step(), "token") + "/step = dp " + std::to_string(layout.dp()) + " x " +
             count_of(m, "micro-batch", "micro-batches") + " x " + count_of(B, "sequence") + " x " +
             count_of(T, "token") + "; " + count_of(omp_get_max_threads(), "thread") + " per rank; " +

@@ -15,11 +15,12 @@ std::vector<GradBucket> gradient_buckets(const std::vector<GradRange>& ranges, s
   std::vector<GradBucket> buckets;
   for (const GradRange& r : order) {
     GradBucket* last = buckets.empty() ? nullptr : &buckets.back();
-    if (last && !r.standalone && !last->standalone && last->begin == r.end && last->end - last->begin < bucket_elems) {
+    if (last && !r.standalone && !last->standalone && last->chunk == r.chunk && last->begin == r.end &&
+        last->end - last->begin < bucket_elems) {
       last->begin = r.begin;
       ++last->ranges;
     } else {
-      buckets.push_back({r.begin, r.end, 1, r.uses, r.standalone, r.tied});
+      buckets.push_back({r.begin, r.end, 1, r.uses, r.standalone, r.tied, r.chunk});
     }
   }
   return buckets;

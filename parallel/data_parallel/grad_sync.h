@@ -60,6 +60,7 @@ struct GradBucket {
   int uses = 1;             // completions per backward (2: a token embedding a tied head also writes)
   bool standalone = false;  // a vocabulary-sized tensor's chunk
   bool tied = false;        // shared with another stage
+  int chunk = 0;            // the model chunk whose backward writes it (GradRange::chunk)
   // Reduced at the step's end, after the sum over the embedding group (a tie across stages).
   bool deferred(bool embedding_group) const { return tied && embedding_group; }
   // ZeRO 2 keeps it in a buffer of its own through the backward rather than a staging slot: it

@@ -5,7 +5,10 @@
 // is the pipeline's idle time plus transfer). A send followed by a receive from the same
 // neighbour goes out as one exchange where the schedule says so (Action::with_next), which NCCL
 // needs; the exchange is posted at the send and waited for at the receive, so the weight passes
-// of a split backward (zero-bubble) placed between them run while it is in flight.
+// of a split backward (zero-bubble) placed between them run while it is in flight. Under
+// interleaved 1F1B each action names its model chunk: the stage addresses the chunk through its
+// slots (chunk c's slot j is c·slots/v + j), and the chunk's neighbours wrap from the last
+// stage to the first (schedule.h's upstream_stage and downstream_stage).
 #pragma once
 
 #include <cstdint>
@@ -38,8 +41,10 @@ using BatchFill = std::function<void(int k, int32_t* tokens, int32_t* targets)>;
 class PipelineExecutor {
  public:
   // pp: the pipeline group (null when pp = 1); micro_batches: per step on this data-parallel
-  // rank. The stage must have been built with at least max_in_flight(schedule) slots.
-  PipelineExecutor(PipelineStage& stage, Communicator* pp, ScheduleKind kind, int micro_batches, int B, int T);
+  // rank; virtual_stages: the stage's model chunks (interleaved 1F1B). The stage must have been
+  // built with at least max_in_flight(schedule) slots per chunk.
+  PipelineExecutor(PipelineStage& stage, Communicator* pp, ScheduleKind kind, int micro_batches, int B, int T,
+                   int virtual_stages = 1);
 
   // One training step's forwards and backwards. Gradients flow into `sync` (which is told
   // which backward is the last). Returns the sum of the micro-batches' mean losses on the last
@@ -50,8 +55,8 @@ class PipelineExecutor {
   // the last stage, 0 elsewhere.
   double evaluate(int n, const BatchFill& fill);
 
-  // Slots a stage needs for this schedule.
-  static int slots_needed(ScheduleKind kind, int stages, int stage, int micro_batches);
+  // Slots a stage needs for this schedule, per model chunk.
+  static int slots_needed(ScheduleKind kind, int stages, int stage, int micro_batches, int virtual_stages = 1);
 
   StageTimes take_times();
 
@@ -77,15 +82,38 @@ class PipelineExecutor {
   // Where the activation for `slot` is received: the slot's input, or with a split backward the
   // stage's arrival(), copied into the slot at its forward.
   TensorView arriving_activation(int slot);
+  // The stage slot of micro-batch k of `chunk`.
+  int slot_of(int k, int chunk) const { return chunk * slots_per_chunk_ + k % slots_per_chunk_; }
+  // Tags keep micro-batches, chunks and directions apart on the pipeline group: a transfer
+  // between virtual stages j and j + 1 is tagged by j's chunk.
+  int activation_tag(int k, int chunk) const { return 2 * (chunk * micro_batches_ + k); }
+  int gradient_tag(int k, int chunk) const { return 2 * (chunk * micro_batches_ + k) + 1; }
+  // This stage's neighbours for `chunk`: the stage its input comes from and its output goes to.
+  int upstream(int chunk) const { return upstream_stage(stages_, stage_index_, chunk); }
+  int downstream(int chunk) const { return downstream_stage(stages_, stage_index_, chunk, virtual_stages_); }
+  // The chunk of the virtual stage before this one's `chunk` (what tags its activations).
+  int upstream_chunk(int chunk) const { return stage_index_ > 0 ? chunk : chunk - 1; }
 
   PipelineStage& stage_;
   Communicator* pp_;
   std::vector<Action> train_actions_;
-  int micro_batches_, B_, T_, stages_ = 1, stage_index_ = 0;
+  int micro_batches_, B_, T_, virtual_stages_, stages_ = 1, stage_index_ = 0, slots_per_chunk_ = 1;
   size_t act_elems_;                       // one micro-batch's (B, T, C) activation
   std::vector<int32_t> tokens_, targets_;  // (B, T): the micro-batch being filled
   std::vector<WorkHandle> act_sends_;      // per slot: the pending send of its output
   WorkHandle grad_send_;                   // the pending send of the input gradient
+  // Interleaved 1F1B: input gradients leave from copies of their own, so that no receive or
+  // backward waits for a send to complete. Its chunks' gradients cross in both directions
+  // between the same two stages, and a wait for one's send (which completes only when the
+  // neighbour posts the receive) could meet the neighbour waiting for the other's. A copy is
+  // reused once its send has completed; there are as many as sends were ever in flight at once.
+  struct OutgoingGrad {
+    Tensor data;
+    WorkHandle send;
+  };
+  std::vector<OutgoingGrad> outgoing_grads_;
+  // Posts the send of the input gradient from a free copy (interleaved).
+  WorkHandle& send_grad_copy(int peer, int tag);
   WorkHandle exchange_;                    // a paired send and receive in flight
   size_t exchange_at_ = 0;                 // the action of its receive
   bool split_ = false;                     // the schedule splits backwards (weight passes)

@@ -1,4 +1,4 @@
-// Builds the 1F1B, GPipe and zero-bubble action lists of one stage and measures them: the
+// Builds the 1F1B, GPipe, zero-bubble and interleaved 1F1B action lists of one stage and measures them: the
 // activation memory they hold (max_in_flight) and the bubble of their ideal timeline
 // (ideal_idle_fraction).
 #include "parallel/pipeline/schedule.h"
@@ -24,21 +24,47 @@ void check_shape(int stages, int micro_batches) {
 // its data exists means a stage never blocks while holding data its neighbour waits for, and
 // lets the neighbour start as early as the ideal timeline assumes.
 struct Builder {
-  int stages, stage;
+  int stages, stage, chunks = 1;
   std::vector<Action> actions;
 
   // send_with_next: the send goes out together with the receive that follows it.
-  void forward(int k, bool send_with_next = false) {
-    if (stage > 0) actions.push_back({ActionType::kRecvActivation, k});
-    actions.push_back({ActionType::kForward, k});
-    if (stage < stages - 1) actions.push_back({ActionType::kSendActivation, k, send_with_next});
+  void forward(int k, bool send_with_next = false, int c = 0) {
+    if (upstream_stage(stages, stage, c) >= 0) actions.push_back({ActionType::kRecvActivation, k, false, c});
+    actions.push_back({ActionType::kForward, k, false, c});
+    if (downstream_stage(stages, stage, c, chunks) >= 0)
+      actions.push_back({ActionType::kSendActivation, k, send_with_next, c});
   }
-  void backward(int k, bool send_with_next = false) {
-    if (stage < stages - 1) actions.push_back({ActionType::kRecvGrad, k});
-    actions.push_back({ActionType::kBackward, k});
-    if (stage > 0) actions.push_back({ActionType::kSendGrad, k, send_with_next});
+  void backward(int k, bool send_with_next = false, int c = 0) {
+    if (downstream_stage(stages, stage, c, chunks) >= 0) actions.push_back({ActionType::kRecvGrad, k, false, c});
+    actions.push_back({ActionType::kBackward, k, false, c});
+    if (upstream_stage(stages, stage, c) >= 0) actions.push_back({ActionType::kSendGrad, k, send_with_next, c});
   }
 };
+
+// The chunk of the neighbour a transfer of chunk c goes to or comes from: the same chunk, or
+// across the wrap from the last stage to the first, the next one.
+int upstream_chunk(int stage, int chunk) { return stage > 0 ? chunk : chunk - 1; }
+int downstream_chunk(int stages, int stage, int chunk) { return stage < stages - 1 ? chunk : chunk + 1; }
+
+// Interleaved 1F1B (build_schedule's description; Megatron-LM's
+// forward_backward_pipelining_with_interleaving). Stage s runs forwards ahead until the first
+// gradient can come back: twice its distance to the last stage (each forward and backward of
+// the last chunk takes a lap) plus the chunks before the last one for all p stages.
+std::vector<Action> interleaved(int p, int s, int m, int v) {
+  Builder b{p, s, v, {}};
+  const int total = m * v, group = p * v;
+  const int warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
+  auto micro_batch = [&](int k) { return (k / group) * p + k % p; };
+  auto forward_chunk = [&](int k) { return (k % group) / p; };
+  auto backward_chunk = [&](int k) { return v - 1 - (k % group) / p; };
+  for (int k = 0; k < warmup; ++k) b.forward(micro_batch(k), false, forward_chunk(k));
+  for (int i = 0; i < total - warmup; ++i) {
+    b.forward(micro_batch(warmup + i), false, forward_chunk(warmup + i));
+    b.backward(micro_batch(i), false, backward_chunk(i));
+  }
+  for (int k = total - warmup; k < total; ++k) b.backward(micro_batch(k), false, backward_chunk(k));
+  return b.actions;
+}
 
 // Time units of a compute action in the ideal timeline: a backward is twice a forward (two
 // products per forward product), split evenly between its input and weight gradients.
@@ -46,7 +72,7 @@ double duration(ActionType type) { return type == ActionType::kBackward ? 2.0 : 
 
 // The 1F1B or GPipe list of one stage (build_schedule's description).
 std::vector<Action> one_f_one_b_or_gpipe(ScheduleKind kind, int stages, int stage, int m) {
-  Builder b{stages, stage, {}};
+  Builder b{stages, stage, 1, {}};
   if (kind == ScheduleKind::kGPipe) {
     for (int k = 0; k < m; ++k) b.forward(k);
     for (int k = 0; k < m; ++k) b.backward(k);
@@ -144,7 +170,38 @@ std::vector<std::vector<Action>> zero_bubble_lists(int p, int m) {
   return out;
 }
 
+std::vector<Action> one_stage_list(ScheduleKind kind, int p, int s, int m, int v) {
+  return kind == ScheduleKind::kInterleaved ? interleaved(p, s, m, v) : one_f_one_b_or_gpipe(kind, p, s, m);
+}
+
+void check_virtual_stages(ScheduleKind kind, int stages, int micro_batches, int virtual_stages) {
+  if (kind != ScheduleKind::kInterleaved) {
+    FEAST_CHECK(virtual_stages == 1, to_string(kind) << " runs one chunk per stage, not " << virtual_stages);
+    return;
+  }
+  if (virtual_stages < 2)
+    throw ConfigError("parallel.schedule = \"interleaved-1f1b\" needs parallel.virtual_stages >= 2, got " +
+                      std::to_string(virtual_stages));
+  if (stages < 2)
+    throw ConfigError("parallel.schedule = \"interleaved-1f1b\" needs parallel.pp >= 2 (it interleaves chunks of "
+                      "layers over pipeline stages)");
+  if (micro_batches % stages != 0)
+    throw ConfigError("parallel.schedule = \"interleaved-1f1b\" runs micro-batches in groups of parallel.pp = " +
+                      std::to_string(stages) + ", but a step has " + std::to_string(micro_batches) +
+                      " per data-parallel rank; make the micro-batches a multiple of " + std::to_string(stages));
+}
+
 }  // namespace
+
+int upstream_stage(int stages, int stage, int chunk) {
+  if (stage > 0) return stage - 1;
+  return chunk > 0 ? stages - 1 : -1;
+}
+
+int downstream_stage(int stages, int stage, int chunk, int virtual_stages) {
+  if (stage < stages - 1) return stage + 1;
+  return chunk < virtual_stages - 1 ? 0 : -1;
+}
 
 bool is_compute(ActionType type) {
   return type == ActionType::kForward || type == ActionType::kBackward || type == ActionType::kBackwardInput ||
@@ -155,7 +212,9 @@ ScheduleKind parse_schedule_kind(const std::string& name) {
   if (name == "1f1b") return ScheduleKind::kOneFOneB;
   if (name == "gpipe") return ScheduleKind::kGPipe;
   if (name == "zero-bubble") return ScheduleKind::kZeroBubble;
-  throw ConfigError("parallel.schedule = \"" + name + "\": expected \"1f1b\", \"gpipe\" or \"zero-bubble\"");
+  if (name == "interleaved-1f1b") return ScheduleKind::kInterleaved;
+  throw ConfigError("parallel.schedule = \"" + name +
+                    "\": expected \"1f1b\", \"gpipe\", \"zero-bubble\" or \"interleaved-1f1b\"");
 }
 
 std::string to_string(ScheduleKind kind) {
@@ -163,85 +222,106 @@ std::string to_string(ScheduleKind kind) {
     case ScheduleKind::kOneFOneB: return "1f1b";
     case ScheduleKind::kGPipe: return "gpipe";
     case ScheduleKind::kZeroBubble: return "zero-bubble";
+    case ScheduleKind::kInterleaved: return "interleaved-1f1b";
   }
   return "?";
 }
 
-std::vector<Action> build_schedule(ScheduleKind kind, int stages, int stage, int micro_batches) {
+std::vector<Action> build_schedule(ScheduleKind kind, int stages, int stage, int micro_batches, int virtual_stages) {
   check_shape(stages, micro_batches);
+  check_virtual_stages(kind, stages, micro_batches, virtual_stages);
   FEAST_CHECK(stage >= 0 && stage < stages,
               "stage " << stage << " outside " << stages << " stages");
   if (kind == ScheduleKind::kZeroBubble) return zero_bubble_lists(stages, micro_batches)[size_t(stage)];
-  return one_f_one_b_or_gpipe(kind, stages, stage, micro_batches);
+  return one_stage_list(kind, stages, stage, micro_batches, virtual_stages);
 }
 
-int max_in_flight(const std::vector<Action>& actions) {
-  int held = 0, most = 0;
+namespace {
+// The most micro-batches held at once, per chunk (max_in_flight) or over all (_total).
+int most_held(const std::vector<Action>& actions, bool per_chunk) {
+  std::vector<int> held;
+  int total = 0, most = 0;
   for (const Action& a : actions) {
-    if (a.type == ActionType::kForward) most = std::max(most, ++held);
-    if (a.type == ActionType::kBackward || a.type == ActionType::kBackwardWeight) --held;
+    if (size_t(a.chunk) >= held.size()) held.resize(size_t(a.chunk) + 1, 0);
+    int& h = held[size_t(a.chunk)];
+    if (a.type == ActionType::kForward) {
+      ++h, ++total;
+      most = std::max(most, per_chunk ? h : total);
+    }
+    if (a.type == ActionType::kBackward || a.type == ActionType::kBackwardWeight) --h, --total;
   }
   return most;
 }
+}  // namespace
 
-double idle_fraction_formula(ScheduleKind kind, int stages, int micro_batches) {
+int max_in_flight(const std::vector<Action>& actions) { return most_held(actions, true); }
+int max_in_flight_total(const std::vector<Action>& actions) { return most_held(actions, false); }
+
+double idle_fraction_formula(ScheduleKind kind, int stages, int micro_batches, int virtual_stages) {
   check_shape(stages, micro_batches);
   const int p = stages, m = micro_batches;
+  if (kind == ScheduleKind::kInterleaved) return double(p - 1) / double(virtual_stages * m + p - 1);
   if (kind != ScheduleKind::kZeroBubble) return double(p - 1) / double(m + p - 1);
   return m >= p ? double(p - 1) / double(3 * m + p - 1) : ideal_idle_fraction(kind, p, m);
 }
 
 const char* idle_fraction_formula_text(ScheduleKind kind, int stages, int micro_batches) {
+  if (kind == ScheduleKind::kInterleaved) return "(p-1)/(vm+p-1)";
   if (kind != ScheduleKind::kZeroBubble) return "(p-1)/(m+p-1)";
   return micro_batches >= stages ? "(p-1)/(3m+p-1)" : "(its ideal timeline: the formula (p-1)/(3m+p-1) needs m >= p)";
 }
 
-double ideal_idle_fraction(ScheduleKind kind, int stages, int micro_batches) {
+double ideal_idle_fraction(ScheduleKind kind, int stages, int micro_batches, int virtual_stages) {
   check_shape(stages, micro_batches);
-  const int p = stages, m = micro_batches;
+  check_virtual_stages(kind, stages, micro_batches, virtual_stages);
+  const int p = stages, m = micro_batches, v = virtual_stages;
   // Zero-bubble's lists come out of one simulation of all stages, the others stage by stage.
   std::vector<std::vector<Action>> lists;
   if (kind == ScheduleKind::kZeroBubble)
     lists = zero_bubble_lists(p, m);
   else
-    for (int s = 0; s < p; ++s) lists.push_back(one_f_one_b_or_gpipe(kind, p, s, m));
-  // act_ready[s][k]: when stage s posted micro-batch k's activation for s + 1; grad_ready[s][k]:
-  // when stage s posted k's input gradient for s - 1. -1 until posted. A send carries the end
-  // time of the compute before it, as transfers take no time.
-  std::vector<std::vector<double>> act_ready(p, std::vector<double>(m, -1));
-  std::vector<std::vector<double>> grad_ready(p, std::vector<double>(m, -1));
-  std::vector<size_t> next(p, 0);
-  std::vector<double> clock(p, 0);
+    for (int s = 0; s < p; ++s) lists.push_back(one_stage_list(kind, p, s, m, v));
+  // act_ready[s][c][k]: when stage s posted micro-batch k's activation out of chunk c;
+  // grad_ready[s][c][k]: when it posted k's gradient into chunk c. -1 until posted. A send
+  // carries the end time of the compute before it, as transfers take no time.
+  using Times = std::vector<std::vector<std::vector<double>>>;
+  Times act_ready(size_t(p), std::vector<std::vector<double>>(size_t(v), std::vector<double>(size_t(m), -1)));
+  Times grad_ready = act_ready;
+  std::vector<size_t> next(size_t(p), 0);
+  std::vector<double> clock(size_t(p), 0);
   // Sweep the stages, running each as far as its receives allow, until all are done; a sweep
   // that moves no stage would be a deadlock.
   for (bool moved = true; moved;) {
     moved = false;
     for (int s = 0; s < p; ++s) {
-      for (; next[s] < lists[s].size(); ++next[s]) {
-        const Action& a = lists[s][next[s]];
-        const int k = a.micro_batch;
+      const size_t S = size_t(s);
+      for (; next[S] < lists[S].size(); ++next[S]) {
+        const Action& a = lists[S][next[S]];
+        const size_t k = size_t(a.micro_batch), c = size_t(a.chunk);
         if (a.type == ActionType::kRecvActivation) {
-          if (act_ready[s - 1][k] < 0) break;
-          clock[s] = std::max(clock[s], act_ready[s - 1][k]);
+          const double ready = act_ready[size_t(upstream_stage(p, s, a.chunk))][size_t(upstream_chunk(s, a.chunk))][k];
+          if (ready < 0) break;
+          clock[S] = std::max(clock[S], ready);
         } else if (a.type == ActionType::kRecvGrad) {
-          if (grad_ready[s + 1][k] < 0) break;
-          clock[s] = std::max(clock[s], grad_ready[s + 1][k]);
+          const double ready =
+              grad_ready[size_t(downstream_stage(p, s, a.chunk, v))][size_t(downstream_chunk(p, s, a.chunk))][k];
+          if (ready < 0) break;
+          clock[S] = std::max(clock[S], ready);
         } else if (a.type == ActionType::kSendActivation) {
-          act_ready[s][k] = clock[s];
+          act_ready[S][c][k] = clock[S];
         } else if (a.type == ActionType::kSendGrad) {
-          grad_ready[s][k] = clock[s];
+          grad_ready[S][c][k] = clock[S];
         } else {
-          clock[s] += duration(a.type);
+          clock[S] += duration(a.type);
         }
         moved = true;
       }
     }
   }
   for (int s = 0; s < p; ++s)
-    FEAST_CHECK(next[s] == lists[s].size(),
-                to_string(kind) << " schedule deadlocks on stage " << s);
+    FEAST_CHECK(next[size_t(s)] == lists[size_t(s)].size(), to_string(kind) << " schedule deadlocks on stage " << s);
   const double makespan = *std::max_element(clock.begin(), clock.end());
-  const double busy = 3.0 * m * p;  // a forward and a whole backward per micro-batch and stage
+  const double busy = 3.0 * m * v * p;  // a forward and a whole backward per micro-batch, chunk and stage
   return 1.0 - busy / (p * makespan);
 }
 

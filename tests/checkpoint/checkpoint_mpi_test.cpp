@@ -268,6 +268,24 @@ TEST_P(Reshard, SavedAtOneLayoutResumesAtEveryOther) {
     expect_losses_close(r.summary, straight.summary, 10, arch + " tp1 pp2 dp2 cp2 zero2 -> " + source.name());
   }
   {
+    // Resumed under interleaved 1F1B: each stage's two chunks (layers 0 and 2, 1 and 3) read
+    // from a checkpoint whose stages held layers 0-1 and 2-3; then saved so and resumed back.
+    const std::string dir = copy_checkpoint(file, arch + "_to_interleaved");
+    Config c = make_config(arch, Layout{2, 2, 2, 1}, dir);
+    c.parallel.schedule = "interleaved-1f1b";
+    c.parallel.virtual_stages = 2;
+    const Outcome r = train_run(c);
+    expect_losses_close(r.summary, straight.summary, 10, arch + " " + source.name() + " -> interleaved v2");
+    const std::string again = fresh_dir(arch + "_interleaved_saved");
+    Config saving = make_config(arch, Layout{1, 2, 4, 2}, again);
+    saving.parallel.schedule = "interleaved-1f1b";
+    saving.parallel.virtual_stages = 2;
+    saving.training.exit_at_step = 10;
+    train_run(saving);
+    const Outcome back = train_run(make_config(arch, source, again));
+    expect_losses_close(back.summary, straight.summary, 10, arch + " tp1 pp2 dp4 zero2 v2 -> " + source.name());
+  }
+  {
     const std::string dir = copy_checkpoint(file, arch + "_to_one");
     const Outcome r = train_run(make_config(arch, Layout{1, 1, 1, 0}, dir), /*alone=*/true);
     if (world_rank() == 0) expect_losses_close(r.summary, straight.summary, 10, arch + " -> one rank");

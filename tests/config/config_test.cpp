@@ -234,6 +234,19 @@ TEST(ConfigErrors, CrossKeyChecksNameBothKeys) {
        "demo.toml:2: parallel.schedule = \"zero-bubble\" runs each block's weight gradients after its input "
        "gradients, from what its forward kept, but training.recompute = \"full\" (demo.toml:4) keeps less; use "
        "parallel.schedule = \"1f1b\" with recomputation, or training.recompute = \"none\" with zero-bubble"},
+      {"[parallel]\nschedule = \"interleaved-1f1b\"\n",
+       "demo.toml:2: parallel.schedule = \"interleaved-1f1b\" needs parallel.virtual_stages >= 2 model chunks per "
+       "stage, but it is 1 (default); set it, or use parallel.schedule = \"1f1b\""},
+      {"[parallel]\nvirtual_stages = 2\n",
+       "demo.toml:2: parallel.virtual_stages = 2 applies to parallel.schedule = \"interleaved-1f1b\", but the "
+       "schedule is \"1f1b\" (default); set the schedule, or remove parallel.virtual_stages"},
+      {"[parallel]\nschedule = \"interleaved-1f1b\"\nvirtual_stages = 2\n",
+       "demo.toml:2: parallel.schedule = \"interleaved-1f1b\" interleaves chunks of layers over pipeline stages "
+       "and needs parallel.pp >= 2 (default); use parallel.schedule = \"1f1b\" at pp = 1"},
+      {"[parallel]\npp = 2\nzero_stage = 3\nschedule = \"interleaved-1f1b\"\nvirtual_stages = 2\n",
+       "demo.toml:3: parallel.zero_stage = 3 gathers each block's parameters in the order a contiguous stage runs "
+       "them; parallel.schedule = \"interleaved-1f1b\" (demo.toml:4) is not supported with it; use zero_stage 1 "
+       "or 2, or schedule \"1f1b\""},
       {"[parallel]\ncp = 3\n[training]\nseq_len = 64\n",
        "demo.toml:2: parallel.cp = 3 splits each sequence into 2 * cp = 6 equal chunks, which does not divide "
        "training.seq_len = 64 (demo.toml:4); choose a seq_len that 2 * cp divides, or another parallel.cp"},

@@ -217,8 +217,8 @@ TEST(Parameters, TensorParallelDegreeMustDivideEveryBlock) {
 TEST(Parameters, StagesHoldTheirLayersAndTheTiedEmbedding) {
   ModelConfig c = small();
   const ParamTable t = decoder_param_table(c);
-  const LocalTable first(t, {0, 1, true, false, 0, 1});
-  const LocalTable last(t, {1, 1, false, true, 0, 1});
+  const LocalTable first(t, {{{0, 1}}, true, false, 0, 1});
+  const LocalTable last(t, {{{1, 1}}, false, true, 0, 1});
   EXPECT_TRUE(first.contains("wte.weight"));
   EXPECT_TRUE(first.contains("wpe.weight"));
   EXPECT_FALSE(first.contains("ln_f.weight"));
@@ -250,8 +250,8 @@ TEST(Parameters, StagesHoldTheirLayersAndTheTiedEmbedding) {
 TEST(Parameters, AnUntiedHeadIsItsOwnTensor) {
   const ModelConfig c = small_llama();
   const ParamTable t = decoder_param_table(c);
-  const LocalTable first(t, {0, 1, true, false, 0, 1});
-  const LocalTable last(t, {1, 1, false, true, 0, 1});
+  const LocalTable first(t, {{{0, 1}}, true, false, 0, 1});
+  const LocalTable last(t, {{{1, 1}}, false, true, 0, 1});
   EXPECT_FALSE(first.contains("lm_head.weight"));
   const LocalParam& head = last.at("lm_head.weight");
   EXPECT_FALSE(head.is_tied_copy());
@@ -271,7 +271,7 @@ TEST(Parameters, PlacementIsDataNotNames) {
   };
   const ParamTable t({spec("layers.0.looks_like_layer_0", Placement::last_stage()),
                       spec("wte.weight", Placement::in_layer(1)), spec("anything", Placement::first_stage())});
-  const LocalTable first(t, {0, 1, true, false, 0, 1}), last(t, {1, 1, false, true, 0, 1});
+  const LocalTable first(t, {{{0, 1}}, true, false, 0, 1}), last(t, {{{1, 1}}, false, true, 0, 1});
   EXPECT_TRUE(first.contains("anything"));
   EXPECT_FALSE(first.contains("layers.0.looks_like_layer_0"));
   EXPECT_FALSE(first.contains("wte.weight"));

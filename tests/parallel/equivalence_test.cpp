@@ -51,7 +51,8 @@ const std::string& data_dir() {
 
 // The models: GPT-2 (tied head, learned positions) and Llama (8 query heads sharing 4
 // key/value heads, untied head, rotary), and variants with a padded vocabulary (300 pads to 384,
-// so tp ranks hold padded rows) and with layer counts that do not divide by pp = 4.
+// so tp ranks hold padded rows) and with layer counts that do not divide by pp = 4 (or, 10, into
+// equal interleaved chunks over 4 stages).
 ModelConfig model(const std::string& name) {
   ModelConfig c;
   c.n_layer = 4;
@@ -68,6 +69,7 @@ ModelConfig model(const std::string& name) {
   if (name.ends_with("-v300")) c.vocab_size = 300;
   if (name.ends_with("-L5")) c.n_layer = 5;
   if (name.ends_with("-L6")) c.n_layer = 6;
+  if (name.ends_with("-L10")) c.n_layer = 10;
   return c;
 }
 
@@ -83,6 +85,7 @@ struct Case {
   bool offload = false;  // parallel.offload_optimizer
   bool sequence_parallel = false;
   int cp = 1;  // parallel.cp
+  int virtual_stages = 1;  // parallel.virtual_stages (interleaved-1f1b)
   int batch() const { return dp == 3 ? 12 : 8; }  // global batch in sequences (divisible by dp * mbs)
 };
 
@@ -96,6 +99,7 @@ std::string describe(const Case& c) {
   if (c.offload) s += " offload";
   if (c.sequence_parallel) s += " sp";
   if (c.cp > 1) s += " cp" + std::to_string(c.cp);
+  if (c.virtual_stages > 1) s += " v" + std::to_string(c.virtual_stages);
   return s;
 }
 
@@ -190,6 +194,7 @@ Outcome run_case(const Case& k, RunChecks& checks) {
   c.parallel.offload_optimizer = k.offload;
   c.parallel.sequence_parallel = k.sequence_parallel;
   c.parallel.cp = k.cp;
+  c.parallel.virtual_stages = k.virtual_stages;
   const ParallelLayout layout(k.tp, k.pp, k.dp, k.order, k.cp);
   Outcome out;
   TrainHooks hooks;
@@ -413,6 +418,24 @@ std::vector<Case> cases() {
   if (n == 4) out.push_back(cp(sp({"llama-v300", 2, 1, 1, 0, "1f1b", 1, "tp-dp-pp", {}, "full"}), 2));
   if (n == 8) out.push_back(cp({"llama", 1, 2, 2, 3, "zero-bubble", 1, "dp-cp-tp-pp"}, 2));
   if (n == 8) out.push_back(cp(sp({"gpt2-L5", 2, 2, 1, 1, "gpipe", 2, "tp-cp-dp-pp", {}, "selective"}), 2));
+  // Interleaved 1F1B at pp 2 and 4 with 2 chunks per stage (3 at pp 2 once), both families,
+  // uneven stages (6 layers over 2 stages: 4 and 2; 10 over 4: 4, 2, 2, 2; an explicit 2 and 4),
+  // with tensor and sequence parallelism, data parallelism and ZeRO 1 and 2.
+  auto interleaved = [](Case k, int v) {
+    k.schedule = "interleaved-1f1b";
+    k.virtual_stages = v;
+    return k;
+  };
+  if (n == 2) out.push_back(interleaved({"gpt2-L6", 1, 2, 1, 0, "", 1}, 2));
+  if (n == 2) out.push_back(interleaved({"llama", 1, 2, 1, 0, "", 2}, 2));
+  if (n == 4) out.push_back(interleaved({"gpt2-L10", 1, 4, 1, 0, "", 1}, 2));
+  if (n == 4) out.push_back(interleaved({"llama-L10", 1, 4, 1, 0, "", 2}, 2));
+  if (n == 4) out.push_back(interleaved(sp({"gpt2", 2, 2, 1, 0, "", 1}), 2));
+  if (n == 4) out.push_back(interleaved({"llama-L6", 1, 2, 2, 2, "", 1}, 2));
+  if (n == 4) out.push_back(interleaved({"gpt2-L6", 1, 2, 2, 1, "", 2, "tp-dp-pp", {2, 4}}, 2));
+  if (n == 8) out.push_back(interleaved({"gpt2-L10", 2, 4, 1, 1, "", 1}, 2));
+  if (n == 8) out.push_back(interleaved(sp({"llama", 2, 2, 2, 1, "", 1}), 2));
+  if (n == 8) out.push_back(interleaved({"gpt2-L6", 1, 2, 4, 2, "", 1}, 3));
   return out;
 }
 

@@ -39,12 +39,13 @@ struct Case {
   bool offload = false;
   bool sequence_parallel = false;
   int cp = 1;
+  int virtual_stages = 1;  // interleaved-1f1b
 };
 
 Config case_config(const Case& k, const std::string& corpus) {
   Config c;
   c.model.arch = k.arch.substr(0, k.arch.find('-'));
-  c.model.n_layer = k.arch.ends_with("-L6") ? 6 : 4;
+  c.model.n_layer = k.arch.ends_with("-L6") ? 6 : k.arch.ends_with("-L8") ? 8 : 4;
   c.model.n_head = 4;
   c.model.n_embd = 64;
   c.model.vocab_size = 256;
@@ -64,6 +65,7 @@ Config case_config(const Case& k, const std::string& corpus) {
   c.parallel.offload_optimizer = k.offload;
   c.parallel.sequence_parallel = k.sequence_parallel;
   c.parallel.cp = k.cp;
+  c.parallel.virtual_stages = k.virtual_stages;
   c.parallel.bucket_mb = 0.05;  // several buckets per stage, so ZeRO 2's staging slots are bucket-sized
   c.training.batch_size = 16;
   c.training.seq_len = 32;
@@ -79,7 +81,8 @@ std::string label(const Case& k, int micro_batches) {
          (k.recompute != "none" ? " rc-" + k.recompute + (k.recompute_layers ? std::to_string(k.recompute_layers) : "")
                                 : "") +
          (k.offload ? " offload" : "") + (k.sequence_parallel ? " sp" : "") +
-         (k.cp > 1 ? " cp" + std::to_string(k.cp) : "");
+         (k.cp > 1 ? " cp" + std::to_string(k.cp) : "") +
+         (k.virtual_stages > 1 ? " v" + std::to_string(k.virtual_stages) : "");
 }
 
 double relative_error(double planned, double real) {
@@ -165,6 +168,19 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
     d.cp = 2;
     cases.push_back(d);
   }
+  // Interleaved 1F1B: each chunk's blocks keep their own slots and each chunk its own inputs;
+  // uneven stages (6 layers over 2 stages: 4 and 2), with tp and dp and ZeRO.
+  for (const char* arch : {"gpt2", "llama-L6"}) {
+    Case a{arch, 1, 2, 2, 1, "interleaved-1f1b"};
+    a.virtual_stages = 2;
+    cases.push_back(a);
+    Case b{arch, 2, 2, 1, 0, "interleaved-1f1b"};
+    b.virtual_stages = 2;
+    cases.push_back(b);
+  }
+  Case deep{"gpt2-L8", 1, 4, 1, 0, "interleaved-1f1b"};
+  deep.virtual_stages = 2;
+  cases.push_back(deep);
   // Gradients travelling in bf16: the wire buffers count.
   for (int zero = 0; zero <= 2; ++zero) cases.push_back({"gpt2", 1, 1, 4, zero, "1f1b", 2, "allreduce", false, "bf16"});
   double worst = 0;

@@ -64,6 +64,67 @@ TEST(PlanClosedForms, PipelineIdleIsTheScheduleSimulations) {
             << to_string(kind) << " p=" << p << " m=" << m;
 }
 
+// Interleaved 1F1B's layout: each stage's layers in v equal chunks, virtual stage c·p + s holding
+// chunk c of stage s; the default split deals whole groups of v layers; a split or a batch it
+// cannot group is refused naming its keys; the bubble is v times smaller, the transfers v times
+// more.
+TEST(PlanLayout, InterleavedChunksAndTheirRefusals) {
+  Config c = demo();
+  c.model.n_layer = 10;
+  c.parallel.pp = 4;
+  c.parallel.schedule = "interleaved-1f1b";
+  c.parallel.virtual_stages = 2;
+  c.parallel.micro_batch_size = 4;  // 8 micro-batches, a multiple of pp
+  const LayoutPlan plan = plan_layout(c, 4);
+  EXPECT_EQ(plan.stage_layers, (std::vector<int>{4, 2, 2, 2}));
+  EXPECT_EQ(plan.virtual_stages, 2);
+  // Virtual stages 0..7 hold 2 1 1 1 | 2 1 1 1 layers: stage 0 has layers 0-1 and 5-6.
+  auto ranges = [&](int rank) {
+    std::vector<std::pair<int, int>> out;
+    for (const LayerRange& r : plan.stage_of(rank).chunks) out.push_back({r.first, r.count});
+    return out;
+  };
+  EXPECT_EQ(ranges(0), (std::vector<std::pair<int, int>>{{0, 2}, {5, 2}}));
+  EXPECT_EQ(ranges(1), (std::vector<std::pair<int, int>>{{2, 1}, {7, 1}}));
+  EXPECT_EQ(ranges(3), (std::vector<std::pair<int, int>>{{4, 1}, {9, 1}}));
+  EXPECT_TRUE(plan.stage_of(0).has_embedding);
+  EXPECT_TRUE(plan.stage_of(3).has_head);
+  EXPECT_TRUE(plan.stage_of(0).holds_layer(6));
+  EXPECT_FALSE(plan.stage_of(0).holds_layer(2));
+
+  auto error = [](const Config& bad, int world) {
+    try {
+      plan_layout(bad, world);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Config odd = c;
+  odd.model.n_layer = 9;  // not whole chunks of 2
+  EXPECT_NE(error(odd, 4).find("parallel.virtual_stages = 2 does not divide the model's 9 layers"), std::string::npos)
+      << error(odd, 4);
+  Config split = c;
+  split.parallel.stage_layers = {3, 3, 2, 2};
+  EXPECT_NE(error(split, 4).find("does not divide stage 0's 3 layers"), std::string::npos) << error(split, 4);
+  Config few = c;
+  few.parallel.micro_batch_size = 16;  // 2 micro-batches over 4 stages
+  EXPECT_NE(error(few, 4).find("make it a multiple of 4"), std::string::npos) << error(few, 4);
+
+  // Where compute outweighs the transfers' latency (wide layers), the smaller bubble wins.
+  PlanOptions o;
+  c.model.n_embd = 1024;
+  c.model.n_head = 16;
+  const LayoutEstimate inter = estimate_layout(c, plan, o);
+  Config plain = c;
+  plain.parallel.schedule = "1f1b";
+  plain.parallel.virtual_stages = 1;
+  const LayoutEstimate one = estimate_layout(plain, plan_layout(plain, 4), o);
+  EXPECT_DOUBLE_EQ(inter.pp_idle_fraction, 3.0 / (2 * 8 + 3));
+  EXPECT_DOUBLE_EQ(one.pp_idle_fraction, 3.0 / (8 + 3));
+  EXPECT_LT(inter.time.pp_idle_s, one.time.pp_idle_s);
+}
+
 // Under zero-bubble the search keeps to what the trainer runs (no recomputation), predicts the
 // zero-bubble bubble, and needs more activation memory than 1F1B for the same layout (p slots on
 // every stage, the output gradients kept between the halves of each backward).

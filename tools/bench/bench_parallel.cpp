@@ -183,7 +183,8 @@ int run_parallel_bench(const ParallelBenchOptions& o, std::unique_ptr<Communicat
                   "%6.1f%% %10s",
                   name, m, n, tokens / med, med * 1e3, pct(sum.compute), pct(sum.tp_comm), pct(sum.dp_comm),
                   pct(sum.pp_idle), pct(sum.data), pct(sum.optimizer), pct(sum.other),
-                  100 * sum.pipeline_idle_fraction(), 100 * idle_fraction_formula(schedule, l.pp, m), 100 * sum.efficiency(),
+                  100 * sum.pipeline_idle_fraction(), 100 * idle_fraction_formula(schedule, l.pp, m, c.parallel.virtual_stages),
+                  100 * sum.efficiency(),
                   hidden);
     log::info(line);
   }

@@ -119,6 +119,7 @@ std::string summary_json(const RunFacts& f, const RunOutcome& o) {
       {"zero_stage", f.dp * f.cp == 1 ? 0 : c.parallel.zero_stage},
       {"dp_sync", c.parallel.dp_sync},
       {"schedule", c.parallel.schedule},
+      {"virtual_stages", c.parallel.virtual_stages},
       {"micro_batch_size", c.parallel.micro_batch_size},
       {"micro_batches", f.micro_batches},
       {"seq_len", c.training.seq_len},
@@ -143,7 +144,7 @@ std::string summary_json(const RunFacts& f, const RunOutcome& o) {
       {"dp_reductions", reduction_json(s)},
       {"optimizer_offload", offload_json(s)},
       {"pp_idle_fraction", s.pipeline_idle_fraction()},
-      {"pp_idle_formula", idle_fraction_formula(f.schedule, f.pp, f.micro_batches)},
+      {"pp_idle_formula", idle_fraction_formula(f.schedule, f.pp, f.micro_batches, f.virtual_stages)},
       {"efficiency", s.efficiency()},
       {"mfu", mfu(f.flops_per_token, f.tokens_per_step, s.total, f.peak, f.world_size)},
       {"peak_tflops_per_rank", f.peak.tflops_per_rank},
@@ -201,10 +202,11 @@ std::vector<std::string> format_summary(const RunFacts& f, const RunOutcome& o) 
   if (f.pp > 1) {
     std::snprintf(buf, sizeof buf,
                   "pipeline idle: measured %.1f%% of the schedule's span (compute, tp-comm, data and idle), "
-                  "%s formula %s with p = %d, m = %d: %.1f%%",
+                  "%s formula %s with p = %d, m = %d%s: %.1f%%",
                   100.0 * s.pipeline_idle_fraction(), to_string(f.schedule).c_str(),
                   idle_fraction_formula_text(f.schedule, f.pp, f.micro_batches), f.pp, f.micro_batches,
-                  100.0 * idle_fraction_formula(f.schedule, f.pp, f.micro_batches));
+                  f.virtual_stages > 1 ? (", v = " + std::to_string(f.virtual_stages)).c_str() : "",
+                  100.0 * idle_fraction_formula(f.schedule, f.pp, f.micro_batches, f.virtual_stages));
     lines.push_back(buf);
   }
   // Communication that overlaps the passes: how long it ran, and how much the rank waited.

@@ -90,6 +90,7 @@ struct RunFacts {
   std::string config_path;
   int world_size = 1, tp = 1, pp = 1, dp = 1, cp = 1, micro_batches = 1;
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
+  int virtual_stages = 1;  // model chunks per stage (interleaved 1F1B)
   int64_t tokens_per_step = 0;
   double parameters = 0;       // N of model/flop_count.h
   double flops_per_token = 0;  // 6 N + 6 L T C

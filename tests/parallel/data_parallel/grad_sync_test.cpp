@@ -195,6 +195,27 @@ TEST(GradientSync, Zero2WithBf16TrafficStillAccumulatesInFloat32) {
   }
 }
 
+// Contiguous ranges merge into buckets up to the size limit, but never across model chunks
+// (interleaved 1F1B), whose backwards run at different times: a bucket spanning two would be
+// counted complete after the wrong backward.
+TEST(GradientSync, BucketsNeverSpanTwoModelChunks) {
+  // Ranges [0,10) [10,20) of chunk 0 and [20,30) [30,40) of chunk 1, in flat order.
+  std::vector<GradRange> ranges;
+  for (size_t i = 0; i < 4; ++i) ranges.push_back({10 * i, 10 * i + 10, 1, false, false, int(i / 2)});
+  const std::vector<GradBucket> merged = gradient_buckets(ranges, 1000);
+  ASSERT_EQ(merged.size(), 2u);
+  EXPECT_EQ(merged[0].begin, 20u);  // backward order: descending offsets
+  EXPECT_EQ(merged[0].end, 40u);
+  EXPECT_EQ(merged[0].chunk, 1);
+  EXPECT_EQ(merged[0].ranges, 2);
+  EXPECT_EQ(merged[1].begin, 0u);
+  EXPECT_EQ(merged[1].end, 20u);
+  EXPECT_EQ(merged[1].chunk, 0);
+  // One chunk: all four in one bucket.
+  for (GradRange& r : ranges) r.chunk = 0;
+  ASSERT_EQ(gradient_buckets(ranges, 1000).size(), 1u);
+}
+
 TEST(GradientSync, CoveredSecondsIsTheLengthOfTheUnionOfSpans) {
   EXPECT_DOUBLE_EQ(covered_seconds({}), 0.0);
   EXPECT_DOUBLE_EQ(covered_seconds({{1.0, 3.0}}), 2.0);

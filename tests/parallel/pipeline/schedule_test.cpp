@@ -376,7 +376,8 @@ TEST(Schedule, ParseErrorNamesKeyAndValue) {
       ADD_FAILURE() << "no error for \"" << name << "\"";
     } catch (const ConfigError& e) {
       EXPECT_EQ(std::string(e.what()),
-                "parallel.schedule = \"" + name + "\": expected \"1f1b\", \"gpipe\" or \"zero-bubble\"");
+                "parallel.schedule = \"" + name +
+                    "\": expected \"1f1b\", \"gpipe\", \"zero-bubble\" or \"interleaved-1f1b\"");
     }
   }
 }
