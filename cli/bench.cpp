@@ -234,6 +234,7 @@ int run_parallel(const Args& args, const VerbContext&) {
   base.parallel.micro_batch_size = int(args.integer("--micro-batch", base.parallel.micro_batch_size));
   base.parallel.zero_stage = int(args.integer("--zero", base.parallel.zero_stage));
   base.parallel.schedule = args.text("--schedule", base.parallel.schedule);
+  base.parallel.virtual_stages = int(args.integer("--virtual-stages", base.parallel.schedule == "interleaved-1f1b" ? 2 : 1));
   base.parallel.sequence_parallel = args.has("--sequence-parallel");
   o.steps = int(args.integer("--steps", o.steps));
   o.warmup = int(args.integer("--warmup", o.warmup));
@@ -262,7 +263,8 @@ Verb parallel_mode() {
       "mpirun -np N trainer bench parallel [--layouts tpApBdC,...] [--steps N] [--warmup N]\n"
       "                                  [--layers L] [--heads H] [--embd C] [--seq T] [--batch S]\n"
       "                                  [--micro-batch B] [--micro-batches M,...] [--zero 0|1|2]\n"
-      "                                  [--schedule 1f1b|gpipe|zero-bubble] [--sequence-parallel]";
+      "                                  [--schedule 1f1b|gpipe|zero-bubble|interleaved-1f1b]\n"
+      "                                  [--virtual-stages V] [--sequence-parallel]";
   cl.description =
       "Prints the world's all-reduce bandwidth (as `trainer bench comm --ops allreduce`), then for\n"
       "each layout (default: every tp, pp, dp in {1, 2, 4, 8} with tp * pp * dp = N) the median\n"
@@ -270,7 +272,8 @@ Verb parallel_mode() {
       "data-parallel communication, pipeline idle, data loading and the optimizer, averaged over\n"
       "ranks; the pipeline's measured bubble (idle / (compute + tp-comm + pp-idle + data), the\n"
       "forward-backward span) next to the schedule's formula for m micro-batches per replica\n"
-      "((p-1)/(m+p-1); zero-bubble's (p-1)/(3m+p-1)); and E = compute / (compute + tp-comm +\n"
+      "((p-1)/(m+p-1); zero-bubble's (p-1)/(3m+p-1); interleaved's (p-1)/(vm+p-1)); and\n"
+      "E = compute / (compute + tp-comm +\n"
       "dp-comm + pp-idle). The model defaults to the demo's\n"
       "(4 layers, 4 heads, 128 channels, byte vocabulary) at sequence 64 and a global batch of 32\n"
       "sequences. --micro-batches runs each layout once per M micro-batches of --micro-batch\n"
@@ -287,8 +290,9 @@ Verb parallel_mode() {
       int_option("--micro-batch", "B", "sequences per micro-batch (default 4)"),
       {"--micro-batches", ValueKind::kText, "M,...", "micro-batches per replica, a run each"},
       {"--zero", ValueKind::kInteger, "0|1|2", "ZeRO stage (default 1)", {}, 0, 2},
-      {"--schedule", ValueKind::kText, "1f1b|gpipe|zero-bubble", "pipeline schedule (default 1f1b)",
-       {"1f1b", "gpipe", "zero-bubble"}},
+      {"--schedule", ValueKind::kText, "1f1b|gpipe|zero-bubble|interleaved-1f1b", "pipeline schedule (default 1f1b)",
+       {"1f1b", "gpipe", "zero-bubble", "interleaved-1f1b"}},
+      int_option("--virtual-stages", "V", "model chunks per stage under interleaved-1f1b (default 2)", 2),
       {"--sequence-parallel", ValueKind::kFlag, "", "sequence parallelism at the layouts with tp > 1"},
   };
   v.run = run_parallel;
