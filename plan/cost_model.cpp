@@ -537,7 +537,9 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
     for (int pp : divisors(N / tp)) {
       const int dp = N / (tp * pp);
       LayoutChoice base{tp, pp, dp, ps || dp == 1 ? 0 : config.parallel.zero_stage, 0, 0};
-      base.schedule = config.parallel.schedule;
+      // Interleaving needs stages to interleave over: at pp 1 the layout runs plain 1F1B.
+      const bool interleaved = config.parallel.schedule == "interleaved-1f1b";
+      base.schedule = interleaved && pp == 1 ? "1f1b" : config.parallel.schedule;
       auto refused = [&](const std::string& why) {
         LayoutEstimate r;
         r.layout = base;
@@ -563,8 +565,8 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
       }
       const std::vector<int> zeros = ps || dp == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2, 3};
       // The config's schedule, and with pipeline stages zero-bubble too.
-      std::vector<std::string> schedules = {config.parallel.schedule};
-      if (pp > 1 && config.parallel.schedule != "zero-bubble") schedules.push_back("zero-bubble");
+      std::vector<std::string> schedules = {base.schedule};
+      if (pp > 1 && base.schedule != "zero-bubble") schedules.push_back("zero-bubble");
       for (const std::string& schedule : schedules)
         for (int zero : zeros)
           for (int b : sizes)

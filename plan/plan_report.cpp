@@ -16,6 +16,13 @@ namespace feast {
 
 namespace {
 
+// The sched column's short name: zero-bubble "zb", interleaved-1f1b "iv", the others as named.
+const char* schedule_column(const std::string& schedule) {
+  if (schedule == "zero-bubble") return "zb";
+  if (schedule == "interleaved-1f1b") return "iv";
+  return schedule.c_str();
+}
+
 // A unit for a column of sizes or times, chosen by its largest value so the table stays aligned.
 struct Unit {
   const char* name;
@@ -113,7 +120,7 @@ void print_table(const std::vector<const LayoutEstimate*>& rows) {
                   "%4d %3d %3d %4d %4d %5d %4d %5s %3s %3s %3s | %8.2f %8.2f %8.2f %8.2f %8.2f | %9.3f %9.3f %9.3f %9.3f %9.3f "
                   "%9.3f | %12.0f %5.2f %5.2f",
                   ++i, l->layout.tp, l->layout.pp, l->layout.dp, l->layout.zero_stage, l->layout.micro_batch_size,
-                  l->layout.num_micro_batches, l->layout.schedule == "zero-bubble" ? "zb" : l->layout.schedule.c_str(),
+                  l->layout.num_micro_batches, schedule_column(l->layout.schedule),
                   l->layout.sequence_parallel ? "yes" : "-", l->layout.recompute == "none" ? "-" : l->layout.recompute == "full" ? "F" : "S",
                   l->layout.offload ? "yes" : "-", m.total() / mu.scale, m.parameters / mu.scale, (m.gradients + m.communication) / mu.scale,
                   m.optimizer / mu.scale, (m.activations + m.workspace + m.buffers) / mu.scale,
@@ -189,8 +196,9 @@ std::optional<LayoutEstimate> print_plan(const Config& config, const PlanRequest
     log::info("");
     print_table(rows);
     log::info("  memory: the rank that needs the most (its stage holds the embedding or the head); grads include "
-              "communication buffers, activ the workspace and buffers; sched: parallel.schedule (zb zero-bubble); sp: parallel.sequence_parallel; rc: training.recompute (S selective, F full); off: parallel.offload_optimizer (its state "
-              "in host memory, not counted); E = compute / step; idle = the schedule's formula, (p-1)/(m+p-1) or zero-bubble's (p-1)/(3m+p-1)");
+              "communication buffers, activ the workspace and buffers; sched: parallel.schedule (zb zero-bubble, iv interleaved-1f1b); sp: parallel.sequence_parallel; rc: training.recompute (S selective, F full); off: parallel.offload_optimizer (its state "
+              "in host memory, not counted); E = compute / step; idle = the schedule's formula, (p-1)/(m+p-1), zero-bubble's (p-1)/(3m+p-1) or interleaved's "
+              "(p-1)/(vm+p-1)");
     // What a larger GPU would buy: the layouts predicted faster than the first row, and why
     // each is out.
     std::vector<const LayoutEstimate*> faster;

@@ -10,7 +10,8 @@
 #   train      20 steps of a small GPT-2 and a small Llama on the GPU and on the CPU from the same
 #              initialisation and data: fp32 losses within 1e-4 relative, bf16 within 2e-2
 #   multirank  4 ranks sharing the GPU (tp 2 x pp 2, with and without sequence parallelism, and
-#              with the zero-bubble schedule in fp32; MPI with device buffers staged through host
+#              with the zero-bubble schedule in fp32; interleaved 1F1B at pp 2 with 2 chunks per stage
+#              in fp32 and bf16; MPI with device buffers staged through host
 #              memory) against one rank on the GPU; context parallelism (ring attention) at cp 2
 #              and tp 2 x cp 2 with sequence parallelism, GPT-2 and Llama:
 #              fp32 within 1e-4, bf16 within 2e-2; 8 ranks (tp 2 x pp 2 x dp 2: ZeRO 1 1F1B and ZeRO 2 GPipe in fp32, ZeRO 1 with bf16
@@ -213,6 +214,16 @@ multirank() {
     --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batch_size=4 --set parallel.schedule=zero-bubble ||
     return 1
   losses_agree "$state/runs/gpt2-cuda-fp32" "$state/runs/gpt2-cuda-fp32-tp2pp2-zero-bubble" 1e-4 || ok=1
+  # Interleaved 1F1B: 4 layers over pp 2 in 2 chunks per stage (layers 0 and 2, 1 and 3), the
+  # pipeline group on staged MPI, against one rank of the same 4-layer model.
+  for dtype in fp32 bf16; do
+    gpu_run gpt2 $dtype "gpt2-cuda-$dtype-L4" --set model.n_layer=4 --set parallel.micro_batch_size=4 || return 1
+    gpu_run gpt2 $dtype "gpt2-cuda-$dtype-L4-pp2-interleaved" mpirun --oversubscribe --bind-to none -np 2 -- \
+      --set model.n_layer=4 --set parallel.pp=2 --set parallel.micro_batch_size=4 \
+      --set parallel.schedule=interleaved-1f1b --set parallel.virtual_stages=2 || return 1
+    losses_agree "$state/runs/gpt2-cuda-$dtype-L4" "$state/runs/gpt2-cuda-$dtype-L4-pp2-interleaved" \
+      "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
+  done
   # Context parallelism: the ring's block kernels (ring_attention.cu) and key/value blocks passed
   # between ranks, GPT-2 (learned positions) and Llama (rotary, grouped-query), at cp 2 alone and
   # with tp 2 and sequence parallelism; the ring's bytes and waits from the summary.

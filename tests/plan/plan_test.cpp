@@ -125,6 +125,36 @@ TEST(PlanLayout, InterleavedChunksAndTheirRefusals) {
   EXPECT_LT(inter.time.pp_idle_s, one.time.pp_idle_s);
 }
 
+// An interleaved config is searched as the trainer would run it: interleaved at the depths whose
+// stages split into whole chunks (the demo's 4 layers: pp 2), 1F1B at pp 1, and pp 4 refused
+// with plan_layout's message.
+TEST(PlanSearch, InterleavedLayouts) {
+  Config c = demo();
+  c.parallel.schedule = "interleaved-1f1b";
+  c.parallel.virtual_stages = 2;
+  PlanOptions o;
+  o.cluster.gpus = 4;
+  int interleaved = 0, plain = 0, refused_pp4 = 0;
+  for (const LayoutEstimate& l : plan_layouts(c, o)) {
+    if (!l.valid) {
+      if (l.layout.pp == 4) refused_pp4 += l.why.find("parallel.virtual_stages = 2") != std::string::npos;
+      continue;
+    }
+    if (l.layout.schedule == "interleaved-1f1b") {
+      ++interleaved;
+      EXPECT_EQ(l.layout.pp, 2);
+      EXPECT_DOUBLE_EQ(l.pp_idle_fraction, 1.0 / (2.0 * l.layout.num_micro_batches + 1));
+    }
+    if (l.layout.pp == 1) {
+      ++plain;
+      EXPECT_EQ(l.layout.schedule, "1f1b");
+    }
+  }
+  EXPECT_GT(interleaved, 0);
+  EXPECT_GT(plain, 0);
+  EXPECT_GT(refused_pp4, 0);
+}
+
 // Under zero-bubble the search keeps to what the trainer runs (no recomputation), predicts the
 // zero-bubble bubble, and needs more activation memory than 1F1B for the same layout (p slots on
 // every stage, the output gradients kept between the halves of each backward).
