@@ -14,6 +14,7 @@
 #include "interop/hf/safetensors_model.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "data/tokenizer/chat_template.h"
 #include "data/tokenizer/tokenizer.h"
 #include "model/architecture.h"
 #include "model/kv_cache_decoder.h"
@@ -61,6 +62,8 @@ int run_generate(const Args& args, const VerbContext&) {
   std::optional<std::vector<int32_t>> prompt_ids;
   if (args.has("--prompt")) prompt = args.text("--prompt");
   if (args.has("--prompt-ids")) prompt_ids = parse_ids(args.text("--prompt-ids"));
+  std::optional<std::string> chat;  // a user message, rendered by the model's chat template
+  if (args.has("--chat")) chat = args.text("--chat");
   const int max_new = int(args.integer("--max-new-tokens", 64));
   SamplingOptions sampling;
   sampling.seed = uint64_t(args.integer("--seed", int64_t(config.training.seed)));
@@ -69,8 +72,13 @@ int run_generate(const Args& args, const VerbContext&) {
   sampling.top_p = args.number("--top-p", sampling.top_p);
   const bool bos = args.flag("--bos"), ignore_eos = args.flag("--ignore-eos"), print_ids = args.flag("--ids"),
              show_special = args.flag("--special");
-  if (prompt.has_value() == prompt_ids.has_value())
-    throw ConfigError("generate: give exactly one of --prompt TEXT and --prompt-ids LIST (trainer generate --help)");
+  if (int(prompt.has_value()) + int(prompt_ids.has_value()) + int(chat.has_value()) != 1)
+    throw ConfigError(
+        "generate: give exactly one of --prompt TEXT, --prompt-ids LIST and --chat MESSAGE (trainer generate --help)");
+  if (args.has("--system") && !chat) throw ConfigError("generate: --system goes with --chat MESSAGE");
+  if (chat && (bos || print_ids))
+    throw ConfigError(std::string("generate: --chat renders the model's chat template, which places its own tokens; ") +
+                      (bos ? "--bos" : "--ids") + " is for --prompt");
   validate_sampling_options(sampling);
   const ModelConfig& model = config.model;
 
@@ -78,7 +86,7 @@ int run_generate(const Args& args, const VerbContext&) {
   const std::string tok_folder = found_folder.empty() ? "byte" : found_folder;
   // Bytes are the tokenizer only of byte-level models: a Hugging Face model without tokenizer
   // files would otherwise read a prompt as byte ids it never saw.
-  const bool text_needed = prompt.has_value() || !print_ids;
+  const bool text_needed = prompt.has_value() || chat.has_value() || !print_ids;
   if (text_needed && tok_folder == "byte" && model.tokenizer != "byte" && model.vocab_size != 256)
     throw ConfigError("generate: no tokenizer for this model (model.vocab_size = " + std::to_string(model.vocab_size) +
                       "): model.tokenizer is not set and " +
@@ -89,13 +97,14 @@ int run_generate(const Args& args, const VerbContext&) {
   try {
     tokenizer = load_tokenizer(tok_folder);
   } catch (const DataError& e) {
-    if (prompt || !print_ids) throw ConfigError(std::string("generate: ") + e.what());
+    if (prompt || chat || !print_ids) throw ConfigError(std::string("generate: ") + e.what());
   }
   if (tokenizer && tokenizer->vocab_size() > model.vocab_size)
     throw ConfigError("generate: the tokenizer (" + tok_folder + ") has " + std::to_string(tokenizer->vocab_size()) +
                       " tokens, more than model.vocab_size = " + std::to_string(model.vocab_size) +
                       "; set model.tokenizer to the model's tokenizer");
   std::vector<int32_t> context;
+  std::optional<int32_t> chat_stop;  // --chat: the token that ends the assistant's turn
   if (prompt) {
     if (bos) {
       const auto b = tokenizer->bos_id();
@@ -105,6 +114,24 @@ int run_generate(const Args& args, const VerbContext&) {
     const std::vector<int32_t> ids = tokenizer->encode(*prompt);
     context.insert(context.end(), ids.begin(), ids.end());
     if (context.empty()) throw ConfigError("generate: the prompt is empty; give some text or --bos");
+  } else if (chat) {
+    // The conversation so far and the template's generation prompt (the assistant's turn opening).
+    try {
+      const ChatTemplate tmpl = ChatTemplate::load(tok_folder);
+      std::vector<ChatMessage> messages;
+      if (args.has("--system")) messages.push_back({"system", args.text("--system")});
+      messages.push_back({"user", *chat});
+      context = tokenizer->encode(tmpl.render(messages, /*add_generation_prompt=*/true));
+      // The reply ends where the template ends a turn: its first special token (<|im_end|>,
+      // <|eot_id|>, </s>), which the model learnt to write there.
+      for (const int32_t id : tokenizer->encode(tmpl.end_of_turn()))
+        if (tokenizer->is_special(id)) {
+          chat_stop = id;
+          break;
+        }
+    } catch (const DataError& e) {
+      throw ConfigError(std::string("generate: --chat: ") + e.what());
+    }
   } else {
     context = *prompt_ids;
   }
@@ -163,6 +190,7 @@ int run_generate(const Args& args, const VerbContext&) {
   std::vector<int32_t> stop;
   if (!ignore_eos) {
     if (tokenizer && tokenizer->eos_id()) stop.push_back(*tokenizer->eos_id());
+    if (chat_stop) stop.push_back(*chat_stop);
     try {
       for (const std::string& folder : {model.init_from, found_folder})
         for (const int32_t id : hf_stop_token_ids(folder)) stop.push_back(id);
@@ -183,8 +211,9 @@ int run_generate(const Args& args, const VerbContext&) {
     }
     if (k + 1 < max_new) logits = decoder.forward(std::span(&next, 1));
   }
-  // The whole sequence, as Hugging Face's generate() returns it: the prompt, then what followed.
-  std::vector<int32_t> all = context;
+  // The whole sequence, as Hugging Face's generate() returns it: the prompt, then what followed;
+  // for --chat the reply alone.
+  std::vector<int32_t> all = chat ? std::vector<int32_t>{} : context;
   all.insert(all.end(), generated.begin(), generated.end());
   if (print_ids) {
     std::string line;
@@ -216,7 +245,8 @@ Verb generate_verb() {
   cl.verb = "generate";
   cl.synopsis =
       "trainer generate CONFIG.toml [--set section.key=value ...]\n"
-      "                        (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]\n"
+      "                        (--prompt TEXT | --prompt-ids 1,2,3 | --chat MESSAGE [--system TEXT])\n"
+      "                        [--max-new-tokens N]\n"
       "                        [--temperature T] [--top-k K] [--top-p P] [--seed S] [--bos] [--ignore-eos]\n"
       "                        [--special] [--ids]";
   cl.description =
@@ -226,6 +256,11 @@ Verb generate_verb() {
   cl.options = {
       {"--prompt", ValueKind::kText, "TEXT", "encoded with model.tokenizer (or model.init_from's tokenizer)"},
       {"--prompt-ids", ValueKind::kText, "LIST", "token ids, used verbatim (no BOS added)"},
+      {"--chat", ValueKind::kText, "MESSAGE",
+       "a user message, rendered with the model's chat template (its tokenizer folder's\n"
+       "chat_template.jinja or tokenizer_config.json) and the generation prompt; the reply stops at\n"
+       "the template's end-of-turn token and is printed alone"},
+      {"--system", ValueKind::kText, "TEXT", "a system message before the --chat message"},
       {"--bos", ValueKind::kFlag, "", "put the tokenizer's BOS token before a --prompt text"},
       {"--max-new-tokens", ValueKind::kInteger, "N", "tokens to generate (default 64); fewer when the context is full",
        {}, 1},
@@ -240,7 +275,8 @@ Verb generate_verb() {
   };
   cl.epilogue =
       "Prints the whole sequence, the prompt and its continuation, on stdout: as text, or with --ids as\n"
-      "token ids (the prompt's ids first, as Hugging Face's generate() returns them).";
+      "token ids (the prompt's ids first, as Hugging Face's generate() returns them); with --chat, the\n"
+      "reply alone.";
   v.run = run_generate;
   return v;
 }

@@ -121,14 +121,15 @@ int run_prepare_data(const Args& args, const VerbContext&) {
      << "\nprepare-data: val " << count_of(d.val_tokens, "token") << " in " << join(d.val_shards);
   if (!synthetic && d.documents > 0) {
     os << "\nprepare-data: " << count_of(d.documents, "document");
-    if (d.instruction_examples > 0) os << ", " << d.instruction_examples << " of them prompt/completion examples";
+    if (d.instruction_examples > 0)
+      os << ", " << d.instruction_examples << " of them prompt/completion examples or conversations";
   }
   if (d.has_loss_mask) {
     char share[32];
     std::snprintf(share, sizeof share, "%.1f%%",
                   100.0 * double(d.masked_tokens) / double(std::max<int64_t>(1, d.train_tokens + d.val_tokens)));
-    os << "\nprepare-data: loss masks beside every shard (*.mask): " << count_of(d.masked_tokens, "prompt token")
-       << " (" << share << ") do not count in the loss";
+    os << "\nprepare-data: loss masks beside every shard (*.mask): " << count_of(d.masked_tokens, "token")
+       << " (" << share << "; prompts, and chat turns other than the assistant's) do not count in the loss";
   }
   os << "\nprepare-data: " << d.tokenizer_kind << " tokenizer"
      << (d.tokenizer_folder.empty() ? "" : " (" + d.tokenizer_folder + ")") << ", vocab " << d.vocab_size
@@ -167,6 +168,11 @@ Verb prepare_data_verb() {
       "  - a .jsonl (or .jsonl.gz) file holds one JSON object per line: {\"text\": ...} is a document;\n"
       "    {\"prompt\": ..., \"completion\": ...} an instruction example whose completion (and end-of-text\n"
       "    token) alone count in the loss: the shards then get loss masks (DIR/train_NNN.mask);\n"
+      "    {\"messages\": [{\"role\": ..., \"content\": ...}, ...]} a conversation, rendered by the\n"
+      "    --tokenizer folder's chat template (chat_template.jinja, or \"chat_template\" in\n"
+      "    tokenizer_config.json) as transformers' apply_chat_template renders it, whose assistant turns\n"
+      "    (each reply and the template's end of turn) alone count in the loss; nothing is appended\n"
+      "    after it (the template ends it);\n"
       "  - a .json (or .json.gz) file is a JSON array of such records (or of texts); anything else in it\n"
       "    is refused.";
   cl.positional = "input text files or --synthetic";

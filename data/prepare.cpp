@@ -158,7 +158,8 @@ uint32_t crc32_of_file(const std::string& path, std::atomic<int64_t>* progress) 
 json tokenizer_params(const TokenizerInfo& t) {
   static const char* const kFiles[] = {"tokenizer.json",     "tokenizer.model",         "tokenizer_config.json",
                                        "vocab.json",         "merges.txt",              "special_tokens_map.json",
-                                       "added_tokens.json",  "config.json",             "generation_config.json"};
+                                       "added_tokens.json",  "config.json",             "generation_config.json",
+                                       "chat_template.jinja"};
   const fs::path given(t.folder);
   const fs::path dir = fs::is_directory(given) ? given : given.parent_path();
   json files = json::array();
@@ -285,7 +286,10 @@ PreparedData prepare_text(const std::vector<std::string>& files, const PrepareOp
 
   Progress p(options, "tokenizing", total_bytes);
   ShardStream stream(options.out_dir, options.max_shard_tokens, tok.tokenizer->vocab_size());
-  Corpus c = tokenize_documents(files, *tok.tokenizer, options, p, stream);
+  // A chat model's template renders conversations ({"messages": ...} records).
+  std::optional<ChatTemplate> chat;
+  if (!tok.folder.empty() && ChatTemplate::available(tok.folder)) chat = ChatTemplate::load(tok.folder);
+  Corpus c = tokenize_documents(files, *tok.tokenizer, chat ? &*chat : nullptr, options, p, stream);
   p.report(/*finished=*/true);
   const int skipped = static_cast<int>(std::count(c.skipped.begin(), c.skipped.end(), true));
   const int kept = static_cast<int>(files.size()) - skipped;

@@ -56,8 +56,8 @@ struct PreparedData {
   std::string tokenizer_folder;           // absolute; "" for the byte tokenizer
   int64_t vocab_size = 256;
   std::optional<int32_t> eos_id;
-  int64_t documents = 0;                  // text documents and prompt/completion examples
-  int64_t instruction_examples = 0;       // of which prompt/completion
+  int64_t documents = 0;                  // text documents, prompt/completion examples and conversations
+  int64_t instruction_examples = 0;       // of which prompt/completion examples or conversations
   bool has_loss_mask = false;             // X.mask beside every shard X.bin
   int64_t masked_tokens = 0;              // mask entries 0 (prompt tokens), over both splits
 };
@@ -73,7 +73,10 @@ std::vector<std::string> expand_input_patterns(const std::vector<std::string>& a
 //   - a JSON Lines file (name ending .jsonl, or .jsonl.gz) holds one document per non-blank
 //     line: an object with a string "text" field, or with string "prompt" and "completion"
 //     fields (an instruction example: tokens encode(prompt) + encode(completion) + [eos], of
-//     which only the completion and the eos count in the loss). Other fields are ignored. A bad
+//     which only the completion and the eos count in the loss), or with a "messages" array of
+//     {"role", "content"} (a conversation, rendered by the tokenizer folder's chat template,
+//     data/tokenizer/chat_template.h: only its assistant turns count, and no eos follows it).
+//     Other fields are ignored. A bad
 //     line throws DataError naming file:line and what is wrong;
 //   - a name ending .gz is read through zlib, the name without .gz deciding the kind.
 // Each document is followed by the tokenizer's end-of-text token (eos_id); the byte tokenizer

@@ -97,8 +97,36 @@ const std::string* string_field(const json& j, const char* key, std::string& err
 
 }  // namespace
 
-// Tokenizes one JSON Lines line: {"text": ...} or {"prompt": ..., "completion": ...}.
-void encode_json_line(const Tokenizer& tok, const std::string& line, Encoded& e) {
+namespace {
+
+// A chat record: its messages rendered by the model's template, only the assistant turns
+// counting in the loss.
+void encode_conversation(const Tokenizer& tok, const ChatTemplate* chat, const json& messages, Encoded& e) {
+  if (!chat) {
+    e.error = "has \"messages\" (a conversation), but the tokenizer has no chat template to render it with; "
+              "give prepare-data --tokenizer the folder of a chat model (one whose tokenizer_config.json has a "
+              "\"chat_template\", or with a chat_template.jinja)";
+    return;
+  }
+  try {
+    const std::vector<ChatMessage> turns = parse_chat_messages(messages);
+    if (std::none_of(turns.begin(), turns.end(), [](const ChatMessage& m) { return m.role == "assistant"; })) {
+      e.error = "a conversation without an assistant turn: nothing in it would count in the loss";
+      return;
+    }
+    EncodedChat enc = encode_chat(tok, chat->render_for_training(turns));
+    e.tokens = std::move(enc.ids);
+    e.counted = std::move(enc.counted);
+  } catch (const DataError& ex) {
+    e.error = ex.what();
+  }
+}
+
+}  // namespace
+
+// Tokenizes one JSON Lines line: {"text": ...}, {"prompt": ..., "completion": ...} or
+// {"messages": [...]}.
+void encode_json_line(const Tokenizer& tok, const ChatTemplate* chat, const std::string& line, Encoded& e) {
   json j;
   try {
     j = json::parse(line);
@@ -109,7 +137,19 @@ void encode_json_line(const Tokenizer& tok, const std::string& line, Encoded& e)
     return;
   }
   if (!j.is_object()) {
-    e.error = std::string("a JSON ") + j.type_name() + ", not an object with a \"text\" field or \"prompt\" and \"completion\" fields";
+    e.error = std::string("a JSON ") + j.type_name() +
+              ", not an object with a \"text\" field, \"prompt\" and \"completion\" fields, or \"messages\"";
+    return;
+  }
+  if (j.contains("messages")) {
+    for (const char* other : {"text", "prompt", "completion"})
+      if (j.contains(other)) {
+        e.error = std::string("has both \"messages\" and \"") + other +
+                  "\": a line is a document (\"text\"), an instruction example (\"prompt\" and \"completion\") or a "
+                  "conversation (\"messages\")";
+        return;
+      }
+    encode_conversation(tok, chat, j["messages"], e);
     return;
   }
   const bool has_text = j.contains("text"), has_prompt = j.contains("prompt"), has_completion = j.contains("completion");
@@ -119,7 +159,7 @@ void encode_json_line(const Tokenizer& tok, const std::string& line, Encoded& e)
     return;
   }
   if (!has_text && !has_prompt && !has_completion) {
-    e.error = "has no \"text\" field and no \"prompt\" and \"completion\" fields";
+    e.error = "has no \"text\" field, no \"prompt\" and \"completion\" fields and no \"messages\"";
     return;
   }
   if (!has_text && has_prompt != has_completion) {

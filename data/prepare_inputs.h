@@ -11,6 +11,7 @@
 
 #include <zlib.h>
 
+#include "data/tokenizer/chat_template.h"
 #include "data/tokenizer/tokenizer.h"
 
 namespace feast::prepare_data {
@@ -49,15 +50,18 @@ struct Document {
 };
 
 struct Encoded {
-  std::vector<int32_t> tokens;  // eos included
+  std::vector<int32_t> tokens;  // eos included (but after a conversation: its template ends it)
   int64_t prompt_tokens = -1;   // >= 0: a prompt/completion example; its first prompt_tokens are not targets
+  std::vector<uint8_t> counted;  // a conversation: per token, 1 where it counts (its assistant turns)
   bool skipped = false;         // a text file with NUL bytes
   std::string note;             // a warning about the input
   std::string error;            // what is wrong, prefixed with file[:line]
 };
 
-// Tokenizes one JSON Lines line: {"text": ...} or {"prompt": ..., "completion": ...}.
-void encode_json_line(const Tokenizer& tok, const std::string& line, Encoded& e);
+// Tokenizes one JSON Lines line: {"text": ...}, {"prompt": ..., "completion": ...}, or
+// {"messages": [{"role", "content"}, ...]} rendered by `chat` (null: the tokenizer has no chat
+// template, and such a line is an error).
+void encode_json_line(const Tokenizer& tok, const ChatTemplate* chat, const std::string& line, Encoded& e);
 
 // Tokenizes a whole text file, after the checks that tell text from other files.
 void encode_text_file(const Tokenizer& tok, const std::string& path, const std::string& text, bool keep_binary,

@@ -61,8 +61,10 @@ ShardStream::~ShardStream() {
   if (!finished_ && created_dir_) fs::remove(dir_, ec);  // only if empty
 }
 
-void ShardStream::append(std::span<const int32_t> tokens, int64_t prompt_tokens) {
-  if (prompt_tokens >= 0 && !masked_) {
+void ShardStream::append(std::span<const int32_t> tokens, std::span<const uint8_t> counted) {
+  FEAST_CHECK(counted.empty() || counted.size() == tokens.size(),
+              counted.size() << " loss-mask entries for " << tokens.size() << " tokens");
+  if (!counted.empty() && !masked_) {
     masked_ = true;
     for (size_t k = 0; k < sizes_.size(); ++k) {
       write_loss_mask(loss_mask_path(part(k)), std::vector<uint8_t>(static_cast<size_t>(sizes_[k]), 1),
@@ -70,7 +72,6 @@ void ShardStream::append(std::span<const int32_t> tokens, int64_t prompt_tokens)
     }
     mask_.assign(tokens_.size(), 1);
   }
-  const auto off = static_cast<size_t>(std::max<int64_t>(0, prompt_tokens));
   for (size_t i = 0; i < tokens.size();) {
     const size_t n = std::min(tokens.size() - i, static_cast<size_t>(max_) - tokens_.size());
     // Grows geometrically but never past one shard (max_shard_tokens may be far larger
@@ -81,7 +82,7 @@ void ShardStream::append(std::span<const int32_t> tokens, int64_t prompt_tokens)
     }
     tokens_.insert(tokens_.end(), tokens.begin() + i, tokens.begin() + i + n);
     if (masked_) {
-      for (size_t j = i; j < i + n; ++j) mask_.push_back(j < off ? 0 : 1);
+      for (size_t j = i; j < i + n; ++j) mask_.push_back(counted.empty() ? 1 : counted[j]);
     }
     i += n;
     if (static_cast<int64_t>(tokens_.size()) == max_) flush();

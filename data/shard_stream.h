@@ -36,10 +36,10 @@ class ShardStream {
   int64_t size() const { return flushed_ + static_cast<int64_t>(tokens_.size()); }
   bool has_mask() const { return masked_; }
 
-  // Appends one document's tokens. prompt_tokens >= 0: an instruction example whose first
-  // prompt_tokens tokens do not count in the loss; the first one turns masks on, every token
-  // before it counting.
-  void append(std::span<const int32_t> tokens, int64_t prompt_tokens = -1);
+  // Appends one document's tokens. A non-empty `counted` (one entry per token, 1 = counts in the
+  // loss) makes it an instruction example or a conversation; the first one turns masks on, every
+  // token before it counting. Empty: every token counts.
+  void append(std::span<const int32_t> tokens, std::span<const uint8_t> counted = {});
 
   // Writes the final shards with the first n_train tokens as the train split and the rest as
   // val, clearing out_dir's earlier shards and meta.json first. Returns meta.json's "train"

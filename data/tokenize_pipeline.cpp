@@ -26,9 +26,9 @@ namespace {
 
 class Tokenizing {
  public:
-  Tokenizing(const std::vector<std::string>& files, const Tokenizer& tok, const PrepareOptions& o, Progress& p,
-             ShardStream& stream)
-      : files_(files), tok_(tok), eos_(tok.eos_id()), o_(o), progress_(p), stream_(stream) {
+  Tokenizing(const std::vector<std::string>& files, const Tokenizer& tok, const ChatTemplate* chat,
+             const PrepareOptions& o, Progress& p, ShardStream& stream)
+      : files_(files), tok_(tok), chat_(chat), eos_(tok.eos_id()), o_(o), progress_(p), stream_(stream) {
     out_.skipped.assign(files.size(), false);
   }
 
@@ -136,7 +136,7 @@ class Tokenizing {
       const std::string& path = files_[d.file];
       try {
         if (d.line > 0)
-          encode_json_line(tok_, d.text, e);
+          encode_json_line(tok_, chat_, d.text, e);
         else
           encode_text_file(tok_, path, d.text, o_.keep_binary, e);
       } catch (const DataError& ex) {
@@ -155,7 +155,14 @@ class Tokenizing {
         }
         e.error = where + ": " + e.error;
       }
-      if (eos_ && (!e.tokens.empty() || e.prompt_tokens >= 0)) e.tokens.push_back(*eos_);
+      // A conversation ends as its template ends it; other documents end with the end-of-text token.
+      if (eos_ && e.counted.empty() && (!e.tokens.empty() || e.prompt_tokens >= 0)) {
+        e.tokens.push_back(*eos_);
+      }
+      if (e.prompt_tokens >= 0) {  // the prompt does not count; the completion and the eos do
+        e.counted.assign(e.tokens.size(), 1);
+        std::fill_n(e.counted.begin(), std::min<size_t>(e.counted.size(), size_t(e.prompt_tokens)), uint8_t{0});
+      }
       std::string().swap(d.text);
       progress_.bytes += d.raw_bytes;
       progress_.tokens += static_cast<int64_t>(e.tokens.size());
@@ -172,13 +179,15 @@ class Tokenizing {
     if (e.tokens.empty()) return;
     ++out_.documents;
     out_.doc_starts.push_back(stream_.size());
-    if (e.prompt_tokens >= 0) ++out_.instruction_examples;
-    stream_.append(e.tokens, e.prompt_tokens);
+    if (!e.counted.empty()) ++out_.instruction_examples;
+    stream_.append(e.tokens, e.counted);
     std::vector<int32_t>().swap(e.tokens);
+    std::vector<uint8_t>().swap(e.counted);
   }
 
   const std::vector<std::string>& files_;
   const Tokenizer& tok_;
+  const ChatTemplate* chat_;
   const std::optional<int32_t> eos_;
   const PrepareOptions& o_;
   Progress& progress_;
@@ -190,9 +199,9 @@ class Tokenizing {
 
 }  // namespace
 
-Corpus tokenize_documents(const std::vector<std::string>& files, const Tokenizer& tok, const PrepareOptions& o,
-                          Progress& progress, ShardStream& stream) {
-  return Tokenizing(files, tok, o, progress, stream).run();
+Corpus tokenize_documents(const std::vector<std::string>& files, const Tokenizer& tok, const ChatTemplate* chat,
+                          const PrepareOptions& o, Progress& progress, ShardStream& stream) {
+  return Tokenizing(files, tok, chat, o, progress, stream).run();
 }
 
 }  // namespace feast::prepare_data

@@ -11,6 +11,7 @@
 
 #include "data/prepare.h"
 #include "data/shard_stream.h"
+#include "data/tokenizer/chat_template.h"
 #include "data/tokenizer/tokenizer.h"
 
 namespace feast::prepare_data {
@@ -53,8 +54,9 @@ struct Corpus {
 };
 
 // Tokenizes `files` in order into `stream` on worker_count(o) threads, counting bytes and tokens
-// in `progress`. Throws DataError naming file[:line] for input it cannot read or encode.
-Corpus tokenize_documents(const std::vector<std::string>& files, const Tokenizer& tok, const PrepareOptions& o,
-                          Progress& progress, ShardStream& stream);
+// in `progress`; chat records are rendered by `chat` (null: the tokenizer has none). Throws
+// DataError naming file[:line] for input it cannot read or encode.
+Corpus tokenize_documents(const std::vector<std::string>& files, const Tokenizer& tok, const ChatTemplate* chat,
+                          const PrepareOptions& o, Progress& progress, ShardStream& stream);
 
 }  // namespace feast::prepare_data

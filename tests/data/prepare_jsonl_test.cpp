@@ -132,7 +132,10 @@ TEST(PrepareJsonl, ABadLineNamesFileLineAndProblem) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"text": "ok"} trailing)", "not valid JSON"},
       {R"(["text", "a list"])", "a JSON array, not an object"},
-      {R"({"body": "x"})", R"(has no "text" field and no "prompt" and "completion" fields)"},
+      {R"({"body": "x"})", R"(has no "text" field, no "prompt" and "completion" fields and no "messages")"},
+      {R"({"messages": [], "text": "x"})", R"(has both "messages" and "text")"},
+      {R"({"messages": [{"role": "user", "content": "hi"}]})",
+       R"(has "messages" (a conversation), but the tokenizer has no chat template)"},
       {R"({"text": "x", "prompt": "y", "completion": "z"})", R"(has both "text" and "prompt")"},
       {R"({"prompt": "y"})", R"(has "prompt" but no "completion")"},
       {R"({"completion": "y"})", R"(has "completion" but no "prompt")"},
@@ -151,6 +154,57 @@ TEST(PrepareJsonl, ABadLineNamesFileLineAndProblem) {
 
 // A .json file is an array of the records a .jsonl file holds one per line: read the same way,
 // and anything else refused rather than trained on as text (braces, quotes and all).
+// Conversations ({"messages": ...}) rendered by the tokenizer folder's chat template: the ids and
+// the loss mask are the chat fixture's (transformers' apply_chat_template, only the assistant
+// turns counting), nothing follows a conversation but what its template writes, and text lines
+// beside them keep their end-of-text token and count whole.
+TEST(PrepareJsonl, ConversationsAreRenderedByTheChatTemplateAndOnlyRepliesCount) {
+  TempDir dir;
+  const std::string folder = std::string(FEAST_SOURCE_DIR) + "/tests/fixtures/hf/chat/smollm2";
+  const nlohmann::json cases = nlohmann::json::parse(
+      std::ifstream(std::string(FEAST_SOURCE_DIR) + "/tests/fixtures/hf/chat/cases.json"))["smollm2"]["conversations"];
+  std::ofstream f(dir.file("chat.jsonl"));
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> counted;
+  for (const nlohmann::json& c : cases) {
+    f << nlohmann::json{{"messages", c["messages"]}}.dump() << "\n";
+    for (int32_t id : c["ids"]) ids.push_back(id);
+    for (uint8_t m : c["counted"]) counted.push_back(m);
+  }
+  f << R"({"text": "plain"})" << "\n";
+  f.close();
+  const std::unique_ptr<Tokenizer> tok = load_tokenizer(folder);
+  for (int32_t id : tok->encode("plain")) ids.push_back(id), counted.push_back(1);
+  ids.push_back(*tok->eos_id()), counted.push_back(1);
+  PrepareOptions o{dir.file("out"), 0.1};
+  o.tokenizer = folder;
+  const PreparedData d = prepare_text({dir.file("chat.jsonl")}, o);
+  EXPECT_EQ(d.instruction_examples, int64_t(cases.size()));
+  EXPECT_EQ(d.documents, int64_t(cases.size()) + 1);
+  ASSERT_TRUE(d.has_loss_mask);
+  std::vector<int32_t> all = tokens_of(d.train_shards);
+  const std::vector<int32_t> val = tokens_of(d.val_shards);
+  all.insert(all.end(), val.begin(), val.end());
+  EXPECT_EQ(all, ids);
+  std::vector<uint8_t> masks = masks_of(d.train_shards);
+  const std::vector<uint8_t> val_masks = masks_of(d.val_shards);
+  masks.insert(masks.end(), val_masks.begin(), val_masks.end());
+  EXPECT_EQ(masks, counted);
+
+  // A conversation with no reply, and one the template refuses, are named by line.
+  std::ofstream(dir.file("bad.jsonl")) << R"({"messages": [{"role": "user", "content": "hi"}]})" << "\n";
+  o.out_dir = dir.file("bad_out");
+  std::string msg = error_of([&] { prepare_text({dir.file("bad.jsonl")}, o); });
+  EXPECT_NE(msg.find("bad.jsonl:1: a conversation without an assistant turn"), std::string::npos) << msg;
+  std::ofstream(dir.file("bad.jsonl"), std::ios::trunc)
+      << R"({"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}, )"
+      << R"({"role": "assistant", "content": "c"}]})" << "\n";
+  o.tokenizer = std::string(FEAST_SOURCE_DIR) + "/tests/fixtures/hf/chat/mistral";
+  msg = error_of([&] { prepare_text({dir.file("bad.jsonl")}, o); });
+  EXPECT_NE(msg.find("bad.jsonl:1: "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Conversation roles must alternate"), std::string::npos) << msg;
+}
+
 TEST(PrepareJsonl, AJsonArrayIsReadAsRecordsAndAnythingElseIsRefused) {
   TempDir dir;
   std::ofstream(dir.file("sft.json")) << R"([{"prompt": "Q: 2+2?", "completion": " 4"},)" << "\n"
