@@ -1,10 +1,13 @@
 #include "data/tokenizer/chat_template.h"
 
+#include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 
-#include <minja/chat-template.hpp>
+#include <minja/minja.hpp>
 
 #include "core/error.h"
 
@@ -12,8 +15,12 @@ namespace feast {
 namespace fs = std::filesystem;
 using ordered_json = nlohmann::ordered_json;
 
+// The parsed template, rendered with the variables transformers gives it (minja's own
+// chat_template class would also probe the template's tool-calling abilities, printing to stderr
+// where it cannot: feast renders the template as written and needs none of that).
 struct ChatTemplate::Engine {
-  minja::chat_template tmpl;
+  std::shared_ptr<minja::TemplateNode> root;
+  std::string bos_token, eos_token;
 };
 
 namespace {
@@ -96,26 +103,41 @@ ChatTemplate ChatTemplate::load(const std::string& folder) {
   ChatTemplate t;
   t.folder_ = dir.string();
   try {
+    // transformers' environment: trim_blocks and lstrip_blocks, no trailing newline kept.
+    const minja::Options options{/*trim_blocks=*/true, /*lstrip_blocks=*/true, /*keep_trailing_newline=*/false};
     t.engine_ = std::make_shared<const Engine>(
-        Engine{minja::chat_template(source, token_text(config, "bos_token"), token_text(config, "eos_token"))});
+        Engine{minja::Parser::parse(source, options), token_text(config, "bos_token"), token_text(config, "eos_token")});
   } catch (const std::exception& e) {
     throw DataError(where + ": the chat template does not parse: " + e.what());
   }
-  // transformers passes every special token of the tokenizer to the template by name.
+  // transformers passes every special token of the tokenizer to the template by name, and
+  // tools and documents as None when there are none.
   t.special_tokens_ = ordered_json::object();
   for (const char* key : {"unk_token", "pad_token"}) t.special_tokens_[key] = token_text(config, key);
+  t.special_tokens_["tools"] = nullptr;
+  t.special_tokens_["documents"] = nullptr;
   return t;
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
-  minja::chat_template_inputs in;
-  in.messages = to_json(messages);
-  in.add_generation_prompt = add_generation_prompt;
-  in.extra_context = special_tokens_;
-  minja::chat_template_options options;
-  options.apply_polyfills = false;  // the template as written, as transformers renders it
   try {
-    return engine_->tmpl.apply(in, options);
+    auto context = minja::Context::make(
+        ordered_json{{"messages", to_json(messages)}, {"add_generation_prompt", add_generation_prompt}});
+    context->set("bos_token", engine_->bos_token);
+    context->set("eos_token", engine_->eos_token);
+    for (const auto& item : special_tokens_.items()) context->set(item.key(), minja::Value(item.value()));
+    // transformers' strftime_now(format): the local time now.
+    context->set("strftime_now",
+                 minja::Value::callable([](const std::shared_ptr<minja::Context>&, minja::ArgumentsValue& args) {
+                   args.expectArgs("strftime_now", {1, 1}, {0, 0});
+                   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+                   std::tm local{};
+                   localtime_r(&now, &local);
+                   std::ostringstream s;
+                   s << std::put_time(&local, args.args[0].get<std::string>().c_str());
+                   return minja::Value(s.str());
+                 }));
+    return engine_->root->render(context);
   } catch (const std::exception& e) {
     throw DataError(folder_ + ": the chat template failed on this conversation: " + e.what());
   }
@@ -127,12 +149,16 @@ ChatTemplate::Rendered ChatTemplate::render_for_training(const std::vector<ChatM
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].role != "assistant") continue;
     const std::vector<ChatMessage> before(messages.begin(), messages.begin() + long(i));
-    const std::string prompt = render(before, true);
     const std::string through = render({messages.begin(), messages.begin() + long(i) + 1}, false);
+    // The reply starts where the generation prompt ends. A template whose generation prompt is
+    // not how it renders a past reply (a reasoning model's "<think>" opening) counts the whole
+    // turn from where the turns before it end, its opening included.
+    std::string prompt = render(before, true);
+    if (!through.starts_with(prompt)) prompt = render(before, false);
     if (!through.starts_with(prompt) || !r.text.starts_with(through))
       throw DataError(folder_ + ": the chat template does not render the turns before assistant message " +
-                      std::to_string(i + 1) + " as the start of the conversation (with its generation prompt), "
-                      "so which tokens are the assistant's cannot be told");
+                      std::to_string(i + 1) + " as the start of the conversation, so which tokens are the "
+                      "assistant's cannot be told");
     r.assistant.emplace_back(prompt.size(), through.size());
   }
   return r;

@@ -39,9 +39,11 @@ class ChatTemplate {
 
   // A conversation rendered for training, and the byte ranges of its assistant turns in it:
   // each from where the rendering of the turns before it with the generation prompt ends, to
-  // where the rendering through it ends (the reply and the template's end-of-turn text). Throws
-  // DataError when the template does not render each conversation's turns as a prefix of the
-  // whole (then no range can be told).
+  // where the rendering through it ends (the reply and the template's end-of-turn text); where
+  // the generation prompt is not how the template opens a past reply (reasoning models' "<think>"),
+  // from where the turns before it end, the turn's opening included. Throws DataError when the
+  // template does not render each conversation's turns as a prefix of the whole (then no range
+  // can be told).
   struct Rendered {
     std::string text;
     std::vector<std::pair<size_t, size_t>> assistant;  // [begin, end) byte offsets

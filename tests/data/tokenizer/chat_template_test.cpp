@@ -1,5 +1,6 @@
-// Chat templates against transformers: for four templates (SmolLM2's and Qwen2's ChatML, Llama 3's
-// headers, Mistral's [INST]) on the fixture tokenizers, feast's rendering, with and without the
+// Chat templates against transformers: for five templates (SmolLM2's and Qwen2's ChatML, Llama 3's
+// headers, Mistral's [INST], DeepSeek-R1-Distill's, whose generation prompt opens a "<think>" a
+// past reply lacks) on the fixture tokenizers, feast's rendering, with and without the
 // generation prompt, equals apply_chat_template's text; the ids of the rendered conversation
 // equal apply_chat_template's; the tokens counted in the loss are those overlapping the
 // assistant turns (located by transformers' offset mapping in make_chat_fixtures.py, by decoding
@@ -48,7 +49,7 @@ TEST(ChatTemplate, RendersAndTokenizesAsTransformersDoes) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 15);  // 4 conversations for three templates, 3 for Mistral's
+  EXPECT_EQ(checked, 19);  // 4 conversations for four templates, 3 for Mistral's
 }
 
 // The counted tokens are exactly the assistant's text and the end of its turn: decoded, they
