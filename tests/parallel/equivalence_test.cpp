@@ -420,7 +420,8 @@ std::vector<Case> cases() {
   if (n == 8) out.push_back(cp(sp({"gpt2-L5", 2, 2, 1, 1, "gpipe", 2, "tp-cp-dp-pp", {}, "selective"}), 2));
   // Interleaved 1F1B at pp 2 and 4 with 2 chunks per stage (3 at pp 2 once), both families,
   // uneven stages (6 layers over 2 stages: 4 and 2; 10 over 4: 4, 2, 2, 2; an explicit 2 and 4),
-  // with tensor and sequence parallelism, data parallelism and ZeRO 1 and 2.
+  // with tensor and sequence parallelism, data parallelism and ZeRO 1 and 2, and context
+  // parallelism.
   auto interleaved = [](Case k, int v) {
     k.schedule = "interleaved-1f1b";
     k.virtual_stages = v;
@@ -436,6 +437,7 @@ std::vector<Case> cases() {
   if (n == 8) out.push_back(interleaved({"gpt2-L10", 2, 4, 1, 1, "", 1}, 2));
   if (n == 8) out.push_back(interleaved(sp({"llama", 2, 2, 2, 1, "", 1}), 2));
   if (n == 8) out.push_back(interleaved({"gpt2-L6", 1, 2, 4, 2, "", 1}, 3));
+  if (n == 4) out.push_back(cp(interleaved({"llama", 1, 2, 1, 0, "", 1}, 2), 2));  // the ring in every chunk
   return out;
 }
 
