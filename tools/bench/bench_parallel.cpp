@@ -74,6 +74,11 @@ int run_parallel_bench(const ParallelBenchOptions& o, std::unique_ptr<Communicat
         const std::string name = BenchLayout{tp, pp, n / (tp * pp)}.name();
         if (pp > base.model.n_layer)
           skipped.push_back(name + " (pp " + std::to_string(pp) + " > " + std::to_string(base.model.n_layer) + " layers)");
+        else if (const int v = base.parallel.virtual_stages;
+                 base.parallel.schedule == "interleaved-1f1b" &&
+                 (pp == 1 || base.model.n_layer % v != 0 || base.model.n_layer / v < pp))
+          skipped.push_back(name + " (interleaved-1f1b needs pp >= 2 and every stage's layers in " +
+                            std::to_string(v) + " equal chunks)");
         else if (base.model.n_head % tp != 0)
           skipped.push_back(name + " (tp " + std::to_string(tp) + " does not divide " + std::to_string(base.model.n_head) +
                             " heads)");
