@@ -60,7 +60,7 @@ fails "data.val is not set" "$trainer" eval --set "model.init_from=$fixtures/gpt
 fails "export: no/such.h5: no such checkpoint file or directory" "$trainer" export no/such.h5 --out "$work/x"
 fails "export: --out FOLDER is required" "$trainer" export no/such.h5
 fails "export: --dtype: expected float32, fp32, bfloat16, bf16, float16 or fp16, got 'int8'" "$trainer" export no/such.h5 --out "$work/x" --dtype int8
-fails "give exactly one of --prompt TEXT and --prompt-ids LIST" "$trainer" generate --set "model.init_from=$fixtures/gpt2-tiny"
+fails "give exactly one of --prompt TEXT, --prompt-ids LIST and --chat MESSAGE" "$trainer" generate --set "model.init_from=$fixtures/gpt2-tiny"
 fails "--temperature" "$trainer" generate --set "model.init_from=$fixtures/gpt2-tiny" --prompt hi --temperature -1
 fails "prompt token 999 is outside the vocabulary \(model.vocab_size = 320\)" \
   "$trainer" generate --set "model.init_from=$fixtures/gpt2-tiny" --prompt-ids 1,999
