@@ -64,8 +64,6 @@ class ContextParallel {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  // The global chunk indices of group rank r's two chunks (of 2 size() per sequence).
-  std::array<int, 2> chunks_of(int r) const { return context_chunks(r, size_); }
   // The place in the whole sequence of this rank's token t (of its T per sequence).
   int position(int t, int T) const;
 

@@ -75,6 +75,7 @@ class DecoderStage final : public PipelineStage {
     return size_t(tp_.local_rows(B * T)) * size_t(config_.n_embd);
   }
 
+  bool reads_batch(int slot) const override { return embeds(slot) || heads(slot); }
   float forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale) override;
   void backward(int slot, int B, int T) override;
   void backward_input(int slot, int B, int T) override;

@@ -82,6 +82,10 @@ class PipelineStage {
   // Elements of one micro-batch's activation (B * T * C).
   virtual size_t activation_numel(int B, int T) const = 0;
 
+  // Whether forward(slot, ...) reads the micro-batch's tokens or targets (the first stage's
+  // embedding, the last stage's loss; under interleaved 1F1B only their chunks'): the data is
+  // loaded for it alone.
+  virtual bool reads_batch(int slot) const = 0;
   // Forward of one micro-batch into `slot`; tokens and targets (B, T) are host memory. The
   // first stage reads tokens; the last reads targets, computes the loss and, when
   // loss_scale != 0, already turns its logits into their gradient for d(loss_scale * sum of

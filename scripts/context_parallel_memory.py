@@ -66,17 +66,22 @@ def main():
     print(f"{'cp':>3} {'seq_len':>8} {'MiB':>8} {'next step MiB':>14}")
     for cp in args.cps:
         lo, hi = 0, args.max // args.step  # in units of step: lo fits (0 = nothing yet), hi + 1 does not
-        fits_mib = {}
+        probed = {}  # units -> the busiest rank's MiB (None: the run failed); each launched once
+
+        def mib_at(units):
+            if units not in probed:
+                probed[units] = busiest_rank_mib(args, cp, units * args.step)
+            return probed[units]
+
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            mib = busiest_rank_mib(args, cp, mid * args.step)
+            mib = mib_at(mid)
             if mib is not None and mib <= args.budget_mib:
-                lo, fits_mib[mid] = mid, mib
+                lo = mid
             else:
                 hi = mid - 1
-        above = busiest_rank_mib(args, cp, (lo + 1) * args.step)
-        print(f"{cp:>3} {lo * args.step:>8} {fits_mib.get(lo, float('nan')):>8.1f} {above or float('nan'):>14.1f}",
-              flush=True)
+        fits, above = probed.get(lo), mib_at(lo + 1)
+        print(f"{cp:>3} {lo * args.step:>8} {fits or float('nan'):>8.1f} {above or float('nan'):>14.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -131,6 +131,8 @@ small_model() {  # the --set flags of a small model of family $1
     $([[ $arch == llama ]] && echo --set model.n_kv_head=2 --set model.intermediate_size=256)
 }
 
+tolerance() { [[ $1 == fp32 ]] && echo 1e-4 || echo 2e-2; }  # tolerance DTYPE: of losses_agree, relative
+
 losses_agree() {  # losses_agree RUN_A RUN_B TOLERANCE: per-step relative difference of the losses
   python3 - "$@" <<'PY'
 import json, sys
@@ -184,7 +186,7 @@ train() {
       --set logging.dir="$state/runs/$arch-cpu" --set checkpoint.resume=never || return 1
     for dtype in fp32 bf16; do
       gpu_run $arch $dtype "$arch-cuda-$dtype" || return 1
-      losses_agree "$state/runs/$arch-cpu" "$state/runs/$arch-cuda-$dtype" "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
+      losses_agree "$state/runs/$arch-cpu" "$state/runs/$arch-cuda-$dtype" "$(tolerance $dtype)" || ok=1
     done
   done
   return $ok
@@ -200,14 +202,14 @@ multirank() {
     gpu_run gpt2 $dtype "gpt2-cuda-$dtype-tp2pp2" mpirun --oversubscribe --bind-to none -np 4 -- \
       --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batch_size=4 || return 1
     losses_agree "$state/runs/gpt2-cuda-$dtype" "$state/runs/gpt2-cuda-$dtype-tp2pp2" \
-      "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
+      "$(tolerance $dtype)" || ok=1
     # Sequence parallelism: the same layout with the norms' rows split, reduce-scatters and
     # all-gathers of device buffers in place of the all-reduces.
     gpu_run gpt2 $dtype "gpt2-cuda-$dtype-tp2pp2-sp" mpirun --oversubscribe --bind-to none -np 4 -- \
       --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batch_size=4 --set parallel.sequence_parallel=true ||
       return 1
     losses_agree "$state/runs/gpt2-cuda-$dtype" "$state/runs/gpt2-cuda-$dtype-tp2pp2-sp" \
-      "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
+      "$(tolerance $dtype)" || ok=1
   done
   # The zero-bubble schedule: split backwards, weight passes while paired transfers are in flight.
   gpu_run gpt2 fp32 "gpt2-cuda-fp32-tp2pp2-zero-bubble" mpirun --oversubscribe --bind-to none -np 4 -- \
@@ -222,22 +224,21 @@ multirank() {
       --set model.n_layer=4 --set parallel.pp=2 --set parallel.micro_batch_size=4 \
       --set parallel.schedule=interleaved-1f1b --set parallel.virtual_stages=2 || return 1
     losses_agree "$state/runs/gpt2-cuda-$dtype-L4" "$state/runs/gpt2-cuda-$dtype-L4-pp2-interleaved" \
-      "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
+      "$(tolerance $dtype)" || ok=1
   done
   # Context parallelism: the ring's block kernels (ring_attention.cu) and key/value blocks passed
   # between ranks, GPT-2 (learned positions) and Llama (rotary, grouped-query), at cp 2 alone and
   # with tp 2 and sequence parallelism; the ring's bytes and waits from the summary.
-  local arch tol
+  local arch
   for arch in gpt2 llama; do
     for dtype in fp32 bf16; do
-      tol=$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)
       [[ -f $state/runs/$arch-cuda-$dtype/summary.json ]] || gpu_run $arch $dtype "$arch-cuda-$dtype" || return 1
       gpu_run $arch $dtype "$arch-cuda-$dtype-cp2" mpirun --oversubscribe --bind-to none -np 2 -- \
         --set parallel.cp=2 || return 1
-      losses_agree "$state/runs/$arch-cuda-$dtype" "$state/runs/$arch-cuda-$dtype-cp2" "$tol" || ok=1
+      losses_agree "$state/runs/$arch-cuda-$dtype" "$state/runs/$arch-cuda-$dtype-cp2" "$(tolerance $dtype)" || ok=1
       gpu_run $arch $dtype "$arch-cuda-$dtype-tp2cp2-sp" mpirun --oversubscribe --bind-to none -np 4 -- \
         --set parallel.tp=2 --set parallel.cp=2 --set parallel.sequence_parallel=true || return 1
-      losses_agree "$state/runs/$arch-cuda-$dtype" "$state/runs/$arch-cuda-$dtype-tp2cp2-sp" "$tol" || ok=1
+      losses_agree "$state/runs/$arch-cuda-$dtype" "$state/runs/$arch-cuda-$dtype-tp2cp2-sp" "$(tolerance $dtype)" || ok=1
       grep -h "^context-parallel ring" "$state/runs/$arch-cuda-$dtype-tp2cp2-sp/train.log" || ok=1
     done
   done
@@ -253,7 +254,7 @@ multirank() {
       gpu_run gpt2 $dtype "$name" mpirun --oversubscribe --bind-to none -np 8 -- --set parallel.tp=2 \
         --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero_stage="$zero" --set parallel.schedule="$schedule" \
         --set parallel.grad_reduce_dtype="$grads" --set parallel.micro_batch_size=2 || return 1
-      losses_agree "$state/runs/gpt2-cuda-$dtype" "$state/runs/$name" "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
+      losses_agree "$state/runs/gpt2-cuda-$dtype" "$state/runs/$name" "$(tolerance $dtype)" || ok=1
       overlap "$state/runs/$name" || ok=1
     done
   done
@@ -264,7 +265,7 @@ multirank() {
     gpu_run gpt2 $dtype "$name" mpirun --oversubscribe --bind-to none -np 4 -- --set parallel.dp=4 \
       --set parallel.zero_stage=3 --set training.recompute=full --set parallel.offload_optimizer=true \
       --set parallel.micro_batch_size=2 || return 1
-    losses_agree "$state/runs/gpt2-cuda-$dtype" "$state/runs/$name" "$([[ $dtype == fp32 ]] && echo 1e-4 || echo 2e-2)" || ok=1
+    losses_agree "$state/runs/gpt2-cuda-$dtype" "$state/runs/$name" "$(tolerance $dtype)" || ok=1
     grep -hE "ZeRO 3|high-water|offloaded|^ +0 \|" "$state/runs/$name/train.log" || true
   done
   # Every collective on GPU buffers, each result checked: NCCL at one rank (the machine has one

@@ -67,8 +67,8 @@ void ring_attention(CheckHarness& h, const AttentionShape& a, int rank) {
   const Operand qkv = h.activations(qkv_numel(a), 1.5), dy = h.activations(out_numel(a));
   const Operand y = h.activations(out_numel(a));  // the final output the backward's D reads
   const Operand kv[2] = {h.activations(kv_numel, 1.5), h.activations(kv_numel, 1.5)};
-  const Operand acc = h.upload(std::vector<double>(out_numel(a), 0.0), DType::kFloat32);
-  const Operand lse = h.upload(std::vector<double>(lse_numel, 0.0), DType::kFloat32);
+  // Outputs start random (the first step overwrites them), so an element it leaves unwritten shows.
+  const Operand acc = h.floats(out_numel(a)), lse = h.floats(lse_numel);
   const Tensor workspace = h.backend().allocate(DType::kFloat32, h.backend().ring_attention_workspace_size(a));
   std::vector<double> want_out(out_numel(a)), want_lse(lse_numel);
   std::vector<double> ws(cpu::ring_attention_workspace(a.T, a.head_dim, 1));
@@ -87,11 +87,11 @@ void ring_attention(CheckHarness& h, const AttentionShape& a, int rank) {
   h.compare("out", acc, want_out);
   h.compare("lse", lse, want_lse);
   const Operand final_lse = h.upload(want_lse, DType::kFloat32);
-  const Operand dq = h.upload(std::vector<double>(out_numel(a), 0.0), DType::kFloat32);
-  const Operand dkv[2] = {h.upload(std::vector<double>(kv_numel, 0.0), DType::kFloat32),
-                          h.upload(std::vector<double>(kv_numel, 0.0), DType::kFloat32)};
-  std::vector<double> want_dq(out_numel(a), 0.0), want_dkv[2] = {std::vector<double>(kv_numel, 0.0),
-                                                                 std::vector<double>(kv_numel, 0.0)};
+  // The gradients accumulate: they start from the same random values on both sides, so a step
+  // that overwrites where it should add shows.
+  const Operand dq = h.floats(out_numel(a));
+  const Operand dkv[2] = {h.floats(kv_numel), h.floats(kv_numel)};
+  std::vector<double> want_dq = dq.values, want_dkv[2] = {dkv[0].values, dkv[1].values};
   for (int step = 0; step < 2; ++step) {
     const RingBlock b = block(step);
     const int from = b.kv_chunks[0];

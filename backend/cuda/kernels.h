@@ -59,7 +59,7 @@ void attention_backward(const CudaContext& ctx, DType dt, void* dqkv, const void
                         int B, int T, int n_head, int n_kv_head, int head_dim);
 
 // ring_attention.cu (context parallelism: one block of the ring; float32 output, log-sum-exp and
-// gradient accumulators; the workspace holds the backward's D = rowsum(dO * O), B T NH floats)
+// gradient accumulators; the workspace holds the backward's D = rowsum(dO * O), B NH T floats)
 struct RingAttentionCall {
   int B, T, n_head, n_kv_head, head_dim;
   int q_chunks[2], kv_chunks[2];

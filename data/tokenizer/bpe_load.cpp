@@ -11,6 +11,7 @@
 #include "data/tokenizer/bpe_impl.h"
 #include "data/tokenizer/bpe_regex.h"
 #include "data/tokenizer/byte_alphabet.h"
+#include "data/tokenizer/hf_json.h"
 #include "data/tokenizer/unicode_nfc.h"
 
 namespace feast {
@@ -26,28 +27,9 @@ constexpr const char* kGpt2Pattern =
 
 // ---- JSON helpers ---------------------------------------------------------------------------
 
-json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError("tokenizer: cannot read " + path);
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw DataError(path + ": not valid JSON (" + e.what() + "); the tokenizer file is corrupt or truncated");
-  }
-}
-
 bool flag(const json& obj, const char* key, bool fallback = false) {
   const auto it = obj.find(key);
   return it == obj.end() || it->is_null() ? fallback : it->get<bool>();
-}
-
-// tokenizer_config.json's eos_token / bos_token: a string or {"content": ...}.
-std::optional<std::string> config_token(const json& config, const char* key) {
-  const auto it = config.find(key);
-  if (it == config.end() || it->is_null()) return std::nullopt;
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_object() && it->contains("content")) return it->at("content").get<std::string>();
-  return std::nullopt;
 }
 
 AddedToken added_token_from(const json& t, int32_t id) {

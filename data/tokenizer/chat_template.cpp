@@ -5,11 +5,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <iterator>
 #include <sstream>
 
 #include <minja/minja.hpp>
 
 #include "core/error.h"
+#include "data/tokenizer/hf_json.h"
 
 namespace feast {
 namespace fs = std::filesystem;
@@ -30,38 +32,19 @@ fs::path folder_of(const std::string& path) {
   return fs::is_directory(p) ? p : p.parent_path();
 }
 
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw DataError(p.string() + ": cannot open");
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 nlohmann::json tokenizer_config(const fs::path& dir) {
   const fs::path p = dir / "tokenizer_config.json";
-  if (!fs::is_regular_file(p)) return nlohmann::json::object();
-  try {
-    return nlohmann::json::parse(read_file(p));
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(p.string() + ": not valid JSON (" + e.what() + ")");
-  }
-}
-
-// A special token as tokenizer_config.json writes it: a string, or an AddedToken object with
-// "content"; "" when absent or null.
-std::string token_text(const nlohmann::json& config, const char* key) {
-  if (!config.contains(key) || config[key].is_null()) return "";
-  const nlohmann::json& v = config[key];
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
-  return "";
+  return fs::is_regular_file(p) ? read_json(p.string()) : nlohmann::json::object();
 }
 
 // The template's source and where it came from, or "" when the folder has none.
 std::pair<std::string, std::string> template_source(const fs::path& dir, const nlohmann::json& config) {
   const fs::path jinja = dir / "chat_template.jinja";
-  if (fs::is_regular_file(jinja)) return {read_file(jinja), jinja.string()};
+  if (fs::is_regular_file(jinja)) {
+    std::ifstream in(jinja, std::ios::binary);
+    if (!in) throw DataError(jinja.string() + ": cannot open");
+    return {std::string(std::istreambuf_iterator<char>(in), {}), jinja.string()};
+  }
   if (!config.contains("chat_template")) return {"", ""};
   const nlohmann::json& t = config["chat_template"];
   const std::string where = (dir / "tokenizer_config.json").string() + " (chat_template)";
@@ -106,14 +89,15 @@ ChatTemplate ChatTemplate::load(const std::string& folder) {
     // transformers' environment: trim_blocks and lstrip_blocks, no trailing newline kept.
     const minja::Options options{/*trim_blocks=*/true, /*lstrip_blocks=*/true, /*keep_trailing_newline=*/false};
     t.engine_ = std::make_shared<const Engine>(
-        Engine{minja::Parser::parse(source, options), token_text(config, "bos_token"), token_text(config, "eos_token")});
+        Engine{minja::Parser::parse(source, options), config_token(config, "bos_token").value_or(""),
+               config_token(config, "eos_token").value_or("")});
   } catch (const std::exception& e) {
     throw DataError(where + ": the chat template does not parse: " + e.what());
   }
   // transformers passes every special token of the tokenizer to the template by name, and
   // tools and documents as None when there are none.
   t.special_tokens_ = ordered_json::object();
-  for (const char* key : {"unk_token", "pad_token"}) t.special_tokens_[key] = token_text(config, key);
+  for (const char* key : {"unk_token", "pad_token"}) t.special_tokens_[key] = config_token(config, key).value_or("");
   t.special_tokens_["tools"] = nullptr;
   t.special_tokens_["documents"] = nullptr;
   return t;

@@ -82,7 +82,7 @@ TensorView PipelineExecutor::arriving_activation(int slot) {
   return split_ ? stage_.arrival() : stage_.input(slot);
 }
 
-WorkHandle& PipelineExecutor::send_grad_copy(int peer, int tag) {
+void PipelineExecutor::send_grad_copy(int peer, int tag) {
   auto free = std::find_if(outgoing_grads_.begin(), outgoing_grads_.end(),
                            [](const OutgoingGrad& g) { return !g.send || g.send->test(); });
   if (free == outgoing_grads_.end()) {
@@ -93,7 +93,6 @@ WorkHandle& PipelineExecutor::send_grad_copy(int peer, int tag) {
   wait_send(free->send);  // finished: this only releases it
   stage_.backend().copy(free->data.view(), stage_.input_grad().first(act_elems_));
   free->send = send(free->data.view(), peer, tag);
-  return free->send;
 }
 
 size_t PipelineExecutor::next_transfer(size_t at) const {
@@ -128,9 +127,11 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
         wait_send(act_sends_[size_t(slot)]);  // the slot's previous output may still be sending
         if (split_ && stage_index_ > 0)
           stage_.backend().copy(stage_.input(slot).first(act_elems_), stage_.arrival().first(act_elems_));
-        Timer load;
-        fill(k, tokens_.data(), targets_.data());  // the stage keeps its own copy for the backward
-        times_.data += load.seconds();
+        if (stage_.reads_batch(slot)) {
+          Timer load;
+          fill(k, tokens_.data(), targets_.data());  // the stage keeps its own copy for the backward
+          times_.data += load.seconds();
+        }
         Timer t;
         loss_sum += stage_.forward(slot, tokens_.data(), targets_.data(), B_, T_, loss_scale);
         times_.compute += compute_seconds(t);
@@ -213,7 +214,7 @@ double PipelineExecutor::evaluate(int n, const BatchFill& fill) {
       const int slot = slot_of(0, c);
       wait_send(act_sends_[size_t(slot)]);
       if (upstream(c) >= 0) recv(stage_.input(slot), upstream(c), activation_tag(k, upstream_chunk(c)));
-      fill(k, tokens_.data(), targets_.data());
+      if (stage_.reads_batch(slot)) fill(k, tokens_.data(), targets_.data());
       loss_sum += stage_.forward(slot, tokens_.data(), targets_.data(), B_, T_, 0.0f);
       if (downstream(c) >= 0) act_sends_[size_t(slot)] = send(stage_.output(slot), downstream(c), activation_tag(k, c));
     }

@@ -92,7 +92,7 @@ class PipelineExecutor {
   int upstream(int chunk) const { return upstream_stage(stages_, stage_index_, chunk); }
   int downstream(int chunk) const { return downstream_stage(stages_, stage_index_, chunk, virtual_stages_); }
   // The chunk of the virtual stage before this one's `chunk` (what tags its activations).
-  int upstream_chunk(int chunk) const { return stage_index_ > 0 ? chunk : chunk - 1; }
+  int upstream_chunk(int chunk) const { return feast::upstream_chunk(stage_index_, chunk); }
 
   PipelineStage& stage_;
   Communicator* pp_;
@@ -113,7 +113,7 @@ class PipelineExecutor {
   };
   std::vector<OutgoingGrad> outgoing_grads_;
   // Posts the send of the input gradient from a free copy (interleaved).
-  WorkHandle& send_grad_copy(int peer, int tag);
+  void send_grad_copy(int peer, int tag);
   WorkHandle exchange_;                    // a paired send and receive in flight
   size_t exchange_at_ = 0;                 // the action of its receive
   bool split_ = false;                     // the schedule splits backwards (weight passes)

@@ -41,11 +41,6 @@ struct Builder {
   }
 };
 
-// The chunk of the neighbour a transfer of chunk c goes to or comes from: the same chunk, or
-// across the wrap from the last stage to the first, the next one.
-int upstream_chunk(int stage, int chunk) { return stage > 0 ? chunk : chunk - 1; }
-int downstream_chunk(int stages, int stage, int chunk) { return stage < stages - 1 ? chunk : chunk + 1; }
-
 // Interleaved 1F1B (build_schedule's description; Megatron-LM's
 // forward_backward_pipelining_with_interleaving). Stage s runs forwards ahead until the first
 // gradient can come back: twice its distance to the last stage (each forward and backward of
@@ -202,6 +197,9 @@ int downstream_stage(int stages, int stage, int chunk, int virtual_stages) {
   if (stage < stages - 1) return stage + 1;
   return chunk < virtual_stages - 1 ? 0 : -1;
 }
+
+int upstream_chunk(int stage, int chunk) { return stage > 0 ? chunk : chunk - 1; }
+int downstream_chunk(int stages, int stage, int chunk) { return stage < stages - 1 ? chunk : chunk + 1; }
 
 bool is_compute(ActionType type) {
   return type == ActionType::kForward || type == ActionType::kBackward || type == ActionType::kBackwardInput ||

@@ -64,6 +64,10 @@ struct Action {
 // stage has no input, the last no output.
 int upstream_stage(int stages, int stage, int chunk);
 int downstream_stage(int stages, int stage, int chunk, int virtual_stages);
+// The neighbour's chunk for those transfers: the same chunk, or across the wrap from the last
+// stage to the first, the chunk before (upstream) or after (downstream).
+int upstream_chunk(int stage, int chunk);
+int downstream_chunk(int stages, int stage, int chunk);
 
 // The actions of stage s. Receives and sends appear only where a neighbour exists (none before
 // the first stage's forwards, none after the last stage's); each receive comes right before the

@@ -74,11 +74,6 @@ int run_parallel_bench(const ParallelBenchOptions& o, std::unique_ptr<Communicat
         const std::string name = BenchLayout{tp, pp, n / (tp * pp)}.name();
         if (pp > base.model.n_layer)
           skipped.push_back(name + " (pp " + std::to_string(pp) + " > " + std::to_string(base.model.n_layer) + " layers)");
-        else if (const int v = base.parallel.virtual_stages;
-                 base.parallel.schedule == "interleaved-1f1b" &&
-                 (pp == 1 || base.model.n_layer % v != 0 || base.model.n_layer / v < pp))
-          skipped.push_back(name + " (interleaved-1f1b needs pp >= 2 and every stage's layers in " +
-                            std::to_string(v) + " equal chunks)");
         else if (base.model.n_head % tp != 0)
           skipped.push_back(name + " (tp " + std::to_string(tp) + " does not divide " + std::to_string(base.model.n_head) +
                             " heads)");
@@ -89,23 +84,28 @@ int run_parallel_bench(const ParallelBenchOptions& o, std::unique_ptr<Communicat
   }
   // One run per layout and micro-batch count (the count the batch gives when none are listed),
   // each checked by the trainer's own rules now, before minutes of benchmarking. (Its config
-  // is made again when it runs, with the data prepared meanwhile.)
+  // is made again when it runs, with the data prepared meanwhile.) A layout asked for that the
+  // trainer refuses stops the bench; one of the default list (a schedule that cannot run at
+  // pp 1, say) is skipped with the trainer's reason.
+  const bool listed = !o.layouts.empty();
   std::vector<std::pair<BenchLayout, int>> runs;
-  for (const BenchLayout& l : layouts) {
-    if (micro_batches.empty()) runs.push_back({l, 0});
-    for (int m : micro_batches) runs.push_back({l, m});
-  }
-  for (const auto& [l, micro] : runs) {
-    try {
-      const Config c = run_config(base, l, micro, warmup + steps);
-      validate_config(c);
-      plan_layout(c, n);
-    } catch (const ConfigError& e) {
-      throw ConfigError("bench parallel: layout " + l.name() +
-                        (micro > 0 ? " with " + std::to_string(micro) + " micro-batches" : "") + " on " +
-                        count_of(n, "rank") + ": " + e.what());
+  for (const BenchLayout& l : layouts)
+    for (int micro : micro_batches.empty() ? std::vector<int>{0} : micro_batches) {
+      const std::string what =
+          "layout " + l.name() + (micro > 0 ? " with " + std::to_string(micro) + " micro-batches" : "");
+      try {
+        const Config c = run_config(base, l, micro, warmup + steps);
+        validate_config(c);
+        plan_layout(c, n);
+      } catch (const ConfigError& e) {
+        if (listed) throw ConfigError("bench parallel: " + what + " on " + count_of(n, "rank") + ": " + e.what());
+        log::info("bench: skipping " + what + ": " + e.what());
+        continue;
+      }
+      runs.push_back({l, micro});
     }
-  }
+  if (runs.empty())
+    throw ConfigError("bench parallel: no layout of " + count_of(n, "rank") + " can run (the lines above say why)");
 
   {
     CommBenchOptions comm;
