@@ -26,6 +26,14 @@
 
 namespace feast {
 
+// A LoRA product's shape (Backend::lora_forward/backward): N rows of C inputs, rank r, and the
+// OC output columns the adapter updates, [col, col + OC) of an output out_ld wide; the update is
+// scaled by `scale` (alpha / r).
+struct LoraShape {
+  int N = 0, C = 0, r = 0, OC = 0, out_ld = 0, col = 0;
+  float scale = 1;
+};
+
 // One attention call's shape on this rank: n_head query heads and n_kv_head key/value heads of
 // head_dim channels each, laid out in a QKV row as [q heads | k heads | v heads].
 struct AttentionShape {
@@ -147,6 +155,18 @@ class Backend {
   virtual void matmul_backward_weight_rows(const TensorView& dweight_rows, const TensorView& dout,
                                            const TensorView& inp, int N, int C, int OC, int row_begin,
                                            int row_end) = 0;
+
+  // ---- LoRA (model/lora.h): a low-rank update of some output columns of a frozen product ------
+  // h (N, r) = scale * inp (N, C) @ a^T (a: (r, C)); out[:, col:col+OC] += h @ b^T (b: (OC, r)),
+  // out being (N, out_ld).
+  virtual void lora_forward(const TensorView& out, const TensorView& h, const TensorView& inp, const TensorView& a,
+                            const TensorView& b, const LoraShape& s) = 0;
+  // With g = dout[:, col:col+OC] (dout (N, out_ld)): h again as lora_forward computes it;
+  // db (OC, r) += g^T @ h; dh (N, r) = scale * g @ b; da (r, C) += dh^T @ inp; dinp (N, C) +=
+  // dh @ a (skipped when empty). da and db are float32 gradients, the rest the compute dtype.
+  virtual void lora_backward(const TensorView& dinp, const TensorView& da, const TensorView& db, const TensorView& h,
+                             const TensorView& dh, const TensorView& dout, const TensorView& inp, const TensorView& a,
+                             const TensorView& b, const LoraShape& s) = 0;
 
   // ---- attention -------------------------------------------------------------------------------
   // Elements the forward keeps for the backward (the CPU keeps the softmax probabilities; a

@@ -51,6 +51,9 @@ struct CheckpointMeta {
   int tp = 1, pp = 1, dp = 1, cp = 1, zero_stage = 0;
   int micro_batch_size = 1, num_micro_batches = 1;
   int64_t global_batch = 0;   // sequences per optimizer step
+  // LoRA: the frozen base the adapters were trained on, as interop/hf/weights_fingerprint.h
+  // names it (empty: no LoRA, or a base initialised from the seed).
+  std::string lora_base;
 };
 
 // One rank's view of the training state it saves or restores.
@@ -107,6 +110,8 @@ void read_checkpoint(const std::string& path, Communicator& world, const RankSta
 class CheckpointWeights {
  public:
   CheckpointWeights(const std::string& path, const ModelConfig& model);
+  // The tensors of `logical` (LoRA's adapters, say) rather than the model's.
+  CheckpointWeights(const std::string& path, ParamTable logical);
   // The local table points into the logical one: neither copied nor moved.
   CheckpointWeights(const CheckpointWeights&) = delete;
   CheckpointWeights& operator=(const CheckpointWeights&) = delete;

@@ -82,6 +82,7 @@ void write_meta(hid_t file, const CheckpointMeta& m, const std::string& path) {
   write_int(file, "skipped_steps", m.skipped_steps, path);
   write_string(file, "config", m.config, path);
   write_string(file, "layout", m.layout, path);
+  write_string(file, "lora_base", m.lora_base, path);
   write_int(file, "tp", m.tp, path);
   write_int(file, "pp", m.pp, path);
   write_int(file, "dp", m.dp, path);
@@ -107,6 +108,7 @@ CheckpointMeta read_meta(hid_t file, const std::string& path) {
   m.skipped_steps = read_number<int64_t>(file, "skipped_steps", path).value_or(0);
   m.config = read_string(file, "config", path);
   m.layout = read_string(file, "layout", path);
+  m.lora_base = read_string(file, "lora_base", path);
   m.tp = int(read_number<int64_t>(file, "tp", path).value_or(1));
   m.pp = int(read_number<int64_t>(file, "pp", path).value_or(1));
   m.dp = int(read_number<int64_t>(file, "dp", path).value_or(1));

@@ -8,6 +8,8 @@
 #include <iterator>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "checkpoint/checkpoint_file.h"
 #include "checkpoint/checkpoint_store.h"
 #include "cli/verb.h"
@@ -16,6 +18,8 @@
 #include "core/log.h"
 #include "data/tokenizer/tokenizer.h"
 #include "interop/hf/hf_export.h"
+#include "interop/hf/model_weights.h"
+#include "interop/hf/peft_adapter.h"
 
 namespace feast {
 namespace {
@@ -60,6 +64,23 @@ int run_export(const Args& args, const VerbContext&) {
     const Config config = config_file.empty() ? parse_saved_config(meta.config, path + " (stored config)")
                                               : load_config(config_file, {});
     const ModelConfig& model = config.model;
+    const LoraSpec lora = lora_spec(config);
+    const bool merge = args.flag("--merge-lora");
+    if (merge && !lora.enabled())
+      throw ConfigError("export: --merge-lora merges LoRA adapters, but " + path +
+                        " holds a whole model (lora.rank = 0): export it without --merge-lora");
+    if (lora.enabled() && !merge) {
+      // The adapters alone, as PEFT saves them: PeftModel.from_pretrained(base, FOLDER) loads them.
+      const CheckpointWeights adapters(path, lora_param_table(model, lora));
+      const int n = write_peft_adapter(out, model, lora, [&](const ParamSpec& s) { return adapters.tensor(s.name); },
+                                       model.init_from);
+      log::info("export: " + path + " (step " + std::to_string(meta.step) + ") -> " + out +
+                ": a PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors: " + std::to_string(n) +
+                " tensors, rank " + std::to_string(lora.rank) + ", alpha " + nlohmann::json(lora.alpha).dump() +
+                "); base model " + (model.init_from.empty() ? "none (initialised from the seed)" : model.init_from) +
+                "; --merge-lora writes the merged model instead");
+      return 0;
+    }
     if (tokenizer.empty()) {
       tokenizer = tokenizer_folder(model.tokenizer, model.init_from);
       // model.tokenizer may name a tokenizer file; its folder holds the files to copy.
@@ -73,11 +94,12 @@ int run_export(const Args& args, const VerbContext&) {
     // Read and verified whole before anything is written: a checkpoint a resume would refuse
     // exports nothing, and an export into the folder the model was imported from must not
     // clobber what it still has to copy.
-    const CheckpointWeights weights(path, model);
+    const ModelWeights weights(model, lora, config.training.seed, path);
     const HfFolderWritten written =
-        write_hf_model_folder(model, [&](const ParamSpec& spec) { return weights.tensor(spec.name); }, options);
+        write_hf_model_folder(model, [&](const ParamSpec& spec) { return weights.tensor(spec); }, options);
     std::ostringstream os;
-    os << "export: " << path << " (step " << meta.step << ") -> " << out << ": config.json, " << written.tensors
+    os << "export: " << path << " (step " << meta.step << ") -> " << out << ": "
+       << (merge ? "the base with the LoRA adapters merged, " : "") << "config.json, " << written.tensors
        << " tensors in " << written.weight_files << " weight file(s) as " << torch_dtype << ", ";
     if (written.copied.empty()) {
       os << "no tokenizer files (a byte-level model, or give --tokenizer)";
@@ -112,13 +134,16 @@ Verb export_verb() {
   cl.verb = "export";
   cl.synopsis =
       "trainer export CHECKPOINT --out FOLDER [--dtype float32|bfloat16|float16]\n"
-      "                      [--max-shard-size SIZE] [--tokenizer FOLDER] [--config FILE]";
+      "                      [--max-shard-size SIZE] [--tokenizer FOLDER] [--config FILE] [--merge-lora]";
   cl.description =
       "Writes a Hugging Face model folder that transformers loads (AutoModelForCausalLM.from_pretrained):\n"
       "config.json, model.safetensors (or model-0000K-of-0000N.safetensors shards and\n"
       "model.safetensors.index.json above --max-shard-size), the tokenizer's files, and the source\n"
       "model's generation_config.json. CHECKPOINT is a checkpoint file (step_00000020.h5) or a\n"
-      "checkpoint directory (its newest).";
+      "checkpoint directory (its newest).\n"
+      "A LoRA checkpoint (lora.rank > 0) is written as a PEFT adapter folder (adapter_config.json,\n"
+      "adapter_model.safetensors) that peft.PeftModel.from_pretrained loads on the base model;\n"
+      "--merge-lora writes the base with the adapters merged as a plain model folder instead.";
   cl.positional = "a checkpoint";
   cl.min_positional = cl.max_positional = 1;
   cl.options = {
@@ -132,6 +157,8 @@ Verb export_verb() {
       {"--config", ValueKind::kText, "FILE",
        "the config describing the model, for a checkpoint that stores none (one written\n"
        "by another tool); default: the config stored in the checkpoint"},
+      {"--merge-lora", ValueKind::kFlag, "", "a LoRA checkpoint: write the base model (model.init_from) with the\n"
+       "adapters merged (W + alpha/r B A), not the adapter folder"},
   };
   v.run = run_export;
   return v;

@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint_store.h"
 #include "interop/hf/generation_config.h"
 #include "interop/hf/hf_weights.h"
+#include "interop/hf/model_weights.h"
 #include "interop/hf/safetensors_model.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -144,12 +145,10 @@ int run_generate(const Args& args, const VerbContext&) {
                       " tokens; the model's context (model.max_seq_len) is " + std::to_string(model.max_seq_len));
 
   // The weights, whole, on this process.
-  LogicalTensorSource weights;
-  std::optional<CheckpointWeights> saved;
-  std::optional<SafetensorsModel> hf;
+  std::optional<ModelWeights> weights;
   const std::optional<std::string> checkpoint = checkpoint_to_use(config);
-  if (checkpoint) {
-    try {
+  try {
+    if (checkpoint) {
       // The checkpoint must be of the configured model (eval and resume check the same).
       const std::vector<std::string> differences =
           model_differences(config, read_checkpoint_meta(*checkpoint), *checkpoint);
@@ -158,31 +157,27 @@ int run_generate(const Args& args, const VerbContext&) {
         for (const std::string& d : differences) list += "\n  " + d;
         throw ConfigError("generate: " + *checkpoint + " holds another model than the config describes:" + list);
       }
-      saved.emplace(*checkpoint, model);  // verified as a resume verifies it
-    } catch (const CheckpointError& e) {
-      throw ConfigError(std::string("generate: ") + e.what());
+      log::note("generate: weights of " + *checkpoint +
+                (config.lora.enabled() ? " (LoRA adapters, merged into " +
+                                             (model.init_from.empty() ? std::string("the seed's base") : model.init_from) + ")"
+                                       : ""));
+    } else if (!model.init_from.empty()) {
+      log::note("generate: weights from " + model.init_from);
+    } else {
+      log::note("generate: warning: no checkpoint and no model.init_from: the model is its random initialisation");
     }
-    log::note("generate: weights of " + *checkpoint);
-    weights = [&](const ParamSpec& spec) { return saved->tensor(spec.name); };
-  } else if (!model.init_from.empty()) {
-    log::note("generate: weights from " + model.init_from);
-    weights = hf_logical_tensors(hf.emplace(model.init_from), model);
-  } else {
-    log::note("generate: warning: no checkpoint and no model.init_from: the model is its random initialisation");
-    weights = [&](const ParamSpec& spec) {
-      std::vector<float> v(spec.numel);
-      for (size_t i = 0; i < spec.numel; ++i) v[i] = initial_value(spec, config.training.seed, int64_t(i));
-      return v;
-    };
+    weights.emplace(model, lora_spec(config), config.training.seed, checkpoint);  // verified as a resume verifies it
+  } catch (const CheckpointError& e) {
+    throw ConfigError(std::string("generate: ") + e.what());
   }
   const ParamTable table = decoder_param_table(model);
   const KvCacheDecoder::WeightSource source = [&](const std::string& name, std::span<const int64_t>, float* out) {
-    const std::vector<float> v = weights(table.at(name));
+    const std::vector<float> v = weights->tensor(table.at(name));
     std::copy(v.begin(), v.end(), out);
   };
   // The cache holds the positions this generation can reach, not the model's whole context.
   KvCacheDecoder decoder(model, source, int(std::min<int64_t>(model.max_seq_len, int64_t(context.size()) + max_new)));
-  saved.reset();  // the decoder holds its own copy of the weights now
+  weights.reset();  // the decoder holds its own copy of the weights now
 
   // Generation stops at the tokenizer's end-of-text token and at every token the model folder's
   // generation_config.json names (a chat model's end-of-turn marker among them), as

@@ -45,4 +45,12 @@ void settle_logging_dir(Config& config, const std::string& dir, const std::strin
 }
 
 bool checkpoint_dir_is_default(const Config& config) { return config.where("checkpoint.dir") == kCheckpointDirInferred; }
+LoraSpec lora_spec(const Config& config) {
+  LoraSpec spec;
+  spec.rank = config.lora.rank;
+  spec.alpha = config.lora.alpha;
+  spec.targets = config.lora.targets.empty() ? default_lora_targets(config.model) : config.lora.targets;
+  return spec;
+}
+
 }  // namespace feast

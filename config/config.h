@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/lora.h"
 #include "model/model_config.h"
 
 namespace feast {
@@ -117,6 +118,17 @@ struct FaultConfig {
   int64_t at_step = 0;
 };
 
+// LoRA fine-tuning (model/lora.h, docs/finetune.md): rank > 0 freezes the model and trains
+// low-rank adapters on the named products.
+struct LoraConfig {
+  int rank = 0;  // 0 = no adapters: every weight trains
+  double alpha = 16;
+  double dropout = 0;
+  std::vector<std::string> targets;  // empty = the family's default (Llama q, v; GPT-2 qkv)
+  std::string init_from;             // a PEFT adapter folder whose A and B start the adapters
+  bool enabled() const { return rank > 0; }
+};
+
 struct LoggingConfig {
   // The run directory (metrics.jsonl, train.log, ...); empty = a new one for each run,
   // runs/<config name>-<UTC date-time> (train/run_directory.h).
@@ -136,6 +148,7 @@ struct Config {
   CheckpointConfig checkpoint;
   LoggingConfig logging;
   FaultConfig fault;
+  LoraConfig lora;
 
   // Where each key got its value: "file.toml:12", "--set" or "default". Later checks (world
   // size, data paths) use it to point the user at the line to change.
@@ -164,6 +177,9 @@ Config parse_saved_config(const std::string& toml_text, const std::string& sourc
 // The same, leniently: nothing when there is no text or it does not parse (another tool's file,
 // an older version's), for the comparisons that then have nothing to go by.
 std::optional<Config> read_saved_config(const std::string& toml_text, const std::string& source_name);
+
+// The adapters [lora] asks for (targets defaulted to the family's); disabled when rank = 0.
+LoraSpec lora_spec(const Config& config);
 
 // checkpoint.dir's default, <logging.dir>/checkpoints: derived here only.
 std::string default_checkpoint_dir(const std::string& logging_dir);

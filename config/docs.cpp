@@ -23,6 +23,7 @@ std::string md_type(const KeyDesc& k) {
         if constexpr (std::is_same_v<T, double>) return "float";
         if constexpr (std::is_same_v<T, std::string>) return "string";
         if constexpr (std::is_same_v<T, std::vector<int>>) return "array of integers";
+        if constexpr (std::is_same_v<T, std::vector<std::string>>) return "array of strings";
         return "boolean";
       },
       k.field);

@@ -70,7 +70,7 @@ std::vector<std::string> axis_orders() {
 // In the order to_toml prints them; a dotted section is a sub-table of the one before it.
 const std::vector<std::string> kSections = {"model",    "model.rope_scaling", "parallel", "training",
                                             "data",     "checkpoint",         "logging",
-                                            "fault"};
+                                            "fault",    "lora"};
 
 
 bool is_section(const std::string& name) {
@@ -403,6 +403,27 @@ const std::vector<KeyDesc>& keys() {
        "must end the job; -1 = none", nullptr, ">= -1, < world size"},
       {FEAST_KEY(fault, at_step), at_least(0), "test: the step a fault strikes (first attempt only)",
        "the step (1-based) at which the fault strikes", nullptr, ">= 1 when a rank is set"},
+
+      {FEAST_KEY(lora, rank), at_least(0), "LoRA rank; 0 = train every weight",
+       "the rank r of LoRA's adapters (Hu et al. 2021): > 0 freezes the model (no gradients, no optimizer "
+       "state) and trains A (r, in) and B (out, r) on each product of `lora.targets`, which then computes "
+       "W x + (alpha / r) B A x, as PEFT does; checkpoints hold the adapters only. 0 = full fine-tuning. "
+       "See [finetune.md](finetune.md)"},
+      {FEAST_KEY(lora, alpha), above(0), "LoRA scale numerator: the update is alpha / rank",
+       "LoRA's alpha: the adapters' update is scaled by alpha / rank (PEFT's `lora_alpha`)"},
+      {FEAST_KEY(lora, dropout), half_open(0, 1), "LoRA dropout on the adapters' input (only 0 for now)",
+       "dropout on the adapters' input (PEFT's `lora_dropout`); only 0 is implemented: a nonzero value "
+       "is refused"},
+      {FEAST_KEY(lora, targets), any(), "products to adapt; empty = the family's default",
+       "the products that get adapters, by the Hugging Face module's name: Llama family `q`, `k`, `v`, "
+       "`o`, `gate`, `up`, `down`; GPT-2 `qkv` (c_attn), `proj` (attn.c_proj), `fc` (mlp.c_fc), "
+       "`fc_proj` (mlp.c_proj). Empty = PEFT's default for the family: `[\"q\", \"v\"]` (Llama), "
+       "`[\"qkv\"]` (GPT-2)", nullptr, nullptr, "`[]`: the family's default"},
+      {FEAST_KEY(lora, init_from), any(), "PEFT adapter folder to start the adapters from; empty = fresh",
+       "a PEFT LoRA adapter folder (`adapter_config.json` + `adapter_model.safetensors`, as "
+       "`peft.PeftModel.save_pretrained` writes it) whose A and B start the adapters, to continue training "
+       "one; its rank, alpha and targets must match this config's. Empty = fresh adapters (A random with "
+       "the variance of PEFT's Kaiming-uniform init, B zero)", nullptr, "any; empty = fresh adapters"},
   };
   return table;
 }
@@ -501,6 +522,10 @@ std::string value_text(const KeyDesc& k, Config& c) {
         } else if constexpr (std::is_same_v<T, std::vector<int>>) {
           std::string out = "[";
           for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+          return out + "]";
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          std::string out = "[";
+          for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + format_string(v[i]);
           return out + "]";
         } else {
           return std::to_string(v);

@@ -18,7 +18,7 @@ namespace feast::config_table {
 // reads the same; the variant alternative tells the parser which TOML type the key takes.
 using Field = std::variant<int& (*)(Config&), int64_t& (*)(Config&), uint64_t& (*)(Config&),
                            double& (*)(Config&), std::string& (*)(Config&),
-                           std::vector<int>& (*)(Config&), bool& (*)(Config&),
+                           std::vector<int>& (*)(Config&), std::vector<std::string>& (*)(Config&), bool& (*)(Config&),
                            std::optional<bool>& (*)(Config&)>;
 
 struct Limit {

@@ -152,6 +152,16 @@ void assign(Config& c, const KeyDesc& k, const toml::node& node, const std::stri
             values.push_back(static_cast<int>(i->get()));
           }
           field = std::move(values);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          const auto* a = node.as_array();
+          if (!a) wrong_type(k, node, where, "array of strings");
+          std::vector<std::string> values;
+          for (const toml::node& e : *a) {
+            const auto* s = e.as_string();
+            if (!s) wrong_type(k, e, where, "array of strings");
+            values.push_back(s->get());
+          }
+          field = std::move(values);
         } else {
           const auto* i = node.as_integer();
           if (!i) wrong_type(k, node, where, "integer");

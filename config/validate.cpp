@@ -33,6 +33,38 @@ void check_fault_ranks(const Config& config, int world_size) {
 
 }  // namespace
 
+// LoRA's keys against each other and against what it cannot run with.
+void validate_lora(const Config& c) {
+  const LoraConfig& l = c.lora;
+  if (!l.enabled()) {
+    for (const char* key : {"lora.alpha", "lora.dropout", "lora.targets", "lora.init_from"})
+      if (c.where(key) != "default")
+        fail(c.where(key), std::string(key) + " is set but lora.rank = 0 (" + c.where("lora.rank") +
+                               "): no adapters; set lora.rank (for example 8) to fine-tune with LoRA, or remove " + key);
+    return;
+  }
+  if (l.dropout > 0)
+    fail(c.where("lora.dropout"), "lora.dropout = " + config_table::format_double(l.dropout) +
+                                      ": dropout on the adapters' input is not implemented; set it to 0");
+  try {
+    (void)lora_param_table(c.model, lora_spec(c));
+  } catch (const ConfigError& e) {
+    fail(c.where("lora.targets"), e.what());
+  }
+  auto refuse = [&](const std::string& key, const std::string& what, const std::string& fix) {
+    fail(c.where(key), what + " (" + c.where(key) + ") cannot run with LoRA (lora.rank = " + std::to_string(l.rank) +
+                           ", " + c.where("lora.rank") + "): " + fix);
+  };
+  if (c.parallel.zero_stage == 3)
+    refuse("parallel.zero_stage", "parallel.zero_stage = 3",
+           "the adapters are small and the frozen base is not sharded; use zero_stage 1 or 2");
+  if (c.parallel.dp_sync == "parameter-server")
+    refuse("parallel.dp_sync", "parallel.dp_sync = \"parameter-server\"", "use dp_sync = \"allreduce\"");
+  if (c.parallel.schedule == "zero-bubble")
+    refuse("parallel.schedule", "parallel.schedule = \"zero-bubble\"",
+           "its split backward has no adapter path; use \"1f1b\" or \"interleaved-1f1b\"");
+}
+
 void validate_config(const Config& c) {
   auto fail2 = [&](const std::string& a, const std::string& va, const std::string& relation,
                    const std::string& b, const std::string& vb) {
@@ -58,6 +90,7 @@ void validate_config(const Config& c) {
              c.where("training.recompute") + ") keeps less; use parallel.schedule = \"1f1b\" with recomputation, "
              "or training.recompute = \"none\" with zero-bubble");
   }
+  validate_lora(c);
   const bool interleaved = c.parallel.schedule == "interleaved-1f1b";
   if (interleaved && c.parallel.virtual_stages < 2) {
     fail(c.where("parallel.schedule"),

@@ -22,7 +22,7 @@ std::vector<FlatRange> row_chunks(const LocalParam& p, size_t max_elems) {
 }  // namespace
 
 DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, const StageShape& shape,
-                           Backend& backend, Communicator* tp_comm, Communicator* cp_comm)
+                           Backend& backend, Communicator* tp_comm, Communicator* cp_comm, const LoraSpec& lora)
     : config_(config),
       arch_(decoder_arch(config)),
       spec_(spec),
@@ -30,8 +30,10 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
       backend_(backend),
       tp_(spec.tp > 1 ? tp_comm : nullptr, spec.tp_rank, spec.tp, shape.sequence_parallel),
       cp_(shape.cp > 1 ? cp_comm : nullptr, shape.cp_rank, shape.cp),
-      logical_(decoder_param_table(config)),
+      lora_(lora),
+      logical_(lora.enabled() ? lora_param_table(config, lora) : decoder_param_table(config)),
       table_(logical_, spec),
+      frozen_logical_(lora.enabled() ? decoder_param_table(config) : ParamTable(std::vector<ParamSpec>{})),
       units_(feast::parameter_units(table_)),
       activations_(backend, shape.slots, shape.split_backward) {
   FEAST_CHECK(shape.max_seq * shape.cp <= config.max_seq_len,
@@ -52,6 +54,18 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   const size_t region_rows = size_t(tp_.local_rows(int(rows))), region_NC = region_rows * size_t(C);
   const DType dt = backend.compute_dtype();
   params_ = shape.reserved_parameters ? backend.reserve(dt, table_.total_numel()) : backend.allocate(dt, table_.total_numel());
+  FEAST_CHECK(!lora.enabled() || !shape.reserved_parameters, "ZeRO 3 with LoRA");
+  FEAST_CHECK(!lora.enabled() || !shape.split_backward, "a split backward with LoRA");
+  if (lora.enabled()) {
+    frozen_table_.emplace(frozen_logical_, spec);
+    frozen_params_ = backend.allocate(dt, frozen_table_->total_numel());
+  }
+  // The layers read the model's tensors from the base source and LoRA's from the adapters'.
+  const LayerParams layer_params{
+      config,
+      lora.enabled() ? ParamSource{&*frozen_table_, frozen_params_.view(), true} : ParamSource{&table_, params_.view(), false},
+      lora.enabled() ? ParamSource{&table_, params_.view(), false} : ParamSource{},
+      lora};
 
   if (!arch_.learned_positions && spec.num_layers() > 0) {
     std::vector<float> cos, sin;
@@ -73,7 +87,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
     backend.copy(rope_sin_.view(), host_view(sin.data(), sin.size()));
   }
   if (spec.has_embedding)
-    embedding_ = std::make_unique<TokenEmbedding>(table_, params_.view(), arch_.learned_positions, C, vocab_begin);
+    embedding_ = std::make_unique<TokenEmbedding>(layer_params.base, arch_.learned_positions, C, vocab_begin);
   FEAST_CHECK(shape.recompute_layers >= 0, "recompute_layers must not be negative");
   FEAST_CHECK(!spec.chunks.empty() && (spec.chunks.size() == 1 || !shape.split_backward),
               "a stage of " << spec.chunks.size() << " model chunks runs whole backwards");
@@ -84,17 +98,17 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
       const int i = int(blocks_.size());
       const bool recomputed = shape.recompute_layers == 0 || i < shape.recompute_layers;
       activations_.begin_block();
-      blocks_.emplace_back(config, arch_, table_, params_.view(), layer, t, region_rows, shape.max_batch,
-                           shape.max_seq, activations_, recomputed ? shape.recompute : Recompute::kNone,
-                           rope_cos_.view(), rope_sin_.view(), cp_.active());
+      blocks_.emplace_back(config, arch_, layer_params, layer, t, region_rows, shape.max_batch, shape.max_seq,
+                           activations_, recomputed ? shape.recompute : Recompute::kNone, rope_cos_.view(),
+                           rope_sin_.view(), cp_.active());
     }
   }
   chunk_begin_.push_back(int(blocks_.size()));
   if (spec.has_head) {
-    final_norm_ = std::make_unique<Norm>(arch_.norm, float(config.norm_eps), table_, params_.view(), "ln_f", C,
+    final_norm_ = std::make_unique<Norm>(arch_.norm, float(config.norm_eps), layer_params.base, "ln_f", C,
                                          region_rows, activations_, true);
-    head_ = std::make_unique<LmHead>(table_.at("lm_head.weight"), params_.view(), C, vocab_begin, config.vocab_size,
-                                     rows, activations_);
+    head_ = std::make_unique<LmHead>(layer_params.base.table->at("lm_head.weight"), layer_params.base.values,
+                                     layer_params.base.frozen, C, vocab_begin, config.vocab_size, rows, activations_);
   }
   for (size_t chunk = 0; chunk < spec.chunks.size(); ++chunk)
     for (const TensorView& v : activations_.take(true, dt, region_NC)) input_.push_back(v);
@@ -136,6 +150,12 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
     scratch_.ring.acc = take(DType::kFloat32, rows * size_t(att.out_width()));
     scratch_.ring.workspace = take(DType::kFloat32, backend.ring_attention_workspace_size(att));
   }
+  if (lora.enabled()) {
+    const size_t widest = size_t(std::max({C, (config.n_head + 2 * config.kv_heads()) * hs, config.mlp_width()}));
+    scratch_.lora_h = take(dt, rows * size_t(lora.rank));
+    scratch_.lora_dh = take(dt, rows * size_t(lora.rank));
+    scratch_.lora_grads = take(DType::kFloat32, std::max(widest * size_t(lora.rank), 2 * size_t(C)));
+  }
   if (shape.split_backward) {
     scratch_.norm_weight_stand_in = take(dt, size_t(C));
     backend.zero(scratch_.norm_weight_stand_in);
@@ -153,17 +173,20 @@ std::vector<GradRange> DecoderStage::gradient_ranges() const {
   // the embedding itself, acquired by both in one backward.
   const bool shared = embedding_ && head_ && &head_->weight() == &embedding_->token_table();
   const int last = chunks() - 1;  // the head's chunk; the embedding's is 0
-  if (embedding_)
+  // LoRA's frozen embedding, head and norms have none.
+  const bool embedding = embedding_ && !embedding_->frozen(), head = head_ && !head_->frozen();
+  if (embedding)
     for (const FlatRange& c : embedding_->chunks())
       out.push_back({c.begin, c.end, shared ? 2 : 1, true, embedding_->token_table().tied_across_stages, 0});
-  if (head_ && !shared)
+  if (head && !shared)
     for (const FlatRange& c : head_->chunks())
       out.push_back({c.begin, c.end, 1, true, head_->weight().tied_across_stages, last});
-  if (embedding_ && embedding_->position_range().size() > 0) {
+  if (embedding && embedding_->position_range().size() > 0) {
     const FlatRange r = embedding_->position_range();
     out.push_back({r.begin, r.end});
   }
-  if (final_norm_) out.push_back({final_norm_->grad_range().begin, final_norm_->grad_range().end, 1, false, false, last});
+  if (final_norm_)
+    for (const FlatRange& r : final_norm_->grad_ranges()) out.push_back({r.begin, r.end, 1, false, false, last});
   for (int chunk = 0; chunk < chunks(); ++chunk)
     for (int i = chunk_begin(chunk); i < chunk_end(chunk); ++i)
       for (const FlatRange& r : blocks_[size_t(i)].grad_ranges()) out.push_back({r.begin, r.end, 1, false, false, chunk});
@@ -328,12 +351,34 @@ void DecoderStage::backward_weight(int slot, int B, int T) {
   if (embedding_) embedding_->backward(ctx, input_grad_kept_[s], tokens_[s], B, T, *sink_);
 }
 
+namespace {
+
+// dst = float32 host values, cast to dst's dtype on the way.
+void write_values(Backend& be, const TensorView& dst, const std::vector<float>& values) {
+  if (dst.dtype == DType::kFloat32) {
+    be.copy(dst, host_view(values.data(), values.size()));
+  } else {
+    Tensor tmp = be.allocate(DType::kFloat32, values.size());
+    be.copy(tmp.view(), host_view(values.data(), values.size()));
+    be.cast(dst, tmp.view());
+  }
+}
+
+}  // namespace
+
 void initialize_parameters(PipelineStage& stage, uint64_t seed) {
   for (const LocalParam& p : stage.table().params()) {
     std::vector<float> values(p.numel);
     init_local_parameter(p, seed, values.data());
     write_parameter(stage, p, values);
   }
+  // LoRA's frozen base starts as the same model would without adapters (an import overwrites it).
+  if (const LocalTable* frozen = stage.frozen_table())
+    for (const LocalParam& p : frozen->params()) {
+      std::vector<float> values(p.numel);
+      init_local_parameter(p, seed, values.data());
+      write_values(stage.backend(), stage.frozen_parameters().slice(p.offset, p.numel), values);
+    }
 }
 
 std::vector<float> read_parameter(PipelineStage& stage, const LocalParam& p) {
@@ -352,15 +397,7 @@ std::vector<float> read_parameter(PipelineStage& stage, const LocalParam& p) {
 
 void write_parameter(PipelineStage& stage, const LocalParam& p, const std::vector<float>& values) {
   FEAST_CHECK(values.size() == p.numel, p.spec->name << ": " << values.size() << " values for " << p.numel << " elements");
-  Backend& be = stage.backend();
-  const TensorView dst = stage.parameters().slice(p.offset, p.numel);
-  if (dst.dtype == DType::kFloat32) {
-    be.copy(dst, host_view(values.data(), values.size()));
-  } else {
-    Tensor tmp = be.allocate(DType::kFloat32, p.numel);
-    be.copy(tmp.view(), host_view(values.data(), values.size()));
-    be.cast(dst, tmp.view());
-  }
+  write_values(stage.backend(), stage.parameters().slice(p.offset, p.numel), values);
 }
 
 }  // namespace feast

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -15,6 +16,7 @@
 #include "model/layers/block.h"
 #include "model/layers/embedding.h"
 #include "model/layers/lm_head.h"
+#include "model/lora.h"
 #include "model/pipeline_stage.h"
 #include "model/stage_spec.h"
 
@@ -46,15 +48,18 @@ class DecoderStage final : public PipelineStage {
  public:
   // tp_comm: the tensor-parallel group (null when spec.tp == 1); cp_comm: the context-parallel
   // group (null when shape.cp == 1). Throws ConfigError when tp does not divide the heads or
-  // key/value heads.
+  // key/value heads. With lora.enabled() the model's tensors are frozen (frozen_table(), no
+  // gradients) and the trainable tensors are the adapters (model/lora.h).
   DecoderStage(const ModelConfig& config, const StageSpec& spec, const StageShape& shape, Backend& backend,
-               Communicator* tp_comm, Communicator* cp_comm = nullptr);
+               Communicator* tp_comm, Communicator* cp_comm = nullptr, const LoraSpec& lora = LoraSpec{});
   DecoderStage(const DecoderStage&) = delete;
   DecoderStage& operator=(const DecoderStage&) = delete;
 
   Backend& backend() override { return backend_; }
   const LocalTable& table() const override { return table_; }
   TensorView parameters() override { return params_.view(); }
+  const LocalTable* frozen_table() const override { return frozen_table_ ? &*frozen_table_ : nullptr; }
+  TensorView frozen_parameters() override { return frozen_params_.view(); }
   // Slot j of chunk c is slot c·shape.slots + j: each chunk's blocks keep shape.slots
   // micro-batches, and the executor addresses a chunk through its slots.
   int slots() const override { return shape_.slots * chunks(); }
@@ -114,10 +119,13 @@ class DecoderStage final : public PipelineStage {
   Backend& backend_;
   TensorParallel tp_;
   ContextParallel cp_;
-  ParamTable logical_;
+  LoraSpec lora_;
+  ParamTable logical_;  // the trainable tensors: the model's, or LoRA's adapters
   LocalTable table_;
+  ParamTable frozen_logical_;  // LoRA: the model's; empty otherwise
+  std::optional<LocalTable> frozen_table_;
   ParameterUnits units_;
-  Tensor params_;
+  Tensor params_, frozen_params_;
   // (maxT, hs/2) float32, rotary families only; under context parallelism the rows of this
   // rank's max_seq tokens' positions.
   Tensor rope_cos_, rope_sin_;

@@ -46,9 +46,15 @@ class PipelineStage {
   virtual ~PipelineStage() = default;
 
   virtual Backend& backend() = 0;
+  // The trainable tensors (the whole model's, or LoRA's adapters): what gets gradients, optimizer
+  // state and checkpoints.
   virtual const LocalTable& table() const = 0;
   // The compute parameters: the stage's flat buffer in table order, in compute_dtype().
   virtual TensorView parameters() = 0;
+  // LoRA's frozen base model (model/lora.h): its table and values, in compute_dtype(); null and
+  // empty without LoRA.
+  virtual const LocalTable* frozen_table() const { return nullptr; }
+  virtual TensorView frozen_parameters() { return {}; }
   // Activation slots (micro-batches whose activations it can hold at once).
   virtual int slots() const = 0;
   virtual ActivationBytes activation_bytes() const = 0;

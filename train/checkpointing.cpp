@@ -19,6 +19,7 @@ CheckpointMeta meta_of(TrainingRun& run, const Config& config) {
   const TrainingState& s = run.state();
   const ParallelLayout& layout = run.plan().layout;
   CheckpointMeta m;
+  m.lora_base = run.base_fingerprint();
   m.step = s.step;
   m.tokens_seen = s.tokens_seen;
   m.seed = s.seed;
@@ -52,8 +53,9 @@ std::vector<std::string> model_differences(const Config& config, const Checkpoin
   // weights come from the checkpoint.
   std::vector<std::string> out;
   for (const KeyDifference& d : key_differences(*saved, config, [](const std::string& key) {
-         return key.starts_with("model.") && key != "model.init_std" && key != "model.init_from" &&
-                key != "model.tokenizer";
+         return (key.starts_with("model.") && key != "model.init_std" && key != "model.init_from" &&
+                 key != "model.tokenizer") ||
+                key == "lora.rank" || key == "lora.alpha" || key == "lora.targets";
        }))
     out.push_back(d.key + ": " + d.theirs + " in the checkpoint, " + d.mine + " configured");
   return out;
@@ -254,6 +256,11 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
       try {
         meta = read_checkpoint_meta(path);
         differences = model_differences(config, meta, path);
+        if (meta.lora_base != run.base_fingerprint())
+          differences.push_back("the LoRA base: the adapters were trained on " +
+                                (meta.lora_base.empty() ? std::string("a base from the seed") : "weights of " + meta.lora_base) +
+                                ", model.init_from (" + (config.model.init_from.empty() ? "unset" : config.model.init_from) +
+                                ") holds " + (run.base_fingerprint().empty() ? std::string("none") : run.base_fingerprint()));
         // The seed fixes the data order a resumed run continues; an evaluation reads no training data.
         if (run.purpose() == RunPurpose::kTrain && meta.seed != config.training.seed)
           differences.push_back("training.seed: " + std::to_string(meta.seed) + " in the checkpoint, " +
@@ -331,8 +338,13 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
 }
 
 std::optional<CheckpointMeta> start_from_checkpoint_or_import(TrainingRun& run, const Config& config) {
+  // LoRA's checkpoints hold the adapters only: the frozen base is imported every time, first, so
+  // a resume can compare it with the one the adapters were trained on.
+  const bool lora = config.lora.enabled();
+  if (lora && !config.model.init_from.empty()) run.import_initial_weights();
   std::optional<CheckpointMeta> resumed = resume_from_checkpoint(run, config);
-  if (!resumed && !config.model.init_from.empty()) run.import_initial_weights();
+  if (!resumed && !lora && !config.model.init_from.empty()) run.import_initial_weights();
+  if (!resumed && lora && !config.lora.init_from.empty()) run.import_initial_adapters();
   return resumed;
 }
 

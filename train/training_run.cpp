@@ -12,6 +12,8 @@
 #include <string>
 
 #include "interop/hf/hf_weights.h"
+#include "interop/hf/peft_adapter.h"
+#include "interop/hf/weights_fingerprint.h"
 #include "interop/hf/safetensors_model.h"
 #include "core/device_info.h"
 #include "core/error.h"
@@ -129,7 +131,7 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
                          me_.cp};
   stage_ = std::make_unique<DecoderStage>(config.model, spec, shape, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr,
-                                          layout.cp() > 1 ? groups_.cp.get() : nullptr);
+                                          layout.cp() > 1 ? groups_.cp.get() : nullptr, lora_spec(config));
   if (layout.cp() > 1) {
     whole_tokens_.resize(size_t(B) * size_t(tc.seq_len));
     whole_targets_.resize(whole_tokens_.size());
@@ -223,18 +225,22 @@ void TrainingRun::import_initial_weights() {
   const std::string& folder = config_.model.init_from;
   std::string error;
   Timer timer;
+  // LoRA imports into the frozen base; the adapters are not the folder's.
+  const bool lora = stage_->frozen_table() != nullptr;
+  const LocalTable& table = lora ? *stage_->frozen_table() : stage_->table();
   // Under ZeRO 3 each rank reads only what it keeps: its shard.
-  const TensorView params = stage_->parameters();
+  const TensorView params = lora ? stage_->frozen_parameters() : stage_->parameters();
   std::vector<FlatRange> kept = {{0, params.numel}};
   if (sharded_) kept = {{sync_->shard().begin, sync_->shard().end}};
   std::vector<float> host;  // a GPU's weights in float32, before they are rounded to the compute dtype
   try {
     const SafetensorsModel model(folder);
+    if (lora && world().rank() == 0) base_fingerprint_ = weights_fingerprint(model);
     if (params.device == kCpu && params.dtype == DType::kFloat32) {
-      import_hf_weights(model, config_.model, stage_->table(), static_cast<float*>(params.data), &kept);
+      import_hf_weights(model, config_.model, table, static_cast<float*>(params.data), &kept);
     } else {  // a GPU's parameters: read into host memory, then copy (and round) into place a chunk at a time
       host.assign(params.numel, 0.0f);
-      import_hf_weights(model, config_.model, stage_->table(), host.data(), &kept);
+      import_hf_weights(model, config_.model, table, host.data(), &kept);
       for (const FlatRange& r : kept)
         cast_across(*backend_, params.slice(r.begin, r.size()), host_view(host.data() + r.begin, r.size()));
     }
@@ -244,13 +250,32 @@ void TrainingRun::import_initial_weights() {
     error = folder + ": importing the weights failed: " + e.what();
   }
   agree_on_error(*groups_.world, error);
+  if (lora) base_fingerprint_ = broadcast_string(*groups_.world, base_fingerprint_, 0);
   // The master weights at the precision the files had, not from the rounded compute copy (the
-  // optimizer's range lies inside what was read).
-  if (optimizer_) !host.empty() ? optimizer_->load_master(host_view(host.data(), host.size()))
-                                : optimizer_->reload_master_from_params();
+  // optimizer's range lies inside what was read). A frozen base has none.
+  if (optimizer_ && !lora)
+    !host.empty() ? optimizer_->load_master(host_view(host.data(), host.size())) : optimizer_->reload_master_from_params();
   char line[64];
   std::snprintf(line, sizeof line, " in %.2f s", timer.seconds());
   log::info("model: weights from " + folder + line);
+}
+
+void TrainingRun::import_initial_adapters() {
+  const std::string& folder = config_.lora.init_from;
+  std::string error;
+  const TensorView params = stage_->parameters();
+  std::vector<float> host(params.numel);
+  try {
+    import_peft_adapter(folder, config_.model, lora_spec(config_), stage_->table(), host.data());
+    cast_across(*backend_, params, host_view(host.data(), host.size()));
+  } catch (const DataError& e) {
+    error = std::string(e.what()) + " [lora.init_from at " + config_.where("lora.init_from") + "]";
+  } catch (const std::exception& e) {
+    error = folder + ": importing the LoRA adapter failed: " + e.what();
+  }
+  agree_on_error(*groups_.world, error);
+  if (optimizer_) optimizer_->load_master(host_view(host.data(), host.size()));
+  log::info("lora: adapters from " + folder);
 }
 
 void TrainingRun::open_data() {
@@ -276,7 +301,10 @@ void TrainingRun::open_data() {
 }
 
 MemoryBytes TrainingRun::memory_bytes() const {
-  const double parameters = sharded_ ? double(sharded_->working_set_bytes()) : double(stage_->parameters().bytes());
+  // LoRA's frozen base counts with the parameters: it has no gradients or optimizer state.
+  const double frozen = double(const_cast<PipelineStage&>(*stage_).frozen_parameters().bytes());
+  const double parameters =
+      frozen + (sharded_ ? double(sharded_->working_set_bytes()) : double(stage_->parameters().bytes()));
   const ActivationBytes a = stage_->activation_bytes();
   MemoryBytes m;
   m.parameters = parameters;

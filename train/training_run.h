@@ -103,6 +103,12 @@ class TrainingRun {
   // initialisation, and the optimizer's master copy takes them. A run that resumes a checkpoint
   // does not call it (start_from_checkpoint_or_import in train/checkpointing.h decides).
   void import_initial_weights();
+  // LoRA: the adapters from lora.init_from's PEFT folder (after import_initial_weights, on a
+  // fresh run). Every rank throws the same AgreedError when the folder does not fit.
+  void import_initial_adapters();
+  // LoRA: the imported base's fingerprint (weights_fingerprint) on world rank 0 of a training
+  // run, for the checkpoints to name; empty otherwise.
+  const std::string& base_fingerprint() const { return base_fingerprint_; }
 
   TrainingState& state() { return state_; }
   PipelineStage& stage() { return *stage_; }
@@ -164,6 +170,7 @@ class TrainingRun {
 
   const Config& config_;
   RunPurpose purpose_;
+  std::string base_fingerprint_;
 
   LayoutPlan plan_;
   RankCoord me_;

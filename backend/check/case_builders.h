@@ -32,6 +32,9 @@ OpCase matmul_gelu_forward_case(int N, int C, int OC, bool bias);
 OpCase matmul_backward_case(int N, int C, int OC, bool dinp, bool dbias);
 OpCase matmul_backward_input_case(int N, int C, int OC);
 OpCase matmul_backward_weight_rows_case(int N, int C, int OC);  // a middle chunk of the rows
+// LoRA's update of columns [s.col, s.col + s.OC) of an output s.out_ld wide.
+OpCase lora_forward_case(const LoraShape& s);
+OpCase lora_backward_case(const LoraShape& s, bool dinp);
 
 // ---- attention and rotary embedding (cases_attention.cpp) --------------------------------------------
 OpCase attention_forward_case(const AttentionShape& a);

@@ -7,6 +7,7 @@
 
 #include "backend/check/case_builders.h"
 #include "backend/cpu/gelu.h"
+#include "backend/cpu/lora.h"
 #include "backend/cpu/matmul.h"
 
 namespace feast::check {
@@ -78,7 +79,50 @@ void matmul_backward_weight_rows(CheckHarness& h, int N, int C, int OC) {
   h.compare("dweight_rows", rows, want);
 }
 
+std::string lora_shape(const LoraShape& s) {
+  return "N=" + std::to_string(s.N) + " C=" + std::to_string(s.C) + " r=" + std::to_string(s.r) + " cols [" +
+         std::to_string(s.col) + "," + std::to_string(s.col + s.OC) + ") of " + std::to_string(s.out_ld) +
+         " scale " + format_number(s.scale);
+}
+
+// The output and input gradient start nonzero: the op adds to them.
+void lora_forward(CheckHarness& h, const LoraShape& s) {
+  const size_t n = size_t(s.N), c = size_t(s.C), r = size_t(s.r);
+  const Operand x = h.activations(n * c), a = h.activations(r * c), b = h.activations(size_t(s.OC) * r);
+  const Operand out = h.activations(n * size_t(s.out_ld)), hid = h.activations(n * r);
+  h.backend().lora_forward(out.view(), hid.view(), x.view(), a.view(), b.view(), s);
+  std::vector<double> want = out.values, want_h(n * r);
+  cpu::lora_forward(want.data(), want_h.data(), x.data(), a.data(), b.data(), s);
+  h.compare("out", out, want);
+  h.compare("h", hid, want_h);
+}
+
+void lora_backward(CheckHarness& h, const LoraShape& s, bool with_dinp) {
+  const size_t n = size_t(s.N), c = size_t(s.C), r = size_t(s.r), oc = size_t(s.OC);
+  const Operand x = h.activations(n * c), a = h.activations(r * c), b = h.activations(oc * r);
+  const Operand dout = h.activations(n * size_t(s.out_ld)), hid = h.activations(n * r), dh = h.activations(n * r);
+  const Operand dinp = with_dinp ? h.activations(n * c) : Operand{};
+  const Operand da = h.floats(r * c), db = h.floats(oc * r);
+  h.backend().lora_backward(dinp.view(), da.view(), db.view(), hid.view(), dh.view(), dout.view(), x.view(), a.view(),
+                            b.view(), s);
+  std::vector<double> want_dinp = dinp.values, want_da = da.values, want_db = db.values, want_h(n * r), want_dh(n * r);
+  cpu::lora_backward(with_dinp ? want_dinp.data() : nullptr, want_da.data(), want_db.data(), want_h.data(),
+                     want_dh.data(), dout.data(), x.data(), a.data(), b.data(), s);
+  if (with_dinp) h.compare("dinp", dinp, want_dinp);
+  h.compare("da", da, want_da);
+  h.compare("db", db, want_db);
+  h.compare("dh", dh, want_dh);
+}
+
 }  // namespace
+
+OpCase lora_forward_case(const LoraShape& s) {
+  return {"lora_forward", lora_shape(s), HeldTo::kComputeDtype, [=](CheckHarness& h) { lora_forward(h, s); }};
+}
+OpCase lora_backward_case(const LoraShape& s, bool dinp) {
+  return {"lora_backward", lora_shape(s) + (dinp ? " dinp" : ""), HeldTo::kComputeDtype,
+          [=](CheckHarness& h) { lora_backward(h, s, dinp); }};
+}
 
 OpCase matmul_forward_case(int N, int C, int OC, bool bias) {
   return {"matmul_forward", product_shape(N, C, OC) + (bias ? " bias" : ""), HeldTo::kComputeDtype,

@@ -43,6 +43,13 @@ std::vector<OpCase> make_cases() {
     add(matmul_backward_input_case(p.N, p.C, p.OC));
     add(matmul_backward_weight_rows_case(p.N, p.C, p.OC));
   }
+  // LoRA: the whole output, a middle block of a fused product (odd offset and width), rank 1,
+  // and a rank wider than the block.
+  for (const LoraShape& s : {LoraShape{13, 21, 4, 35, 35, 0, 2.0f}, LoraShape{33, 67, 8, 37, 131, 45, 0.5f},
+                             LoraShape{1, 259, 1, 64, 64, 0, 16.0f}, LoraShape{67, 64, 16, 8, 24, 16, 1.0f}}) {
+    add(lora_forward_case(s));
+    add(lora_backward_case(s, s.N != 1));
+  }
   // GPT-2's MLP input with its GELU: widths a multiple of 8 (the fused epilogue on the GPU, in
   // bf16) and not (the separate kernels).
   add(matmul_gelu_forward_case(67, 136, 264, true));

@@ -14,6 +14,7 @@
 #include "backend/cpu/encoder.h"
 #include "backend/cpu/gelu.h"
 #include "backend/cpu/layernorm.h"
+#include "backend/cpu/lora.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/reserved_memory.h"
 #include "backend/cpu/residual.h"
@@ -141,6 +142,24 @@ void CpuBackend::matmul_backward_weight_rows(const TensorView& dweight_rows, con
               "cpu backend matmul_backward_weight_rows: rows [" << row_begin << ", " << row_end << ") of " << OC);
   cpu::matmul_backward_weight_rows(F(dweight_rows, n(row_end - row_begin, C)), F(dout, n(N, OC)), F(inp, n(N, C)),
                                    N, C, OC, row_begin, row_end);
+}
+
+void CpuBackend::lora_forward(const TensorView& out, const TensorView& h, const TensorView& inp, const TensorView& a,
+                              const TensorView& b, const LoraShape& s) {
+  FEAST_CHECK(s.col >= 0 && s.col + s.OC <= s.out_ld, "cpu backend lora_forward: columns [" << s.col << ", "
+                                                          << s.col + s.OC << ") of " << s.out_ld);
+  cpu::lora_forward(F(out, n(s.N, s.out_ld)), F(h, n(s.N, s.r)), F(inp, n(s.N, s.C)), F(a, n(s.r, s.C)),
+                    F(b, n(s.OC, s.r)), s);
+}
+
+void CpuBackend::lora_backward(const TensorView& dinp, const TensorView& da, const TensorView& db, const TensorView& h,
+                               const TensorView& dh, const TensorView& dout, const TensorView& inp, const TensorView& a,
+                               const TensorView& b, const LoraShape& s) {
+  FEAST_CHECK(s.col >= 0 && s.col + s.OC <= s.out_ld, "cpu backend lora_backward: columns [" << s.col << ", "
+                                                           << s.col + s.OC << ") of " << s.out_ld);
+  cpu::lora_backward(OF(dinp, n(s.N, s.C)), F(da, n(s.r, s.C)), F(db, n(s.OC, s.r)), F(h, n(s.N, s.r)),
+                     F(dh, n(s.N, s.r)), F(dout, n(s.N, s.out_ld)), F(inp, n(s.N, s.C)), F(a, n(s.r, s.C)),
+                     F(b, n(s.OC, s.r)), s);
 }
 
 size_t CpuBackend::attention_state_size(const AttentionShape& s) const {

@@ -48,6 +48,11 @@ class CpuBackend final : public Backend {
                              int OC) override;
   void matmul_backward_weight_rows(const TensorView& dweight_rows, const TensorView& dout, const TensorView& inp,
                                    int N, int C, int OC, int row_begin, int row_end) override;
+  void lora_forward(const TensorView& out, const TensorView& h, const TensorView& inp, const TensorView& a,
+                    const TensorView& b, const LoraShape& s) override;
+  void lora_backward(const TensorView& dinp, const TensorView& da, const TensorView& db, const TensorView& h,
+                     const TensorView& dh, const TensorView& dout, const TensorView& inp, const TensorView& a,
+                     const TensorView& b, const LoraShape& s) override;
   size_t attention_state_size(const AttentionShape& s) const override;
   size_t attention_workspace_size(const AttentionShape& s) const override;
   void attention_forward(const TensorView& out, const TensorView& state, const TensorView& qkv,

@@ -211,6 +211,22 @@ class CudaBackend final : public Backend {
     cuda::matmul_backward_weight_rows(ctx_, compute_, F(dweight_rows, n(row_end - row_begin, C)), A(dout, n(N, OC)),
                                       A(inp, n(N, C)), N, C, OC, row_begin, row_end);
   }
+  void lora_forward(const TensorView& out, const TensorView& h, const TensorView& inp, const TensorView& a,
+                    const TensorView& b, const LoraShape& s) override {
+    FEAST_CHECK(s.col >= 0 && s.col + s.OC <= s.out_ld,
+                name() << " lora_forward: columns [" << s.col << ", " << s.col + s.OC << ") of " << s.out_ld);
+    cuda::lora_forward(ctx_, compute_, A(out, n(s.N, s.out_ld)), A(h, n(s.N, s.r)), A(inp, n(s.N, s.C)),
+                       A(a, n(s.r, s.C)), A(b, n(s.OC, s.r)), s);
+  }
+  void lora_backward(const TensorView& dinp, const TensorView& da, const TensorView& db, const TensorView& h,
+                     const TensorView& dh, const TensorView& dout, const TensorView& inp, const TensorView& a,
+                     const TensorView& b, const LoraShape& s) override {
+    FEAST_CHECK(s.col >= 0 && s.col + s.OC <= s.out_ld,
+                name() << " lora_backward: columns [" << s.col << ", " << s.col + s.OC << ") of " << s.out_ld);
+    cuda::lora_backward(ctx_, compute_, OA(dinp, n(s.N, s.C)), F(da, n(s.r, s.C)), F(db, n(s.OC, s.r)),
+                        A(h, n(s.N, s.r)), A(dh, n(s.N, s.r)), A(dout, n(s.N, s.out_ld)), A(inp, n(s.N, s.C)),
+                        A(a, n(s.r, s.C)), A(b, n(s.OC, s.r)), s);
+  }
   // The forward keeps each query row's log-sum-exp, and the backward its row sum of dO * O,
   // beside it: 2 B NH T floats instead of the CPU's (B, NH, T, T) probabilities.
   size_t attention_state_size(const AttentionShape& s) const override {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "backend/backend.h"
 #include "backend/cuda/cuda_context.h"
 #include "backend/scalar_math.h"
 
@@ -50,6 +51,12 @@ void matmul_backward_weight_rows(const CudaContext& ctx, DType dt, float* dweigh
                                  const void* inp, int N, int C, int OC, int row_begin, int row_end);
 // dbias (OC) += column sums of dout (N, OC).
 void bias_backward(const CudaContext& ctx, DType dt, float* dbias, const void* dout, int N, int OC);
+
+// lora.cu (cublasGemmEx; Backend::lora_forward/backward)
+void lora_forward(const CudaContext& ctx, DType dt, void* out, void* h, const void* inp, const void* a, const void* b,
+                  const LoraShape& s);
+void lora_backward(const CudaContext& ctx, DType dt, void* dinp, float* da, float* db, void* h, void* dh,
+                   const void* dout, const void* inp, const void* a, const void* b, const LoraShape& s);
 
 // attention.cu (causal, grouped-query heads; qkv rows are [q heads | k heads | v heads])
 size_t attention_state_floats(int B, int T, int n_head);

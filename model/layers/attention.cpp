@@ -2,16 +2,15 @@
 
 namespace feast {
 
-SelfAttention::SelfAttention(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table,
-                             const TensorView& params, const std::string& prefix, int tp, int max_batch, int max_seq,
-                             ActivationMemory& memory, Recompute recompute, const TensorView& cos,
+SelfAttention::SelfAttention(const ModelConfig& config, const DecoderArch& arch, const LayerParams& params, int layer,
+                             int tp, int max_batch, int max_seq, ActivationMemory& memory, Recompute recompute, const TensorView& cos,
                              const TensorView& sin, bool ring_attention)
     : C_(config.n_embd),
       n_head_(config.n_head / tp),
       n_kv_head_(config.kv_heads() / tp),
       head_dim_(config.head_dim()),
-      qkv_(table, params, prefix + "attn.qkv", arch.qkv_bias, config.n_embd, (n_head_ + 2 * n_kv_head_) * head_dim_),
-      proj_(table, params, prefix + "attn.proj", arch.linear_bias, n_head_ * head_dim_, config.n_embd),
+      qkv_(params, layer, "attn.qkv", arch.qkv_bias, config.n_embd, (n_head_ + 2 * n_kv_head_) * head_dim_),
+      proj_(params, layer, "attn.proj", arch.linear_bias, n_head_ * head_dim_, config.n_embd),
       cos_(cos),
       sin_(sin) {
   const AttentionShape max = shape(max_batch, max_seq);
@@ -22,6 +21,12 @@ SelfAttention::SelfAttention(const ModelConfig& config, const DecoderArch& arch,
   state_ = memory.take(keep_core, DType::kFloat32, state);
   y_ = memory.take(keep_core, memory.dtype(), max.rows() * size_t(max.out_width()));
   dqkv_ = memory.take_output_grads(memory.dtype(), max.rows() * size_t(max.qkv_width()));
+}
+
+std::vector<FlatRange> SelfAttention::grad_ranges() const {
+  std::vector<FlatRange> out = qkv_.grad_ranges();
+  for (const FlatRange& r : proj_.grad_ranges()) out.push_back(r);
+  return out;
 }
 
 void SelfAttention::core_forward(const LayerContext& ctx, size_t s, const AttentionShape& sh) {

@@ -23,8 +23,8 @@ class SelfAttention {
   // cos and sin: the rotary tables (maxT, hs/2), empty views for learned positions.
   // ring_attention: the core runs as context parallelism's ring (model/context_parallel.h),
   // keeping each row's log-sum-exp as its state.
-  SelfAttention(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table, const TensorView& params,
-                const std::string& prefix, int tp, int max_batch, int max_seq, ActivationMemory& memory,
+  SelfAttention(const ModelConfig& config, const DecoderArch& arch, const LayerParams& params, int layer, int tp,
+                int max_batch, int max_seq, ActivationMemory& memory,
                 Recompute recompute, const TensorView& cos, const TensorView& sin, bool ring_attention);
 
   // out (N, C) = attention(x) summed over the tensor-parallel group.
@@ -41,7 +41,8 @@ class SelfAttention {
   void backward_weight(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& x, int B, int T,
                        GradientSink& sink);
 
-  std::vector<FlatRange> grad_ranges() const { return {qkv_.grad_range(), proj_.grad_range()}; }
+  std::vector<FlatRange> grad_ranges() const;
+  bool has_adapters() const { return qkv_.has_adapters() || proj_.has_adapters(); }
   AttentionShape shape(int B, int T) const { return {B, T, n_head_, n_kv_head_, head_dim_}; }
 
  private:

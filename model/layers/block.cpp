@@ -6,20 +6,17 @@
 
 namespace feast {
 
-DecoderBlock::DecoderBlock(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table,
-                           const TensorView& params, int layer, int tp, size_t region_rows, int max_batch,
-                           int max_seq, ActivationMemory& memory, Recompute recompute, const TensorView& cos,
-                           const TensorView& sin, bool ring_attention)
+DecoderBlock::DecoderBlock(const ModelConfig& config, const DecoderArch& arch, const LayerParams& params, int layer,
+                           int tp, size_t region_rows, int max_batch, int max_seq, ActivationMemory& memory,
+                           Recompute recompute, const TensorView& cos, const TensorView& sin, bool ring_attention)
     : C_(config.n_embd),
       recompute_(recompute),
-      ln1_(arch.norm, float(config.norm_eps), table, params, "layers." + std::to_string(layer) + ".ln_1", C_,
+      ln1_(arch.norm, float(config.norm_eps), params.base, "layers." + std::to_string(layer) + ".ln_1", C_,
            region_rows, memory, recompute != Recompute::kFull),
-      attn_(config, arch, table, params, "layers." + std::to_string(layer) + ".", tp, max_batch, max_seq, memory,
-            recompute, cos, sin, ring_attention),
-      ln2_(arch.norm, float(config.norm_eps), table, params, "layers." + std::to_string(layer) + ".ln_2", C_,
+      attn_(config, arch, params, layer, tp, max_batch, max_seq, memory, recompute, cos, sin, ring_attention),
+      ln2_(arch.norm, float(config.norm_eps), params.base, "layers." + std::to_string(layer) + ".ln_2", C_,
            region_rows, memory, recompute != Recompute::kFull),
-      mlp_(config, arch, table, params, "layers." + std::to_string(layer) + ".", tp,
-           size_t(max_batch) * size_t(max_seq), memory, recompute) {
+      mlp_(config, arch, params, layer, tp, size_t(max_batch) * size_t(max_seq), memory, recompute) {
   const size_t NC = region_rows * size_t(C_);
   res2_ = memory.take(recompute != Recompute::kFull, memory.dtype(), NC);
   res3_ = memory.take(true, memory.dtype(), NC);
@@ -100,9 +97,9 @@ void DecoderBlock::backward_weight(const LayerContext& ctx, int slot, const Tens
 }
 
 std::vector<FlatRange> DecoderBlock::grad_ranges() const {
-  std::vector<FlatRange> out = {ln1_.grad_range()};
+  std::vector<FlatRange> out = ln1_.grad_ranges();
   for (const FlatRange& r : attn_.grad_ranges()) out.push_back(r);
-  out.push_back(ln2_.grad_range());
+  for (const FlatRange& r : ln2_.grad_ranges()) out.push_back(r);
   for (const FlatRange& r : mlp_.grad_ranges()) out.push_back(r);
   return out;
 }

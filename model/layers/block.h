@@ -19,9 +19,9 @@ namespace feast {
 
 class DecoderBlock {
  public:
-  DecoderBlock(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table, const TensorView& params,
-               int layer, int tp, size_t region_rows, int max_batch, int max_seq, ActivationMemory& memory,
-               Recompute recompute, const TensorView& cos, const TensorView& sin, bool ring_attention);
+  DecoderBlock(const ModelConfig& config, const DecoderArch& arch, const LayerParams& params, int layer, int tp,
+               size_t region_rows, int max_batch, int max_seq, ActivationMemory& memory, Recompute recompute,
+               const TensorView& cos, const TensorView& sin, bool ring_attention);
 
   // output(slot) (N, C) = the block applied to x (N, C) (each this rank's N/tp rows under
   // sequence parallelism).

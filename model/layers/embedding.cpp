@@ -2,17 +2,17 @@
 
 namespace feast {
 
-TokenEmbedding::TokenEmbedding(const LocalTable& table, const TensorView& params, bool learned_positions, int C,
-                               int vocab_begin)
-    : wte_(&table.at("wte.weight")),
-      wte_view_(params.slice(wte_->offset, wte_->numel)),
+TokenEmbedding::TokenEmbedding(const ParamSource& source, bool learned_positions, int C, int vocab_begin)
+    : wte_(&source.table->at("wte.weight")),
+      wte_view_(source.values.slice(wte_->offset, wte_->numel)),
       C_(C),
       vocab_begin_(vocab_begin),
       Vl_(int(wte_->shape[0])),
-      chunks_{{wte_->offset, wte_->offset + wte_->numel}} {
+      chunks_{{wte_->offset, wte_->offset + wte_->numel}},
+      frozen_(source.frozen) {
   if (learned_positions) {
-    const LocalParam& wpe = table.at("wpe.weight");
-    wpe_view_ = params.slice(wpe.offset, wpe.numel);
+    const LocalParam& wpe = source.table->at("wpe.weight");
+    wpe_view_ = source.values.slice(wpe.offset, wpe.numel);
     wpe_range_ = {wpe.offset, wpe.offset + wpe.numel};
   }
 }
@@ -48,6 +48,7 @@ void TokenEmbedding::forward(const LayerContext& ctx, const TensorView& out, con
 
 void TokenEmbedding::backward(const LayerContext& ctx, const TensorView& dout_rows, const TensorView& tokens, int B,
                               int T, GradientSink& sink) const {
+  if (frozen_) return;
   const TensorView dout = all_rows(ctx, dout_rows, B * T, C_);
   // The positions' gradient is the same on every tp rank (dout is replicated); it is added with
   // the first chunk of token rows. Each chunk takes the tokens in its rows.

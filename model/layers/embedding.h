@@ -15,7 +15,8 @@ namespace feast {
 
 class TokenEmbedding {
  public:
-  TokenEmbedding(const LocalTable& table, const TensorView& params, bool learned_positions, int C, int vocab_begin);
+  // A frozen embedding (LoRA's base) has no backward.
+  TokenEmbedding(const ParamSource& params, bool learned_positions, int C, int vocab_begin);
 
   // out (B*T, C) = the embedding of tokens (B, T), summed over the tensor-parallel group (this
   // rank's rows of it under sequence parallelism).
@@ -26,6 +27,7 @@ class TokenEmbedding {
                 GradientSink& sink) const;
 
   const LocalParam& token_table() const { return *wte_; }
+  bool frozen() const { return frozen_; }
   void set_chunks(std::vector<FlatRange> chunks) { chunks_ = std::move(chunks); }
   const std::vector<FlatRange>& chunks() const { return chunks_; }
   FlatRange position_range() const { return wpe_range_; }  // empty without learned positions
@@ -36,6 +38,7 @@ class TokenEmbedding {
   FlatRange wpe_range_;
   int C_, vocab_begin_, Vl_;
   std::vector<FlatRange> chunks_;  // of wte's range, whole rows each
+  bool frozen_;
 };
 
 }  // namespace feast

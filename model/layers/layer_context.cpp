@@ -21,9 +21,11 @@ void sum_partials(const LayerContext& ctx, const TensorView& partial, const Tens
     ctx.tp.allreduce(out.first(size_t(N) * size_t(C)), ReduceOp::kSum);
 }
 
-WeightAndBias weight_and_bias(const LocalTable& table, const TensorView& params, const std::string& name,
-                              bool has_bias) {
+WeightAndBias weight_and_bias(const ParamSource& source, const std::string& name, bool has_bias) {
+  const LocalTable& table = *source.table;
+  const TensorView& params = source.values;
   WeightAndBias p;
+  p.frozen = source.frozen;
   p.weight = &table.at(name + ".weight");
   p.w = params.slice(p.weight->offset, p.weight->numel);
   p.range = {p.weight->offset, p.weight->offset + p.weight->numel};

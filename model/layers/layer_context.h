@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "backend/backend.h"
 #include "model/gradient_sink.h"
+#include "model/lora.h"
 #include "model/parameters.h"
 #include "model/context_parallel.h"
 #include "model/tensor_parallel.h"
@@ -41,6 +42,28 @@ struct StageScratch {
   TensorView norm_weight_stand_in;
   // Context parallelism only: the attention ring's buffers.
   RingScratch ring;
+  // LoRA only: an adapter's (N, r) h = scale · x A^T and its gradient (compute dtype, all N rows),
+  // and (r, widest product) float32 for a replicated adapter matrix's partial gradient, summed
+  // over the tensor-parallel group before it is added; also a frozen norm's discarded (2C)
+  // parameter gradients.
+  TensorView lora_h, lora_dh, lora_grads;
+};
+
+// Where a layer's tensors live: a flat buffer and its table. A frozen source (LoRA's base model)
+// gets no gradients: its layers compute input gradients only.
+struct ParamSource {
+  const LocalTable* table = nullptr;
+  TensorView values;
+  bool frozen = false;
+};
+
+// What a layer is built from: the base model's tensors and, under LoRA, the adapters'.
+struct LayerParams {
+  const ModelConfig& config;
+  ParamSource base;
+  ParamSource adapters;  // table null without LoRA
+  LoraSpec lora;
+  bool has_adapters() const { return adapters.table != nullptr; }
 };
 
 struct LayerContext {
@@ -69,12 +92,12 @@ struct WeightAndBias {
   const LocalParam* bias = nullptr;
   TensorView w, b;  // empty b without a bias
   FlatRange range;
+  bool frozen = false;  // no gradients (range is then of no buffer a sink knows)
 };
 
 // The tensors `name`.weight and, when has_bias, `name`.bias of this stage; throws when they are
 // missing or not adjacent.
-WeightAndBias weight_and_bias(const LocalTable& table, const TensorView& params, const std::string& name,
-                              bool has_bias);
+WeightAndBias weight_and_bias(const ParamSource& source, const std::string& name, bool has_bias);
 
 // Gradients of one WeightAndBias, acquired from the sink and handed back by release()
 // (explicitly, not in a destructor: a ZeRO-2 release may wait and throw).

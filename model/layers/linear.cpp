@@ -1,31 +1,128 @@
 #include "model/layers/linear.h"
 
+#include "core/error.h"
+
 namespace feast {
 
-ColumnParallelLinear::ColumnParallelLinear(const LocalTable& table, const TensorView& params, const std::string& name,
+std::vector<LoraAdapter> find_adapters(const LayerParams& p, int layer, const std::string& linear, int in,
+                                       int out_local, bool row_parallel) {
+  std::vector<LoraAdapter> out;
+  if (!p.has_adapters()) return out;
+  const LocalTable& table = *p.adapters.table;
+  const std::string weight = "layers." + std::to_string(layer) + "." + linear + ".weight";
+  for (const LoraTarget& t : lora_targets(p.config)) {
+    if (t.linear != linear || !table.contains(lora_a_name(layer, t.name))) continue;
+    LoraAdapter a;
+    a.a = &table.at(lora_a_name(layer, t.name));
+    a.b = &table.at(lora_b_name(layer, t.name));
+    FEAST_CHECK(a.b->offset == a.a->offset + a.a->numel, a.b->spec->name << " does not follow its A");
+    a.a_view = p.adapters.values.slice(a.a->offset, a.a->numel);
+    a.b_view = p.adapters.values.slice(a.b->offset, a.b->numel);
+    a.range = {a.a->offset, a.b->offset + a.b->numel};
+    a.rank = p.lora.rank;
+    a.scale = p.lora.scale();
+    a.in = in;
+    FEAST_CHECK(a.a->shape[1] == in, a.a->spec->name << " has " << a.a->shape[1] << " columns, the product " << in);
+    a.out = int(a.b->shape[0]);
+    if (t.block >= 0) {  // the block's local rows sit after the earlier blocks' local rows
+      const std::vector<int64_t>& blocks = p.base.table->at(weight).spec->blocks;
+      const int tp = a.b->tp;
+      for (int i = 0; i < t.block; ++i) a.col += int(blocks[size_t(i)] / tp);
+    }
+    FEAST_CHECK(a.col + a.out <= out_local, a.b->spec->name << " writes past its product's " << out_local << " columns");
+    a.partial_a = !row_parallel && a.a->tp > 1;
+    a.partial_b = row_parallel && a.b->tp > 1;
+    out.push_back(a);
+  }
+  return out;
+}
+
+namespace {
+
+LoraShape shape_of(const LoraAdapter& a, int N, int out_ld) {
+  return {N, a.in, a.rank, a.out, out_ld, a.col, a.scale};
+}
+
+void adapters_forward(const LayerContext& ctx, const std::vector<LoraAdapter>& adapters, const TensorView& out,
+                      const TensorView& x, int N, int out_ld) {
+  for (const LoraAdapter& a : adapters)
+    ctx.backend.lora_forward(out, ctx.scratch.lora_h, x, a.a_view, a.b_view, shape_of(a, N, out_ld));
+}
+
+// Each adapter's gradients through the sink (a partial matrix summed over the tensor-parallel
+// group first) and, when dx is given, dx += its input gradient.
+void adapters_backward(const LayerContext& ctx, const std::vector<LoraAdapter>& adapters, const TensorView& dx,
+                       const TensorView& dout, const TensorView& x, int N, int out_ld, GradientSink& sink) {
+  for (const LoraAdapter& a : adapters) {
+    const TensorView g = sink.acquire(a.range.begin, a.range.end);
+    TensorView da = g.first(a.a->numel), db = g.slice(a.a->numel, a.b->numel);
+    const TensorView partial = a.partial_a ? da : a.partial_b ? db : TensorView{};
+    const TensorView own = partial ? ctx.scratch.lora_grads.first(partial.numel) : TensorView{};
+    if (own) {
+      ctx.backend.zero(own);
+      (a.partial_a ? da : db) = own;
+    }
+    ctx.backend.lora_backward(dx, da, db, ctx.scratch.lora_h, ctx.scratch.lora_dh, dout, x, a.a_view, a.b_view,
+                              shape_of(a, N, out_ld));
+    if (own) {
+      ctx.tp.allreduce(own, ReduceOp::kSum);
+      ctx.backend.add(partial, partial, own, own.numel);
+    }
+    sink.release(a.range.begin, a.range.end);
+  }
+}
+
+std::vector<FlatRange> ranges_of(const WeightAndBias& p, const std::vector<LoraAdapter>& adapters) {
+  std::vector<FlatRange> out;
+  if (!p.frozen) out.push_back(p.range);
+  for (const LoraAdapter& a : adapters) out.push_back(a.range);
+  return out;
+}
+
+}  // namespace
+
+ColumnParallelLinear::ColumnParallelLinear(const LayerParams& params, int layer, const std::string& linear,
                                            bool has_bias, int in, int out_local)
-    : p_(weight_and_bias(table, params, name, has_bias)), in_(in), out_(out_local) {}
+    : p_(weight_and_bias(params.base, "layers." + std::to_string(layer) + "." + linear, has_bias)),
+      in_(in),
+      out_(out_local),
+      adapters_(find_adapters(params, layer, linear, in, out_local, false)) {}
+
+std::vector<FlatRange> ColumnParallelLinear::grad_ranges() const { return ranges_of(p_, adapters_); }
 
 void ColumnParallelLinear::forward(const LayerContext& ctx, const TensorView& out, const TensorView& x, int N) const {
-  ctx.backend.matmul_forward(out, all_rows(ctx, x, N, in_), p_.w, p_.b, N, in_, out_);
+  const TensorView in = all_rows(ctx, x, N, in_);
+  ctx.backend.matmul_forward(out, in, p_.w, p_.b, N, in_, out_);
+  adapters_forward(ctx, adapters_, out, in, N, out_);
 }
 
 void ColumnParallelLinear::forward_gelu(const LayerContext& ctx, const TensorView& pre, const TensorView& act,
                                         const TensorView& x, int N) const {
-  ctx.backend.matmul_gelu_forward(pre, act, all_rows(ctx, x, N, in_), p_.w, p_.b, N, in_, out_);
+  if (adapters_.empty()) {
+    ctx.backend.matmul_gelu_forward(pre, act, all_rows(ctx, x, N, in_), p_.w, p_.b, N, in_, out_);
+    return;
+  }
+  forward(ctx, pre, x, N);  // the adapters add to the product before the activation
+  ctx.backend.gelu_forward(act, pre, size_t(N) * size_t(out_));
 }
 
 void ColumnParallelLinear::backward(const LayerContext& ctx, const TensorView& dx, const TensorView& dout,
                                     const TensorView& x, int N, GradientSink& sink) const {
   const TensorView in = all_rows(ctx, x, N, in_), din = partial_sums(ctx, dx);
-  AcquiredGrads g(sink, p_);
-  ctx.backend.matmul_backward(din, g.w(), g.b(), dout, in, p_.w, N, in_, out_);
-  g.release();
+  if (p_.frozen) {
+    ctx.backend.matmul_backward_input(din, dout, p_.w, N, in_, out_);
+  } else {
+    AcquiredGrads g(sink, p_);
+    ctx.backend.matmul_backward(din, g.w(), g.b(), dout, in, p_.w, N, in_, out_);
+    g.release();
+  }
+  adapters_backward(ctx, adapters_, din, dout, in, N, out_, sink);
   sum_partials(ctx, din, dx, N, in_);
 }
 
 void ColumnParallelLinear::backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& dout,
                                           int N) const {
+  FEAST_CHECK(adapters_.empty() && !p_.frozen, "a split backward of a LoRA product");
   const TensorView din = partial_sums(ctx, dx);
   ctx.backend.matmul_backward_input(din, dout, p_.w, N, in_, out_);
   sum_partials(ctx, din, dx, N, in_);
@@ -33,37 +130,52 @@ void ColumnParallelLinear::backward_input(const LayerContext& ctx, const TensorV
 
 void ColumnParallelLinear::backward_weight(const LayerContext& ctx, const TensorView& dout, const TensorView& x,
                                            int N, GradientSink& sink) const {
+  FEAST_CHECK(adapters_.empty() && !p_.frozen, "a split backward of a LoRA product");
   const TensorView in = all_rows(ctx, x, N, in_);
   AcquiredGrads g(sink, p_);
   ctx.backend.matmul_backward(TensorView{}, g.w(), g.b(), dout, in, p_.w, N, in_, out_);
   g.release();
 }
 
-RowParallelLinear::RowParallelLinear(const LocalTable& table, const TensorView& params, const std::string& name,
-                                     bool has_bias, int in_local, int out)
-    : p_(weight_and_bias(table, params, name, has_bias)), in_(in_local), out_(out) {}
+RowParallelLinear::RowParallelLinear(const LayerParams& params, int layer, const std::string& linear, bool has_bias,
+                                     int in_local, int out)
+    : p_(weight_and_bias(params.base, "layers." + std::to_string(layer) + "." + linear, has_bias)),
+      in_(in_local),
+      out_(out),
+      adapters_(find_adapters(params, layer, linear, in_local, out, true)) {}
+
+std::vector<FlatRange> RowParallelLinear::grad_ranges() const { return ranges_of(p_, adapters_); }
 
 void RowParallelLinear::forward(const LayerContext& ctx, const TensorView& out, const TensorView& x, int N) const {
   const TensorView sum = partial_sums(ctx, out);
   ctx.backend.matmul_forward(sum, x, p_.w, ctx.tp.rank() == 0 ? p_.b : TensorView{}, N, in_, out_);
+  // B (A_r x_r) is this rank's partial sum of the update: the product's reduction sums it too.
+  adapters_forward(ctx, adapters_, sum, x, N, out_);
   sum_partials(ctx, sum, out, N, out_);
 }
 
 void RowParallelLinear::backward(const LayerContext& ctx, const TensorView& dx, const TensorView& dout,
                                  const TensorView& x, int N, GradientSink& sink) const {
   const TensorView d = all_rows(ctx, dout, N, out_);
-  AcquiredGrads g(sink, p_);
-  ctx.backend.matmul_backward(dx, g.w(), g.b(), d, x, p_.w, N, in_, out_);
-  g.release();
+  if (p_.frozen) {
+    ctx.backend.matmul_backward_input(dx, d, p_.w, N, in_, out_);
+  } else {
+    AcquiredGrads g(sink, p_);
+    ctx.backend.matmul_backward(dx, g.w(), g.b(), d, x, p_.w, N, in_, out_);
+    g.release();
+  }
+  adapters_backward(ctx, adapters_, dx, d, x, N, out_, sink);
 }
 
 void RowParallelLinear::backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& dout,
                                        int N) const {
+  FEAST_CHECK(adapters_.empty() && !p_.frozen, "a split backward of a LoRA product");
   ctx.backend.matmul_backward_input(dx, all_rows(ctx, dout, N, out_), p_.w, N, in_, out_);
 }
 
 void RowParallelLinear::backward_weight(const LayerContext& ctx, const TensorView& dout, const TensorView& x, int N,
                                         GradientSink& sink) const {
+  FEAST_CHECK(adapters_.empty() && !p_.frozen, "a split backward of a LoRA product");
   const TensorView d = all_rows(ctx, dout, N, out_);
   AcquiredGrads g(sink, p_);
   ctx.backend.matmul_backward(TensorView{}, g.w(), g.b(), d, x, p_.w, N, in_, out_);

@@ -11,20 +11,46 @@
 // gathers its output gradient. Each backward also comes in two halves for the zero-bubble
 // schedule: the input gradient now, the weight and bias gradients later from the output
 // gradient the caller kept (a row-parallel layer's as this rank's rows, gathered again).
+// Under LoRA (model/lora.h) the weight and bias are frozen (the backward computes the input
+// gradient only) and the layer carries the adapters of its targets: each adds scale · B (A x) to
+// its output columns, inside the product's own reduction, and recomputes A x in its backward
+// rather than keeping it.
 // Legend: N rows of the micro-batch, IN and OUT this rank's input and output widths.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "model/layers/layer_context.h"
 
 namespace feast {
 
+// One adapter on this rank: A (r, in) and B (out, r) as this rank holds them (A whole or its
+// input columns, B its output rows or whole), adjacent in the adapters' buffer, and the output
+// columns [col, col + out) of the product it updates.
+struct LoraAdapter {
+  const LocalParam* a = nullptr;
+  const LocalParam* b = nullptr;
+  TensorView a_view, b_view;
+  FlatRange range;  // A then B
+  int rank = 0, in = 0, out = 0, col = 0;
+  float scale = 1;
+  // The matrix whose gradient is a partial sum over the tensor-parallel ranks: A of a
+  // column-parallel product, B of a row-parallel one.
+  bool partial_a = false, partial_b = false;
+};
+
+// The adapters of product `linear` ("attn.qkv") of `layer` that p.adapters holds, in target
+// order. in: this rank's input width; out_local: this rank's output width; row_parallel: the
+// product's kind.
+std::vector<LoraAdapter> find_adapters(const LayerParams& p, int layer, const std::string& linear, int in,
+                                       int out_local, bool row_parallel);
+
 class ColumnParallelLinear {
  public:
   // in: the full input width; out_local: this rank's output rows.
-  ColumnParallelLinear(const LocalTable& table, const TensorView& params, const std::string& name, bool has_bias,
-                       int in, int out_local);
+  ColumnParallelLinear(const LayerParams& params, int layer, const std::string& linear, bool has_bias, int in,
+                       int out_local);
   // out (N, out_local) = x (N, in) @ W^T + b; x has N/tp rows under sequence parallelism.
   void forward(const LayerContext& ctx, const TensorView& out, const TensorView& x, int N) const;
   // pre = x @ W^T + b and act = gelu(pre), in one call (Backend::matmul_gelu_forward).
@@ -38,18 +64,21 @@ class ColumnParallelLinear {
   void backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& dout, int N) const;
   void backward_weight(const LayerContext& ctx, const TensorView& dout, const TensorView& x, int N,
                        GradientSink& sink) const;
-  FlatRange grad_range() const { return p_.range; }
+  // Its gradient ranges: the weight and bias unless frozen, then each adapter's.
+  std::vector<FlatRange> grad_ranges() const;
+  bool has_adapters() const { return !adapters_.empty(); }
 
  private:
   WeightAndBias p_;
   int in_, out_;
+  std::vector<LoraAdapter> adapters_;
 };
 
 class RowParallelLinear {
  public:
   // in_local: this rank's input columns; out: the full output width.
-  RowParallelLinear(const LocalTable& table, const TensorView& params, const std::string& name, bool has_bias,
-                    int in_local, int out);
+  RowParallelLinear(const LayerParams& params, int layer, const std::string& linear, bool has_bias, int in_local,
+                    int out);
   // out (N, out) = the sum over ranks of x (N, in_local) @ W^T, + b (this rank's N/tp rows of it
   // under sequence parallelism).
   void forward(const LayerContext& ctx, const TensorView& out, const TensorView& x, int N) const;
@@ -62,11 +91,14 @@ class RowParallelLinear {
   void backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& dout, int N) const;
   void backward_weight(const LayerContext& ctx, const TensorView& dout, const TensorView& x, int N,
                        GradientSink& sink) const;
-  FlatRange grad_range() const { return p_.range; }
+  // Its gradient ranges: the weight and bias unless frozen, then each adapter's.
+  std::vector<FlatRange> grad_ranges() const;
+  bool has_adapters() const { return !adapters_.empty(); }
 
  private:
   WeightAndBias p_;
   int in_, out_;
+  std::vector<LoraAdapter> adapters_;
 };
 
 }  // namespace feast

@@ -2,8 +2,8 @@
 
 namespace feast {
 
-LmHead::LmHead(const LocalParam& weight, const TensorView& params, int C, int vocab_begin, int vocab_size,
-               size_t rows, ActivationMemory& memory)
+LmHead::LmHead(const LocalParam& weight, const TensorView& params, bool frozen, int C, int vocab_begin,
+               int vocab_size, size_t rows, ActivationMemory& memory)
     : w_(&weight),
       w_view_(params.slice(weight.offset, weight.numel)),
       C_(C),
@@ -12,7 +12,8 @@ LmHead::LmHead(const LocalParam& weight, const TensorView& params, int C, int vo
       Vl_(int(weight.shape[0])),
       chunks_{{weight.offset, weight.offset + weight.numel}},
       logits_(memory.take(true, memory.dtype(), rows * size_t(Vl_))),
-      losses_(memory.take(true, DType::kFloat32, rows)) {}
+      losses_(memory.take(true, DType::kFloat32, rows)),
+      frozen_(frozen) {}
 
 float LmHead::forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& targets, int N,
                       float loss_scale) {
@@ -33,7 +34,7 @@ float LmHead::forward(const LayerContext& ctx, int slot, const TensorView& x, co
 
 void LmHead::backward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& dx, int N,
                       GradientSink& sink) const {
-  backward_weight(ctx, slot, x, N, sink);
+  if (!frozen_) backward_weight(ctx, slot, x, N, sink);
   backward_input(ctx, slot, dx, N);
 }
 

@@ -16,8 +16,9 @@ namespace feast {
 
 class LmHead {
  public:
-  LmHead(const LocalParam& weight, const TensorView& params, int C, int vocab_begin, int vocab_size, size_t rows,
-         ActivationMemory& memory);
+  // frozen (LoRA's base): the backward computes the input gradient only.
+  LmHead(const LocalParam& weight, const TensorView& params, bool frozen, int C, int vocab_begin, int vocab_size,
+         size_t rows, ActivationMemory& memory);
 
   // Forward of x (N, C) with targets (N); returns the mean token loss. With loss_scale != 0 the
   // logits become d(loss_scale * sum of losses) / d logits.
@@ -32,6 +33,7 @@ class LmHead {
   void backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int N, GradientSink& sink) const;
 
   const LocalParam& weight() const { return *w_; }
+  bool frozen() const { return frozen_; }
   void set_chunks(std::vector<FlatRange> chunks) { chunks_ = std::move(chunks); }
   const std::vector<FlatRange>& chunks() const { return chunks_; }
   const TensorView& logits(int slot) const { return logits_[size_t(slot)]; }
@@ -42,6 +44,7 @@ class LmHead {
   int C_, vocab_begin_, V_, Vl_;
   std::vector<FlatRange> chunks_;
   std::vector<TensorView> logits_, losses_;  // per slot: (N, Vl), (N)
+  bool frozen_;
 };
 
 }  // namespace feast

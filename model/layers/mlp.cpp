@@ -2,16 +2,22 @@
 
 namespace feast {
 
-Mlp::Mlp(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table, const TensorView& params,
-         const std::string& prefix, int tp, size_t rows, ActivationMemory& memory, Recompute recompute)
+Mlp::Mlp(const ModelConfig& config, const DecoderArch& arch, const LayerParams& params, int layer, int tp, size_t rows,
+         ActivationMemory& memory, Recompute recompute)
     : kind_(arch.mlp),
       width_(config.mlp_width() / tp),
       fc_width_(arch.mlp == MlpKind::kSwiGlu ? 2 * width_ : width_),
-      fc_(table, params, prefix + "mlp.fc", arch.linear_bias, config.n_embd, fc_width_),
-      proj_(table, params, prefix + "mlp.proj", arch.linear_bias, width_, config.n_embd),
+      fc_(params, layer, "mlp.fc", arch.linear_bias, config.n_embd, fc_width_),
+      proj_(params, layer, "mlp.proj", arch.linear_bias, width_, config.n_embd),
       pre_(memory.take(recompute != Recompute::kFull, memory.dtype(), rows * size_t(fc_width_))),
       act_(memory.take(recompute == Recompute::kNone, memory.dtype(), rows * size_t(width_))),
       dpre_(memory.take_output_grads(memory.dtype(), rows * size_t(fc_width_))) {}
+
+std::vector<FlatRange> Mlp::grad_ranges() const {
+  std::vector<FlatRange> out = fc_.grad_ranges();
+  for (const FlatRange& r : proj_.grad_ranges()) out.push_back(r);
+  return out;
+}
 
 void Mlp::forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int N) {
   forward_to_activation(ctx, slot, x, N);

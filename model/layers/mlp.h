@@ -17,8 +17,8 @@ namespace feast {
 
 class Mlp {
  public:
-  Mlp(const ModelConfig& config, const DecoderArch& arch, const LocalTable& table, const TensorView& params,
-      const std::string& prefix, int tp, size_t rows, ActivationMemory& memory, Recompute recompute);
+  Mlp(const ModelConfig& config, const DecoderArch& arch, const LayerParams& params, int layer, int tp, size_t rows,
+      ActivationMemory& memory, Recompute recompute);
 
   // out (N, C) = mlp(x) summed over the tensor-parallel group.
   void forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int N);
@@ -37,7 +37,7 @@ class Mlp {
   void backward_weight(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& x, int N,
                        GradientSink& sink);
 
-  std::vector<FlatRange> grad_ranges() const { return {fc_.grad_range(), proj_.grad_range()}; }
+  std::vector<FlatRange> grad_ranges() const;
 
  private:
   MlpKind kind_;

@@ -4,12 +4,12 @@
 
 namespace feast {
 
-Norm::Norm(NormKind kind, float eps, const LocalTable& table, const TensorView& params, const std::string& name,
-           int C, size_t rows, ActivationMemory& memory, bool saved)
+Norm::Norm(NormKind kind, float eps, const ParamSource& params, const std::string& name, int C, size_t rows,
+           ActivationMemory& memory, bool saved)
     : kind_(kind),
       eps_(eps),
       C_(C),
-      params_(weight_and_bias(table, params, name, kind == NormKind::kLayerNorm)),
+      params_(weight_and_bias(params, name, kind == NormKind::kLayerNorm)),
       out_(memory.take(saved, memory.dtype(), rows * size_t(C))),
       rstd_(memory.take(saved, DType::kFloat32, rows)) {
   if (kind == NormKind::kLayerNorm) mean_ = memory.take(saved, DType::kFloat32, rows);
@@ -37,6 +37,13 @@ void Norm::forward(const LayerContext& ctx, int slot, const TensorView& x, int N
 
 void Norm::backward(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout,
                     const TensorView& x, int N, GradientSink& sink) {
+  if (params_.frozen) {  // the backend computes the parameter gradients with dx: into the scratch, unused
+    const TensorView unused = ctx.scratch.lora_grads.first(params_.range.size());
+    ctx.backend.zero(unused);
+    run(ctx, slot, dx, unused.first(size_t(C_)), params_.bias ? unused.slice(size_t(C_), size_t(C_)) : TensorView{},
+        dout, x, params_.w, N);
+    return;
+  }
   add_parameter_grads(ctx, slot, dx, dout, x, params_.w, N, sink);
 }
 

@@ -20,8 +20,8 @@ class Norm {
  public:
   // `name` is the tensor prefix ("layers.3.ln_1", "ln_f"); rows is the most N a slot holds;
   // saved: whether its activations have a buffer per slot (not recomputed).
-  Norm(NormKind kind, float eps, const LocalTable& table, const TensorView& params, const std::string& name, int C,
-       size_t rows, ActivationMemory& memory, bool saved);
+  Norm(NormKind kind, float eps, const ParamSource& params, const std::string& name, int C, size_t rows,
+       ActivationMemory& memory, bool saved);
 
   // out(slot) (N, C) = norm(x).
   void forward(const LayerContext& ctx, int slot, const TensorView& x, int N);
@@ -36,7 +36,10 @@ class Norm {
   void backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int N, GradientSink& sink);
 
   const TensorView& out(int slot) const { return out_[size_t(slot)]; }
-  FlatRange grad_range() const { return params_.range; }
+  // Its gradient range; none when frozen (LoRA's base).
+  std::vector<FlatRange> grad_ranges() const {
+    return params_.frozen ? std::vector<FlatRange>{} : std::vector<FlatRange>{params_.range};
+  }
 
  private:
   // One call of the backend's norm backward with weight w: dx (N, C) +=, gw and gb (C) +=.
