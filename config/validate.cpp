@@ -37,8 +37,10 @@ void check_fault_ranks(const Config& config, int world_size) {
 void validate_lora(const Config& c) {
   const LoraConfig& l = c.lora;
   if (!l.enabled()) {
-    for (const char* key : {"lora.alpha", "lora.dropout", "lora.targets", "lora.init_from"})
-      if (c.where(key) != "default")
+    // By value, not by origin: a saved config lists every key, these at their defaults.
+    for (const auto& [key, set] : {std::pair<const char*, bool>{"lora.targets", !l.targets.empty()},
+                                   std::pair<const char*, bool>{"lora.init_from", !l.init_from.empty()}})
+      if (set)
         fail(c.where(key), std::string(key) + " is set but lora.rank = 0 (" + c.where("lora.rank") +
                                "): no adapters; set lora.rank (for example 8) to fine-tune with LoRA, or remove " + key);
     return;

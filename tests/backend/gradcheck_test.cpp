@@ -12,6 +12,7 @@
 #include "backend/cpu/encoder.h"
 #include "backend/cpu/gelu.h"
 #include "backend/cpu/layernorm.h"
+#include "backend/cpu/lora.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/residual.h"
 #include "backend/cpu/rmsnorm.h"
@@ -44,6 +45,34 @@ TEST(GradCheck, Matmul) {
   expect_gradient_matches("matmul dinp", inp, dinp, loss);
   expect_gradient_matches("matmul dweight", w, dw, loss);
   expect_gradient_matches("matmul dbias", b, db, loss);
+}
+
+// LoRA's update of a middle block of columns: the output outside the block is untouched, and
+// the gradients of the input, A and B (accumulated onto nonzero values) match finite differences.
+TEST(GradCheck, Lora) {
+  const LoraShape s{5, 7, 3, 4, 11, 2, 1.5f};  // N, C, r, OC, out_ld, col, scale
+  auto inp = random_vector(s.N * s.C, 31), a = random_vector(s.r * s.C, 32), b = random_vector(s.OC * s.r, 33);
+  const auto base = random_vector(s.N * s.out_ld, 34), r = random_vector(s.N * s.out_ld, 35);
+  std::vector<double> out, h(s.N * s.r), dh(s.N * s.r);
+  auto loss = [&] {
+    out = base;
+    cpu::lora_forward(out.data(), h.data(), inp.data(), a.data(), b.data(), s);
+    return dot(r, out.data());
+  };
+  loss();
+  for (int n = 0; n < s.N; ++n)
+    for (int c = 0; c < s.out_ld; ++c)
+      if (c < s.col || c >= s.col + s.OC) {
+        EXPECT_EQ(out[size_t(n * s.out_ld + c)], base[size_t(n * s.out_ld + c)]) << "column " << c << " is outside the block";
+      }
+  std::vector<double> dinp(s.N * s.C, 0.75), da(s.r * s.C, 0.5), db(s.OC * s.r, -0.25), h2(s.N * s.r);
+  cpu::lora_backward(dinp.data(), da.data(), db.data(), h2.data(), dh.data(), r.data(), inp.data(), a.data(), b.data(), s);
+  for (double& x : dinp) x -= 0.75;
+  for (double& x : da) x -= 0.5;
+  for (double& x : db) x += 0.25;
+  expect_gradient_matches("lora dinp", inp, dinp, loss);
+  expect_gradient_matches("lora da", a, da, loss);
+  expect_gradient_matches("lora db", b, db, loss);
 }
 
 TEST(GradCheck, MatmulWithoutBias) {

@@ -223,6 +223,42 @@ TEST(Checkpoint, TheOffloadedOptimizerSavesAndResumesAsTheOther) {
   }
 }
 
+// LoRA: a checkpoint holds the adapters and their optimizer state alone (the frozen model is not
+// in it: a reader of the model's tensors refuses it), a run stopped at step 10 resumes bit for bit
+// the uninterrupted run, and the checkpoint reshards to other tp, pp, dp and ZeRO.
+TEST(Checkpoint, LoraSavesTheAdaptersAloneResumesExactlyAndReshards) {
+  auto lora = [](Config c) {
+    c.lora.rank = 4;
+    c.lora.alpha = 8;
+    c.lora.targets = {"q", "k", "v", "o", "gate", "up", "down"};
+    c.training.lr = 1e-2;
+    return c;
+  };
+  const Layout source{2, 2, 2, 1};
+  const Outcome straight = train_run(lora(make_config("llama", source, fresh_dir("lora_straight"))));
+  const std::string dir = fresh_dir("lora_split");
+  Config first = lora(make_config("llama", source, dir));
+  first.training.exit_at_step = 10;
+  train_run(first);
+  const Outcome b = train_run(lora(make_config("llama", source, dir)));
+  ASSERT_EQ(b.summary.first_step, 10);
+  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(b.summary.losses[i], straight.summary.losses[10 + i]) << "step " << 11 + i;
+  ASSERT_EQ(b.state.size(), straight.state.size());
+  EXPECT_EQ(std::memcmp(b.state.data(), straight.state.data(), b.state.size() * sizeof(float)), 0)
+      << "adapters or their optimizer state differ from the uninterrupted run";
+  const std::string file = step_file(dir, 10);
+  if (world_rank() == 0) {
+    const Config c = lora(make_config("llama", source, dir));
+    EXPECT_NO_THROW(CheckpointWeights(file, lora_param_table(c.model, lora_spec(c))));
+    EXPECT_THROW(CheckpointWeights(file, c.model), CheckpointError) << "the checkpoint holds the model's tensors";
+  }
+  for (const Layout& target : {Layout{1, 4, 2, 2}, Layout{4, 1, 2, 1}, Layout{1, 1, 8, 2}}) {
+    const std::string d = copy_checkpoint(file, "lora_to_" + std::to_string(target.tp) + std::to_string(target.pp));
+    const Outcome r = train_run(lora(make_config("llama", target, d)));
+    expect_losses_close(r.summary, straight.summary, 10, "LoRA " + source.name() + " -> " + target.name());
+  }
+}
+
 class Reshard : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Reshard, SavedAtOneLayoutResumesAtEveryOther) {

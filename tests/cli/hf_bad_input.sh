@@ -69,4 +69,18 @@ fails "no tokenizer for this model \(model.vocab_size = 1000\).*holds no tokeniz
   "$trainer" generate --set "model.init_from=$work/notok" --prompt hi
 fails "the tokenizer .* has 1000 tokens, more than model.vocab_size = 320" \
   "$trainer" generate --set "model.init_from=$fixtures/gpt2-tiny" --set "model.tokenizer=$fixtures/llama-tiny" --prompt hi
+# LoRA adapters (lora.init_from) that do not fit: another rank, another model's, a folder that is
+# not PEFT's; and --merge-lora on a whole model's checkpoint.
+lora=(--set "model.init_from=$fixtures/gpt2-tiny" --set lora.rank=4 --set lora.alpha=8
+      --set 'lora.targets=["qkv","proj","fc","fc_proj"]' "${on_data[@]}")
+fails "adapter_config.json: the adapter has rank r = 4, lora.rank is 8; set lora.rank = 4 to continue it" \
+  "$trainer" "${lora[@]}" --set lora.rank=8 --set "lora.init_from=$fixtures/lora/gpt2-tiny-init"
+fails "no tensor base_model.model.transformer.h.0.attn.c_attn.lora_A.weight.*lora.init_from at --set" \
+  "$trainer" "${lora[@]}" --set "lora.init_from=$fixtures/lora/llama-tiny-init"
+fails "gpt2-tiny: not a PEFT adapter folder" "$trainer" "${lora[@]}" --set "lora.init_from=$fixtures/gpt2-tiny"
+"$trainer" "${on_data[@]}" --set "model.init_from=$fixtures/gpt2-tiny" --set checkpoint.interval=1 \
+  --set "logging.dir=$work/whole" >/dev/null 2>&1
+fails "export: --merge-lora merges LoRA adapters, but .* holds a whole model" \
+  "$trainer" export "$work/whole/checkpoints" --out "$work/merged" --merge-lora
+
 exit $status

@@ -266,6 +266,43 @@ TEST(ConfigErrors, CrossKeyChecksNameBothKeys) {
   for (const Case& c : cases) EXPECT_EQ(error_of(c.text), c.expected) << c.text;
 }
 
+// [lora]: targets the family lacks, a dropout not implemented, keys without a rank, and what LoRA
+// cannot run with, each refused naming the key and its line.
+TEST(ConfigErrors, LoraKeys) {
+  struct Case {
+    std::string text, expected;
+  };
+  const std::vector<Case> cases = {
+      {"[lora]\nrank = 8\ntargets = [\"q\", \"gate\"]\n",
+       "demo.toml:3: lora.targets names \"q\", which a gpt2 model does not have; its products are qkv, proj, fc, "
+       "fc_proj"},
+      {"[model]\narch = \"llama\"\n[lora]\nrank = 8\ntargets = [\"qkv\"]\n",
+       "demo.toml:5: lora.targets names \"qkv\", which a llama model does not have; its products are q, k, v, o, "
+       "gate, up, down"},
+      {"[lora]\nrank = 8\ntargets = [\"qkv\", \"qkv\"]\n", "demo.toml:3: lora.targets names \"qkv\" twice"},
+      {"[lora]\nrank = 8\ndropout = 0.05\n",
+       "demo.toml:3: lora.dropout = 0.05: dropout on the adapters' input is not implemented; set it to 0"},
+      {"[lora]\ntargets = [\"qkv\"]\n",
+       "demo.toml:2: lora.targets is set but lora.rank = 0 (default): no adapters; set lora.rank (for example 8) "
+       "to fine-tune with LoRA, or remove lora.targets"},
+      {"[lora]\nrank = 8\n[parallel]\nzero_stage = 3\n",
+       "demo.toml:4: parallel.zero_stage = 3 (demo.toml:4) cannot run with LoRA (lora.rank = 8, demo.toml:2): the "
+       "adapters are small and the frozen base is not sharded; use zero_stage 1 or 2"},
+      {"[lora]\nrank = 8\n[parallel]\npp = 2\nschedule = \"zero-bubble\"\n",
+       "demo.toml:5: parallel.schedule = \"zero-bubble\" (demo.toml:5) cannot run with LoRA (lora.rank = 8, "
+       "demo.toml:2): its split backward has no adapter path; use \"1f1b\" or \"interleaved-1f1b\""},
+      {"[lora]\nrank = 8\ntargets = \"q\"\n", "lora.targets"},
+  };
+  for (const Case& c : cases) {
+    const std::string e = error_of(c.text + kData);
+    EXPECT_NE(e.find(c.expected), std::string::npos) << c.text << "\n  -> " << e;
+  }
+  // The family's default targets, as PEFT's.
+  EXPECT_EQ(lora_spec(parse(kData + "[lora]\nrank = 8\n")).targets, std::vector<std::string>{"qkv"});
+  EXPECT_EQ(lora_spec(parse(kData + "[model]\narch = \"llama\"\n[lora]\nrank = 8\n")).targets,
+            (std::vector<std::string>{"q", "v"}));
+}
+
 // A default that no longer fits follows the key it depends on; a value someone wrote does not.
 TEST(ConfigDefaults, SeqLenFollowsAShorterContext) {
   const Config c = parse("[model]\nmax_seq_len = 32\n");

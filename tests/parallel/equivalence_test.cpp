@@ -27,6 +27,7 @@
 
 #include "core/log.h"
 #include "model/decoder_stage.h"
+#include "model/lora.h"
 #include "comm/layout.h"
 #include "comm/mpi_world.h"
 #include "tests/support/mpi_test_support.h"
@@ -123,6 +124,12 @@ Config base_config(const std::string& model_name, int batch) {
   // refuses a run of another model.
   c.logging.dir = data_dir() + "/run_" + model_name;
   c.logging.interval = 1000;
+  // LoRA on every product of the family over the frozen (seed-initialised) model.
+  if (model_name.ends_with("-lora")) {
+    c.lora.rank = 4;
+    c.lora.alpha = 8;
+    for (const LoraTarget& t : lora_targets(c.model)) c.lora.targets.push_back(t.name);
+  }
   return c;
 }
 
@@ -438,6 +445,17 @@ std::vector<Case> cases() {
   if (n == 8) out.push_back(interleaved(sp({"llama", 2, 2, 2, 1, "", 1}), 2));
   if (n == 8) out.push_back(interleaved({"gpt2-L6", 1, 2, 4, 2, "", 1}, 3));
   if (n == 4) out.push_back(cp(interleaved({"llama", 1, 2, 1, 0, "", 1}, 2), 2));  // the ring in every chunk
+  // LoRA over a frozen model, both families: tensor parallelism (the replicated adapter matrices'
+  // gradients summed over tp) with and without sequence parallelism, pipeline stages, data
+  // parallelism with ZeRO 1 and 2 (sharding the adapters alone), recomputation, context
+  // parallelism and interleaving.
+  if (n == 2) out.push_back({"gpt2-lora", 2, 1, 1, 0, "1f1b", 2});
+  if (n == 2) out.push_back(cp({"llama-lora", 1, 1, 1, 0, "1f1b", 1, "tp-dp-pp", {}, "full"}, 2));
+  if (n == 4) out.push_back(sp({"llama-lora", 2, 2, 1, 0, "1f1b", 1}));
+  if (n == 4) out.push_back({"gpt2-lora", 1, 2, 2, 2, "1f1b", 1});
+  if (n == 4) out.push_back(interleaved({"llama-lora", 1, 2, 2, 1, "", 1}, 2));
+  if (n == 8) out.push_back({"llama-lora", 2, 2, 2, 1, "gpipe", 1, "tp-dp-pp", {}, "selective"});
+  if (n == 8) out.push_back(sp({"gpt2-lora", 4, 1, 2, 2, "1f1b", 2}));
   return out;
 }
 

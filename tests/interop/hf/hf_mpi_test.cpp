@@ -27,6 +27,7 @@
 #include "tests/support/mpi_test_support.h"
 #include "checkpoint/checkpoint_file.h"
 #include "interop/hf/hf_weights.h"
+#include "interop/hf/safetensors_file.h"
 #include "interop/hf/safetensors_model.h"
 #include "interop/hf/safetensors_writer.h"
 #include "core/log.h"
@@ -106,6 +107,15 @@ std::string reference_val_split(const std::string& model) {
 
 double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
 
+// The fixtures' 5 fine-tuning steps (make_hf_fixtures.py's FT_* and make_lora_fixtures.py's):
+// AdamW at a constant 1e-2, decay 0.1, clipping at 1, on the model's fine-tuning window.
+std::vector<std::string> finetune_overrides(const std::string& model) {
+  return {"data.train=\"" + kFixtures + "/finetune-" + model + ".bin\"", "training.steps=5", "training.lr=1e-2",
+          "training.min_lr=1e-2", "training.warmup_steps=0", "training.lr_schedule=\"constant\"",
+          "training.weight_decay=0.1", "training.beta1=0.9", "training.beta2=0.95", "training.eps=1e-8",
+          "training.grad_clip=1.0", "training.eval_interval=0"};
+}
+
 class HfModels : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfModels, ImportReproducesTheReferenceLossAndLogits) {
@@ -143,12 +153,7 @@ TEST_P(HfModels, ImportReproducesTheReferenceLossAndLogits) {
 
 TEST_P(HfModels, FineTuningFollowsTransformersAndAdamW) {
   const std::string model = GetParam();
-  const Config c = config_for(
-      kFixtures + "/" + model,
-      {"data.train=\"" + kFixtures + "/finetune-" + model + ".bin\"", "training.steps=5", "training.lr=1e-2",
-       "training.min_lr=1e-2", "training.warmup_steps=0", "training.lr_schedule=\"constant\"",
-       "training.weight_decay=0.1", "training.beta1=0.9", "training.beta2=0.95", "training.eps=1e-8",
-       "training.grad_clip=1.0", "training.eval_interval=0"});
+  const Config c = config_for(kFixtures + "/" + model, finetune_overrides(model));
   const log::Quiet quiet;
   auto world = make_mpi_world(std::chrono::milliseconds(60'000));
   const LayoutPlan plan = check_run(c, world->size());
@@ -267,6 +272,114 @@ TEST_P(HfModels, ExportThenReimportIsBitForBit) {
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_EQ(imported_parameters(dir + "/f32", data), first) << "re-importing the export changed parameters";
 }
+
+// ---- LoRA against PEFT (tests/fixtures/hf/lora, made by make_lora_fixtures.py) ------------------
+
+const std::map<std::string, testing::FixtureArray>& lora_reference() {
+  static const auto r = testing::read_fixture(kFixtures + "/lora/reference.bin");
+  return r;
+}
+const testing::FixtureArray& lora_ref(const std::string& model, const std::string& name) {
+  return lora_reference().at(model + "." + name);
+}
+
+// The fine-tuning window twice, as a validation split of two one-window shards: the evaluated
+// micro-batch's logits are the window's.
+std::string lora_val_split(const std::string& model) {
+  const std::string dir = shared_dir("lora_val_" + model);
+  if (world_rank() == 0) {
+    const testing::FixtureArray& t = lora_ref(model, "tokens");
+    std::vector<int32_t> ids;
+    for (float v : t.data) ids.push_back(int32_t(v));
+    write_shard(dir + "/val_000.bin", ids, TokenWidth::u16);
+    write_shard(dir + "/val_001.bin", ids, TokenWidth::u16);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return dir + "/val_*.bin";
+}
+
+class LoraModels : public ::testing::TestWithParam<std::string> {};
+
+// 5 LoRA steps from PEFT's initial adapter (every product adapted, rank 4, alpha 8) follow PEFT +
+// torch.optim.AdamW in loss and gradient norm within 1e-4 relative, at one rank and at tp 2 x pp 2
+// (the column-parallel adapters' A and the row-parallel ones' B summed over tp); afterwards the
+// window's logits are PEFT's trained model's, and the checkpoint exported as a PEFT folder holds
+// PEFT's trained A and B.
+TEST_P(LoraModels, FineTuningFollowsPeftAndExportsItsAdapter) {
+  const std::string model = GetParam();
+  const bool llama = model == "llama-tiny";
+  std::vector<std::string> overrides = finetune_overrides(model);
+  for (const std::string& o :
+       {"data.val=\"" + lora_val_split(model) + "\"", std::string("training.eval_batches=0"), std::string("lora.rank=4"),
+        std::string("lora.alpha=8"),
+        std::string(llama ? "lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]"
+                          : "lora.targets=[\"qkv\",\"proj\",\"fc\",\"fc_proj\"]"),
+        "lora.init_from=\"" + kFixtures + "/lora/" + model + "-init\""})
+    overrides.push_back(o);
+  const Config c = config_for(kFixtures + "/" + model, overrides);
+  const log::Quiet quiet;
+  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
+  const LayoutPlan plan = check_run(c, world->size());
+  TrainingRun run(c, plan, std::move(world));
+  run.import_initial_weights();
+  run.import_initial_adapters();
+  // The stage trains the adapters only: 2 layers x targets x (A, B), none of the model's tensors.
+  for (const LocalParam& p : run.stage().table().params()) EXPECT_NE(p.spec->name.find(".lora."), std::string::npos);
+  ASSERT_NE(run.stage().frozen_table(), nullptr);
+  const testing::FixtureArray& losses = lora_ref(model, "losses");
+  const testing::FixtureArray& norms = lora_ref(model, "grad_norms");
+  for (int s = 0; s < 5; ++s) {
+    const StepResult r = run.step();
+    EXPECT_LT(relative(r.loss, losses.data[size_t(s)]), 1e-4)
+        << model << " step " << s + 1 << ": loss " << r.loss << ", PEFT " << losses.data[size_t(s)];
+    EXPECT_LT(relative(r.grad_norm, norms.data[size_t(s)]), 1e-4)
+        << model << " step " << s + 1 << ": gradient norm " << r.grad_norm << ", PEFT " << norms.data[size_t(s)];
+  }
+  (void)run.validate();
+  const StageSpec spec = run.plan().stage_of(world_rank());
+  if (spec.has_head) {
+    const auto& stage = dynamic_cast<const DecoderStage&>(run.stage());
+    const int tp = run.plan().layout.tp(), tp_rank = run.plan().layout.coord(world_rank()).tp;
+    const int V = c.model.vocab_size, Vl = c.model.padded_vocab() / tp, T = c.training.seq_len;
+    const testing::FixtureArray& want = lora_ref(model, "trained_logits");
+    const float* logits = stage.logits(0).as<float>();
+    double worst = 0;
+    for (int t = 0; t < T; ++t)
+      for (int v = 0; v < Vl && tp_rank * Vl + v < V; ++v) {
+        const double w = want.data[size_t(t) * size_t(V) + size_t(tp_rank * Vl + v)];
+        worst = std::max(worst, std::abs(logits[size_t(t) * size_t(Vl) + size_t(v)] - w) / std::max(1.0, std::abs(w)));
+      }
+    EXPECT_LT(worst, 1e-4) << model << ": the trained model's logits differ from PEFT's";
+  }
+
+  const std::string dir = shared_dir("lora_export_" + model);
+  CheckpointMeta meta;
+  meta.config = to_toml(c);
+  meta.lora_base = run.base_fingerprint();
+  write_checkpoint(dir + "/step_00000005.h5", run.world(), run.rank_state(), meta);
+  if (world_rank() != 0) return;
+  ASSERT_EQ(testing::run_verb("export", {dir + "/step_00000005.h5", "--out", dir + "/peft"}), 0);
+  const SafetensorsFile mine(dir + "/peft/adapter_model.safetensors"),
+      peft(kFixtures + "/lora/" + model + "-trained/adapter_model.safetensors");
+  ASSERT_EQ(mine.tensors().size(), peft.tensors().size());
+  for (const SafetensorsTensor& t : peft.tensors()) {
+    ASSERT_NE(mine.find(t.name), nullptr) << t.name << " is missing from feast's export";
+    const std::vector<float> a = mine.read_f32(t.name), b = peft.read_f32(t.name);
+    ASSERT_EQ(a.size(), b.size()) << t.name;
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      worst = std::max(worst, double(std::abs(a[i] - b[i])));
+      scale = std::max(scale, double(std::abs(b[i])));
+    }
+    EXPECT_LT(worst, 1e-4 * std::max(1.0, scale)) << t.name << ": feast's trained value differs from PEFT's";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, LoraModels, ::testing::Values("gpt2-tiny", "llama-tiny"), [](const auto& param_info) {
+  std::string n = param_info.param;
+  for (char& ch : n) ch = ch == '-' ? '_' : ch;
+  return n;
+});
 
 INSTANTIATE_TEST_SUITE_P(Tiny, HfModels,
                          ::testing::Values("gpt2-tiny", "llama-tiny", "llama3-tiny", "gpt2-hub", "qwen2-tiny"),
