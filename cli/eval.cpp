@@ -28,9 +28,7 @@ int run_eval(const Args& args, const VerbContext&) {
   TrainingRun run(config, plan, std::move(world), RunPurpose::kEvaluate);
   // checkpoint.resume = "auto" looks in checkpoint.dir, which is known only when it or
   // logging.dir is set; eval creates no run directory of its own.
-  std::optional<CheckpointMeta> meta;
-  if (may_resume(config)) meta = resume_from_checkpoint(run, config);
-  if (!meta && !config.model.init_from.empty()) run.import_initial_weights();
+  const std::optional<CheckpointMeta> meta = start_from_checkpoint_or_import(run, config);
   if (meta)
     log::info("eval: weights of the checkpoint at step " + std::to_string(meta->step));
   else if (!config.model.init_from.empty())

@@ -342,7 +342,8 @@ std::optional<CheckpointMeta> start_from_checkpoint_or_import(TrainingRun& run, 
   // a resume can compare it with the one the adapters were trained on.
   const bool lora = config.lora.enabled();
   if (lora && !config.model.init_from.empty()) run.import_initial_weights();
-  std::optional<CheckpointMeta> resumed = resume_from_checkpoint(run, config);
+  std::optional<CheckpointMeta> resumed;
+  if (may_resume(config)) resumed = resume_from_checkpoint(run, config);
   if (!resumed && !lora && !config.model.init_from.empty()) run.import_initial_weights();
   if (!resumed && lora && !config.lora.init_from.empty()) run.import_initial_adapters();
   return resumed;

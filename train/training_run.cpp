@@ -405,6 +405,19 @@ void TrainingRun::report_start() {
              : wait_policy() == WaitPolicy::kSpin ? "communication waits spin (a core per thread); "
                                                   : "communication waits back off (ranks share cores); ") +
             backend_->name() + " backend");
+  if (const LocalTable* frozen = stage_->frozen_table()) {
+    const double trainable = double(stage_->table().logical().total_numel()),
+                 base = double(frozen->logical().total_numel());
+    const LoraSpec lora = lora_spec(config_);
+    std::string targets;
+    for (const std::string& t : lora.targets) targets += (targets.empty() ? "" : ", ") + t;
+    char share[48];
+    std::snprintf(share, sizeof share, " (%.3g%% of %.4g M)", 100.0 * trainable / (trainable + base), (trainable + base) / 1e6);
+    log::info("lora: rank " + std::to_string(lora.rank) + ", scale alpha/r = " + std::to_string(lora.scale()).substr(0, 6) +
+              ", targets [" + targets + "]: " + count_of(int64_t(trainable), "trainable parameter") + share +
+              "; the model's " + count_of(int64_t(base), "parameter") +
+              " are frozen (no gradients, no optimizer state, not in checkpoints)");
+  }
   // A validation split of a few windows gives a val_loss of a few examples: said, as it is rarely meant.
   constexpr int64_t kFewWindows = 32;
   if (val_sampler_ && val_sampler_->num_windows() < kFewWindows) {

@@ -78,6 +78,19 @@ fails "adapter_config.json: the adapter has rank r = 4, lora.rank is 8; set lora
 fails "no tensor base_model.model.transformer.h.0.attn.c_attn.lora_A.weight.*lora.init_from at --set" \
   "$trainer" "${lora[@]}" --set "lora.init_from=$fixtures/lora/llama-tiny-init"
 fails "gpt2-tiny: not a PEFT adapter folder" "$trainer" "${lora[@]}" --set "lora.init_from=$fixtures/gpt2-tiny"
+# A LoRA checkpoint: eval reads its adapters over the base they were trained on; a resume over
+# another base of the same shapes (gpt2-hub) is refused, naming both fingerprints.
+"$trainer" "${lora[@]}" --set checkpoint.interval=1 --set "logging.dir=$work/lora" >/dev/null 2>&1
+out=$("$trainer" eval "${lora[@]}" --set "data.val=$fixtures/finetune-gpt2-tiny.bin" \
+      --set "checkpoint.dir=$work/lora/checkpoints" --set checkpoint.resume=auto 2>&1); code=$?
+if [[ $code -ne 0 ]] || ! grep -q "eval: weights of the checkpoint at step 1" <<<"$out"; then
+  echo "FAIL (eval of a LoRA checkpoint): exit $code: ${out:0:400}"; status=1
+else
+  echo "ok: eval of a LoRA checkpoint"
+fi
+fails "the LoRA base: the adapters were trained on weights of crc32 [0-9a-f]{8}.*gpt2-hub\) holds crc32" \
+  "$trainer" "${lora[@]}" --set "model.init_from=$fixtures/gpt2-hub" --set "logging.dir=$work/lora2" \
+  --set "checkpoint.resume=$work/lora/checkpoints" --set training.steps=2
 "$trainer" "${on_data[@]}" --set "model.init_from=$fixtures/gpt2-tiny" --set checkpoint.interval=1 \
   --set "logging.dir=$work/whole" >/dev/null 2>&1
 fails "export: --merge-lora merges LoRA adapters, but .* holds a whole model" \
