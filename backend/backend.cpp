@@ -11,6 +11,11 @@
 
 namespace feast {
 
+void LoraShape::check(const std::string& op) const {
+  FEAST_CHECK(col >= 0 && OC >= 0 && col + OC <= out_ld,
+              op << ": adapter columns [" << col << ", " << col + OC << ") of an output " << out_ld << " wide");
+}
+
 DType compute_dtype_for(const std::string& device, const std::string& dtype) {
   if (device == "cpu") {
     if (dtype == "auto" || dtype == "fp32") return DType::kFloat32;

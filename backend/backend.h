@@ -32,6 +32,8 @@ namespace feast {
 struct LoraShape {
   int N = 0, C = 0, r = 0, OC = 0, out_ld = 0, col = 0;
   float scale = 1;
+  // Throws naming `op` when the adapter's columns are not inside the output's.
+  void check(const std::string& op) const;
 };
 
 // One attention call's shape on this rank: n_head query heads and n_kv_head key/value heads of

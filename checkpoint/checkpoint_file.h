@@ -111,7 +111,7 @@ class CheckpointWeights {
  public:
   CheckpointWeights(const std::string& path, const ModelConfig& model);
   // The tensors of `logical` (LoRA's adapters, say) rather than the model's.
-  CheckpointWeights(const std::string& path, ParamTable logical);
+  CheckpointWeights(const std::string& path, const ModelConfig& model, ParamTable logical);
   // The local table points into the logical one: neither copied nor moved.
   CheckpointWeights(const CheckpointWeights&) = delete;
   CheckpointWeights& operator=(const CheckpointWeights&) = delete;

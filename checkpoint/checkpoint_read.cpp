@@ -122,25 +122,11 @@ void read_checkpoint(const std::string& path, Communicator& world, const RankSta
   }
 }
 
-namespace {
-
-// One stage holding every tensor of `table`: its layers are those its tensors name.
-StageSpec whole_stage(const ParamTable& table) {
-  int layers = 0;
-  for (const ParamSpec& s : table.specs())
-    if (s.placement.kind == Placement::Kind::kLayer) layers = std::max(layers, s.placement.layer + 1);
-  StageSpec spec;
-  spec.chunks = {{0, layers}};
-  return spec;
-}
-
-}  // namespace
-
 CheckpointWeights::CheckpointWeights(const std::string& path, const ModelConfig& model)
-    : CheckpointWeights(path, decoder_param_table(model)) {}
+    : CheckpointWeights(path, model, decoder_param_table(model)) {}
 
-CheckpointWeights::CheckpointWeights(const std::string& path, ParamTable logical)
-    : logical_(std::move(logical)), local_(logical_, whole_stage(logical_)), flat_(local_.total_numel()) {
+CheckpointWeights::CheckpointWeights(const std::string& path, const ModelConfig& model, ParamTable logical)
+    : logical_(std::move(logical)), local_(logical_, StageSpec::whole(model)), flat_(local_.total_numel()) {
   // The state of one rank holding the whole model without ZeRO, as a CPU run keeps it: the
   // master weights are the parameters, so optim/master is read over model/ once model/ is
   // verified. The moments are only verified: read_checkpoint checksums each slice as soon as it

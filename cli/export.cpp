@@ -8,8 +8,6 @@
 #include <iterator>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "checkpoint/checkpoint_file.h"
 #include "checkpoint/checkpoint_store.h"
 #include "cli/verb.h"
@@ -71,13 +69,14 @@ int run_export(const Args& args, const VerbContext&) {
                         " holds a whole model (lora.rank = 0): export it without --merge-lora");
     if (lora.enabled() && !merge) {
       // The adapters alone, as PEFT saves them: PeftModel.from_pretrained(base, FOLDER) loads them.
-      const CheckpointWeights adapters(path, lora_param_table(model, lora));
+      const CheckpointWeights adapters(path, model, lora_param_table(model, lora));
       const int n = write_peft_adapter(out, model, lora, [&](const ParamSpec& s) { return adapters.tensor(s.name); },
                                        model.init_from);
+      char shape[64];
+      std::snprintf(shape, sizeof shape, "%d tensors, rank %d, alpha %g", n, lora.rank, lora.alpha);
       log::info("export: " + path + " (step " + std::to_string(meta.step) + ") -> " + out +
-                ": a PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors: " + std::to_string(n) +
-                " tensors, rank " + std::to_string(lora.rank) + ", alpha " + nlohmann::json(lora.alpha).dump() +
-                "); base model " + (model.init_from.empty() ? "none (initialised from the seed)" : model.init_from) +
+                ": a PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors: " + shape + "); base model " +
+                (model.init_from.empty() ? "none (initialised from the seed)" : model.init_from) +
                 "; --merge-lora writes the merged model instead");
       return 0;
     }

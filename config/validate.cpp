@@ -31,8 +31,6 @@ void check_fault_ranks(const Config& config, int world_size) {
                                   std::to_string(world_size - 1) + ", or -1 for none");
 }
 
-}  // namespace
-
 // LoRA's keys against each other and against what it cannot run with.
 void validate_lora(const Config& c) {
   const LoraConfig& l = c.lora;
@@ -54,8 +52,8 @@ void validate_lora(const Config& c) {
     fail(c.where("lora.targets"), e.what());
   }
   auto refuse = [&](const std::string& key, const std::string& what, const std::string& fix) {
-    fail(c.where(key), what + " (" + c.where(key) + ") cannot run with LoRA (lora.rank = " + std::to_string(l.rank) +
-                           ", " + c.where("lora.rank") + "): " + fix);
+    fail(c.where(key), what + " cannot run with LoRA (lora.rank = " + std::to_string(l.rank) + ", " +
+                           c.where("lora.rank") + "): " + fix);
   };
   if (c.parallel.zero_stage == 3)
     refuse("parallel.zero_stage", "parallel.zero_stage = 3",
@@ -66,6 +64,8 @@ void validate_lora(const Config& c) {
     refuse("parallel.schedule", "parallel.schedule = \"zero-bubble\"",
            "its split backward has no adapter path; use \"1f1b\" or \"interleaved-1f1b\"");
 }
+
+}  // namespace
 
 void validate_config(const Config& c) {
   auto fail2 = [&](const std::string& a, const std::string& va, const std::string& relation,

@@ -30,7 +30,6 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
       backend_(backend),
       tp_(spec.tp > 1 ? tp_comm : nullptr, spec.tp_rank, spec.tp, shape.sequence_parallel),
       cp_(shape.cp > 1 ? cp_comm : nullptr, shape.cp_rank, shape.cp),
-      lora_(lora),
       logical_(lora.enabled() ? lora_param_table(config, lora) : decoder_param_table(config)),
       table_(logical_, spec),
       frozen_logical_(lora.enabled() ? decoder_param_table(config) : ParamTable(std::vector<ParamSpec>{})),
@@ -138,7 +137,8 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
     scratch_.gathered = take(dt, NC);
     scratch_.partial = take(dt, NC);
   }
-  if (shape.sequence_parallel || shape.split_backward) scratch_.norm_grads = take(DType::kFloat32, 2 * size_t(C));
+  if (shape.sequence_parallel || shape.split_backward || lora.enabled())
+    scratch_.norm_grads = take(DType::kFloat32, 2 * size_t(C));
   if (shape.split_backward && !spec.has_embedding) arrival_ = take(dt, region_NC);
   if (cp_.active() && spec.num_layers() > 0) {
     const size_t kv = rows * size_t(att.kv_width());
@@ -154,7 +154,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
     const size_t widest = size_t(std::max({C, (config.n_head + 2 * config.kv_heads()) * hs, config.mlp_width()}));
     scratch_.lora_h = take(dt, rows * size_t(lora.rank));
     scratch_.lora_dh = take(dt, rows * size_t(lora.rank));
-    scratch_.lora_grads = take(DType::kFloat32, std::max(widest * size_t(lora.rank), 2 * size_t(C)));
+    scratch_.lora_grads = take(DType::kFloat32, widest * size_t(lora.rank));
   }
   if (shape.split_backward) {
     scratch_.norm_weight_stand_in = take(dt, size_t(C));

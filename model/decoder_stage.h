@@ -119,7 +119,6 @@ class DecoderStage final : public PipelineStage {
   Backend& backend_;
   TensorParallel tp_;
   ContextParallel cp_;
-  LoraSpec lora_;
   ParamTable logical_;  // the trainable tensors: the model's, or LoRA's adapters
   LocalTable table_;
   ParamTable frozen_logical_;  // LoRA: the model's; empty otherwise

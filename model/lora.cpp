@@ -35,6 +35,19 @@ const LoraTarget& lora_target(const ModelConfig& config, const std::string& name
                     "products are " + names);
 }
 
+std::vector<const LoraTarget*> chosen_lora_targets(const ModelConfig& config, const LoraSpec& lora) {
+  for (size_t i = 0; i < lora.targets.size(); ++i) {
+    (void)lora_target(config, lora.targets[i]);  // a name the family has
+    if (std::find(lora.targets.begin(), lora.targets.begin() + long(i), lora.targets[i]) != lora.targets.begin() + long(i))
+      throw ConfigError("lora.targets names \"" + lora.targets[i] + "\" twice");
+  }
+  if (lora.targets.empty()) throw ConfigError("lora.targets is empty: name the products to adapt (lora.rank > 0)");
+  std::vector<const LoraTarget*> out;
+  for (const LoraTarget& t : lora_targets(config))
+    if (std::find(lora.targets.begin(), lora.targets.end(), t.name) != lora.targets.end()) out.push_back(&t);
+  return out;
+}
+
 std::string lora_a_name(int layer, const std::string& target) {
   return "layers." + std::to_string(layer) + ".lora." + target + ".A";
 }
@@ -46,18 +59,11 @@ ParamTable lora_param_table(const ModelConfig& c, const LoraSpec& lora) {
   FEAST_CHECK(lora.enabled(), "lora_param_table without a rank");
   const int64_t C = c.n_embd, hs = c.head_dim(), q_rows = int64_t(c.n_head) * hs,
                 kv_rows = int64_t(c.kv_heads()) * hs, I = c.mlp_width(), r = lora.rank;
-  std::vector<const LoraTarget*> chosen;
-  for (const std::string& name : lora.targets) {
-    const LoraTarget* t = &lora_target(c, name);
-    if (std::find(chosen.begin(), chosen.end(), t) != chosen.end())
-      throw ConfigError("lora.targets names \"" + name + "\" twice");
-    chosen.push_back(t);
-  }
-  if (chosen.empty()) throw ConfigError("lora.targets is empty: name the products to adapt (lora.rank > 0)");
+  const std::vector<const LoraTarget*> chosen = chosen_lora_targets(c, lora);
   std::vector<ParamSpec> specs;
   for (int l = 0; l < c.n_layer; ++l)
-    for (const LoraTarget& t : lora_targets(c)) {
-      if (std::find(chosen.begin(), chosen.end(), &t) == chosen.end()) continue;
+    for (const LoraTarget* target : chosen) {
+      const LoraTarget& t = *target;
       // The product's input width and the rows (with their blocks) the adapter writes.
       int64_t in = C, out = C;
       std::vector<int64_t> blocks;
@@ -102,10 +108,9 @@ void merge_lora(const ModelConfig& config, const LoraSpec& lora, const ParamSpec
   const int layer = weight.placement.layer;
   const std::string prefix = "layers." + std::to_string(layer) + ".";
   const int64_t in = weight.shape.size() == 2 ? weight.shape[1] : 0, r = lora.rank;
-  for (const LoraTarget& t : lora_targets(config)) {
-    if (weight.name != prefix + t.linear + ".weight" ||
-        std::find(lora.targets.begin(), lora.targets.end(), t.name) == lora.targets.end())
-      continue;
+  for (const LoraTarget* target : chosen_lora_targets(config, lora)) {
+    const LoraTarget& t = *target;
+    if (weight.name != prefix + t.linear + ".weight") continue;
     const std::vector<float> a = adapter(lora_a_name(layer, t.name)), b = adapter(lora_b_name(layer, t.name));
     int64_t row0 = 0;
     for (int i = 0; i < t.block; ++i) row0 += weight.blocks[size_t(i)];

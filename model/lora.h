@@ -53,6 +53,9 @@ const std::vector<LoraTarget>& lora_targets(const ModelConfig& config);
 std::vector<std::string> default_lora_targets(const ModelConfig& config);
 // The named target of the family; throws ConfigError listing the family's names when absent.
 const LoraTarget& lora_target(const ModelConfig& config, const std::string& name);
+// The targets lora.targets names, in the family's (flat-buffer) order; throws ConfigError for a
+// name the family lacks, one named twice, or none.
+std::vector<const LoraTarget*> chosen_lora_targets(const ModelConfig& config, const LoraSpec& lora);
 
 // The adapters' table, in flat-buffer order: per layer, per configured target (in the family's
 // order) "layers.L.lora.T.A" (r, in) then "layers.L.lora.T.B" (out, r), adjacent (one gradient

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "interop/hf/weights_fingerprint.h"
 #include "optim/lr_schedule.h"
 #include "comm/agreement.h"
 
@@ -256,11 +257,8 @@ std::optional<CheckpointMeta> resume_from_checkpoint(TrainingRun& run, const Con
       try {
         meta = read_checkpoint_meta(path);
         differences = model_differences(config, meta, path);
-        if (meta.lora_base != run.base_fingerprint())
-          differences.push_back("the LoRA base: the adapters were trained on " +
-                                (meta.lora_base.empty() ? std::string("a base from the seed") : "weights of " + meta.lora_base) +
-                                ", model.init_from (" + (config.model.init_from.empty() ? "unset" : config.model.init_from) +
-                                ") holds " + (run.base_fingerprint().empty() ? std::string("none") : run.base_fingerprint()));
+        const std::string base = lora_base_mismatch(meta.lora_base, run.base_fingerprint(), config.model.init_from);
+        if (!base.empty()) differences.push_back(base);
         // The seed fixes the data order a resumed run continues; an evaluation reads no training data.
         if (run.purpose() == RunPurpose::kTrain && meta.seed != config.training.seed)
           differences.push_back("training.seed: " + std::to_string(meta.seed) + " in the checkpoint, " +

@@ -302,7 +302,7 @@ void TrainingRun::open_data() {
 
 MemoryBytes TrainingRun::memory_bytes() const {
   // LoRA's frozen base counts with the parameters: it has no gradients or optimizer state.
-  const double frozen = double(const_cast<PipelineStage&>(*stage_).frozen_parameters().bytes());
+  const double frozen = double(stage_->frozen_parameters().bytes());
   const double parameters =
       frozen + (sharded_ ? double(sharded_->working_set_bytes()) : double(stage_->parameters().bytes()));
   const ActivationBytes a = stage_->activation_bytes();
@@ -411,10 +411,12 @@ void TrainingRun::report_start() {
     const LoraSpec lora = lora_spec(config_);
     std::string targets;
     for (const std::string& t : lora.targets) targets += (targets.empty() ? "" : ", ") + t;
+    char scale[48];
+    std::snprintf(scale, sizeof scale, ", scale alpha/r = %g, targets [", double(lora.scale()));
     char share[48];
     std::snprintf(share, sizeof share, " (%.3g%% of %.4g M)", 100.0 * trainable / (trainable + base), (trainable + base) / 1e6);
-    log::info("lora: rank " + std::to_string(lora.rank) + ", scale alpha/r = " + std::to_string(lora.scale()).substr(0, 6) +
-              ", targets [" + targets + "]: " + count_of(int64_t(trainable), "trainable parameter") + share +
+    log::info("lora: rank " + std::to_string(lora.rank) + scale + targets + "]: " +
+              count_of(int64_t(trainable), "trainable parameter") + share +
               "; the model's " + count_of(int64_t(base), "parameter") +
               " are frozen (no gradients, no optimizer state, not in checkpoints)");
   }

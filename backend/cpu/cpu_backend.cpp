@@ -146,8 +146,7 @@ void CpuBackend::matmul_backward_weight_rows(const TensorView& dweight_rows, con
 
 void CpuBackend::lora_forward(const TensorView& out, const TensorView& h, const TensorView& inp, const TensorView& a,
                               const TensorView& b, const LoraShape& s) {
-  FEAST_CHECK(s.col >= 0 && s.col + s.OC <= s.out_ld, "cpu backend lora_forward: columns [" << s.col << ", "
-                                                          << s.col + s.OC << ") of " << s.out_ld);
+  s.check("cpu backend lora_forward");
   cpu::lora_forward(F(out, n(s.N, s.out_ld)), F(h, n(s.N, s.r)), F(inp, n(s.N, s.C)), F(a, n(s.r, s.C)),
                     F(b, n(s.OC, s.r)), s);
 }
@@ -155,8 +154,7 @@ void CpuBackend::lora_forward(const TensorView& out, const TensorView& h, const 
 void CpuBackend::lora_backward(const TensorView& dinp, const TensorView& da, const TensorView& db, const TensorView& h,
                                const TensorView& dh, const TensorView& dout, const TensorView& inp, const TensorView& a,
                                const TensorView& b, const LoraShape& s) {
-  FEAST_CHECK(s.col >= 0 && s.col + s.OC <= s.out_ld, "cpu backend lora_backward: columns [" << s.col << ", "
-                                                           << s.col + s.OC << ") of " << s.out_ld);
+  s.check("cpu backend lora_backward");
   cpu::lora_backward(OF(dinp, n(s.N, s.C)), F(da, n(s.r, s.C)), F(db, n(s.OC, s.r)), F(h, n(s.N, s.r)),
                      F(dh, n(s.N, s.r)), F(dout, n(s.N, s.out_ld)), F(inp, n(s.N, s.C)), F(a, n(s.r, s.C)),
                      F(b, n(s.OC, s.r)), s);

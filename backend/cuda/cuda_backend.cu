@@ -213,16 +213,14 @@ class CudaBackend final : public Backend {
   }
   void lora_forward(const TensorView& out, const TensorView& h, const TensorView& inp, const TensorView& a,
                     const TensorView& b, const LoraShape& s) override {
-    FEAST_CHECK(s.col >= 0 && s.col + s.OC <= s.out_ld,
-                name() << " lora_forward: columns [" << s.col << ", " << s.col + s.OC << ") of " << s.out_ld);
+    s.check(name() + " lora_forward");
     cuda::lora_forward(ctx_, compute_, A(out, n(s.N, s.out_ld)), A(h, n(s.N, s.r)), A(inp, n(s.N, s.C)),
                        A(a, n(s.r, s.C)), A(b, n(s.OC, s.r)), s);
   }
   void lora_backward(const TensorView& dinp, const TensorView& da, const TensorView& db, const TensorView& h,
                      const TensorView& dh, const TensorView& dout, const TensorView& inp, const TensorView& a,
                      const TensorView& b, const LoraShape& s) override {
-    FEAST_CHECK(s.col >= 0 && s.col + s.OC <= s.out_ld,
-                name() << " lora_backward: columns [" << s.col << ", " << s.col + s.OC << ") of " << s.out_ld);
+    s.check(name() + " lora_backward");
     cuda::lora_backward(ctx_, compute_, OA(dinp, n(s.N, s.C)), F(da, n(s.r, s.C)), F(db, n(s.OC, s.r)),
                         A(h, n(s.N, s.r)), A(dh, n(s.N, s.r)), A(dout, n(s.N, s.out_ld)), A(inp, n(s.N, s.C)),
                         A(a, n(s.r, s.C)), A(b, n(s.OC, s.r)), s);

@@ -23,14 +23,6 @@ constexpr int kWarps = 8;  // rows per block, a warp each
 constexpr int kMaxHeadDim = 256;
 constexpr int kChunks = kMaxHeadDim / 32;
 
-// The row widths of one call: a QKV row, a key/value row ([k heads | v heads]), an output row.
-struct RowWidths {
-  int W, KW, C;
-};
-RowWidths row_widths(int n_head, int n_kv_head, int head_dim) {
-  return {(n_head + 2 * n_kv_head) * head_dim, 2 * n_kv_head * head_dim, n_head * head_dim};
-}
-
 struct RingShape {
   int B, T, NH, NKV, hs, group, W, KW, C, c;
   int q0, q1, k0, k1;  // global chunk indices of the query and key/value halves
@@ -221,10 +213,11 @@ RingShape ring_shape(const RingAttentionCall& call) {
   s.NKV = call.n_kv_head;
   s.hs = call.head_dim;
   s.group = s.NH / s.NKV;
-  const RowWidths w = row_widths(s.NH, s.NKV, s.hs);
-  s.W = w.W;
-  s.KW = w.KW;
-  s.C = w.C;
+  // The row widths: a QKV row, a key/value row ([k heads | v heads]), an output row.
+  const AttentionShape w{s.B, s.T, s.NH, s.NKV, s.hs};
+  s.W = w.qkv_width();
+  s.KW = w.kv_width();
+  s.C = w.out_width();
   s.c = s.T / 2;
   s.q0 = call.q_chunks[0];
   s.q1 = call.q_chunks[1];
@@ -247,26 +240,26 @@ constexpr int kElementThreads = 256;
 
 void ring_attention_pack(const CudaContext& ctx, DType dt, void* kv, const void* qkv, size_t rows, int n_head,
                          int n_kv_head, int head_dim) {
-  const RowWidths w = row_widths(n_head, n_kv_head, head_dim);
-  const size_t n = rows * w.KW;
+  const AttentionShape w{0, 0, n_head, n_kv_head, head_dim};
+  const size_t n = rows * size_t(w.kv_width());
   if (n == 0) return;
   dispatch_compute(dt, "ring_attention_pack", [&](auto tag) {
     using Dt = decltype(tag);
     ring_pack_kernel<Dt><<<blocks_for(n, kElementThreads), kElementThreads, 0, ctx.stream>>>(
-        static_cast<Dt*>(kv), static_cast<const Dt*>(qkv), n, w.W, w.KW, w.C);
+        static_cast<Dt*>(kv), static_cast<const Dt*>(qkv), n, w.qkv_width(), w.kv_width(), w.out_width());
     FEAST_CUDA_LAUNCH_CHECK(ring_pack_kernel);
   });
 }
 
 void ring_attention_unpack(const CudaContext& ctx, DType dt, void* dqkv, const float* dq, const float* dkv,
                            size_t rows, int n_head, int n_kv_head, int head_dim) {
-  const RowWidths w = row_widths(n_head, n_kv_head, head_dim);
-  const size_t n = rows * w.W;
+  const AttentionShape w{0, 0, n_head, n_kv_head, head_dim};
+  const size_t n = rows * size_t(w.qkv_width());
   if (n == 0) return;
   dispatch_compute(dt, "ring_attention_unpack", [&](auto tag) {
     using Dt = decltype(tag);
     ring_unpack_kernel<Dt><<<blocks_for(n, kElementThreads), kElementThreads, 0, ctx.stream>>>(
-        static_cast<Dt*>(dqkv), dq, dkv, n, w.W, w.KW, w.C);
+        static_cast<Dt*>(dqkv), dq, dkv, n, w.qkv_width(), w.kv_width(), w.out_width());
     FEAST_CUDA_LAUNCH_CHECK(ring_unpack_kernel);
   });
 }

@@ -10,7 +10,7 @@ ModelWeights::ModelWeights(const ModelConfig& model, const LoraSpec& lora, uint6
                            const std::optional<std::string>& checkpoint)
     : model_(model), lora_(lora), seed_(seed) {
   const bool lora_checkpoint = checkpoint && lora.enabled();
-  if (checkpoint) saved_.emplace(*checkpoint, lora_checkpoint ? lora_param_table(model, lora) : decoder_param_table(model));
+  if (checkpoint) saved_.emplace(*checkpoint, model, lora_checkpoint ? lora_param_table(model, lora) : decoder_param_table(model));
   if (checkpoint && !lora_checkpoint) return;
   if (!model.init_from.empty()) {
     base_.emplace(model.init_from);
@@ -23,14 +23,10 @@ ModelWeights::ModelWeights(const ModelConfig& model, const LoraSpec& lora, uint6
     };
   }
   if (!lora_checkpoint) return;
-  const std::string trained_on = read_checkpoint_meta(*checkpoint).lora_base;
-  const std::string here = base_ ? weights_fingerprint(*base_) : "";
-  if (trained_on != here)
-    throw DataError(*checkpoint + ": its LoRA adapters were trained on " +
-                    (trained_on.empty() ? std::string("a base initialised from the seed") : "a base of " + trained_on) +
-                    ", but model.init_from (" + (model.init_from.empty() ? "unset" : model.init_from) + ") holds " +
-                    (here.empty() ? std::string("no weights") : here) +
-                    "; point model.init_from at the model the adapters were trained on");
+  const std::string mismatch = lora_base_mismatch(read_checkpoint_meta(*checkpoint).lora_base,
+                                                  base_ ? weights_fingerprint(*base_) : "", model.init_from);
+  if (!mismatch.empty())
+    throw DataError(*checkpoint + ": " + mismatch + "; point model.init_from at the model the adapters were trained on");
 }
 
 std::vector<float> ModelWeights::tensor(const ParamSpec& spec) const {

@@ -27,9 +27,6 @@ class ModelWeights {
 
   // The whole logical tensor of decoder_param_table(model) `spec` describes.
   std::vector<float> tensor(const ParamSpec& spec) const;
-  // A LoRA checkpoint's whole adapter tensor (lora_param_table's name).
-  std::vector<float> adapter(const std::string& name) const { return saved_->tensor(name); }
-  bool has_adapters() const { return lora_.enabled() && saved_.has_value(); }
 
  private:
   ModelConfig model_;

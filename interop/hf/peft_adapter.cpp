@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_file.h"
 #include "core/error.h"
 #include "data/tokenizer/hf_json.h"
 #include "interop/hf/safetensors_file.h"
@@ -18,22 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The chosen targets, in the family's order.
-std::vector<const LoraTarget*> chosen_targets(const ModelConfig& config, const LoraSpec& spec) {
-  std::vector<const LoraTarget*> out;
-  for (const LoraTarget& t : lora_targets(config))
-    if (std::find(spec.targets.begin(), spec.targets.end(), t.name) != spec.targets.end()) out.push_back(&t);
-  return out;
-}
-
 // The module's last name ("q_proj", "c_proj").
 std::string leaf(const LoraTarget& t) { return t.hf_module.substr(t.hf_module.rfind('.') + 1); }
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + ")";
-}
 
 }  // namespace
 
@@ -73,8 +60,9 @@ void import_peft_adapter(const std::string& folder, const ModelConfig& config, c
   std::map<std::string, std::string> peft_of;
   std::set<std::string> expected;
   const ParamTable logical = lora_param_table(config, spec);
+  const std::vector<const LoraTarget*> chosen = chosen_lora_targets(config, spec);
   for (int l = 0; l < config.n_layer; ++l)
-    for (const LoraTarget* t : chosen_targets(config, spec))
+    for (const LoraTarget* t : chosen)
       for (const bool a : {true, false}) {
         const std::string name = peft_tensor_name(config, l, *t, a);
         const ParamSpec& want = logical.at(a ? lora_a_name(l, t->name) : lora_b_name(l, t->name));
@@ -86,8 +74,8 @@ void import_peft_adapter(const std::string& folder, const ModelConfig& config, c
                           " of layer " + std::to_string(l) + " (lora.targets names \"" + t->name +
                           "\"), or it is for another model");
         if (found->shape != want.shape)
-          throw DataError(weights_path + ": " + name + " is " + shape_text(found->shape) + ", this model's is " +
-                          shape_text(want.shape) + ": an adapter for another model");
+          throw DataError(weights_path + ": " + name + " is " + format_shape(found->shape) + ", this model's is " +
+                          format_shape(want.shape) + ": an adapter for another model");
       }
   for (const SafetensorsTensor& t : file.tensors())
     if (!expected.count(t.name)) {
@@ -107,7 +95,7 @@ void import_peft_adapter(const std::string& folder, const ModelConfig& config, c
 int write_peft_adapter(const std::string& folder, const ModelConfig& config, const LoraSpec& spec,
                        const std::function<std::vector<float>(const ParamSpec&)>& tensor, const std::string& base) {
   fs::create_directories(folder);
-  const std::vector<const LoraTarget*> chosen = chosen_targets(config, spec);
+  const std::vector<const LoraTarget*> chosen = chosen_lora_targets(config, spec);
   // target_modules as PEFT matches them: module names by suffix, unless GPT-2's two c_proj
   // differ (one adapted, the other not), which only a pattern over the full name can say.
   nlohmann::json modules = nlohmann::json::array();

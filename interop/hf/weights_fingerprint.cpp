@@ -35,4 +35,12 @@ std::string weights_fingerprint(const SafetensorsModel& model) {
   return text;
 }
 
+std::string lora_base_mismatch(const std::string& trained_on, const std::string& here, const std::string& init_from) {
+  if (trained_on == here) return "";
+  return "the LoRA base: the adapters were trained on " +
+         (trained_on.empty() ? std::string("a base initialised from the seed") : "weights of " + trained_on) +
+         ", model.init_from (" + (init_from.empty() ? std::string("unset") : init_from) + ") holds " +
+         (here.empty() ? std::string("no weights") : here);
+}
+
 }  // namespace feast

@@ -13,4 +13,9 @@ namespace feast {
 // "crc32 1a2b3c4d, 12345 bytes in 3 files".
 std::string weights_fingerprint(const SafetensorsModel& model);
 
+// "" when a LoRA checkpoint's base (CheckpointMeta::lora_base, `trained_on`) is the one given
+// (`here`, the fingerprint of model.init_from = `init_from`; both empty for a base from the
+// seed); else what differs, naming both.
+std::string lora_base_mismatch(const std::string& trained_on, const std::string& here, const std::string& init_from);
+
 }  // namespace feast

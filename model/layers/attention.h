@@ -42,7 +42,6 @@ class SelfAttention {
                        GradientSink& sink);
 
   std::vector<FlatRange> grad_ranges() const;
-  bool has_adapters() const { return qkv_.has_adapters() || proj_.has_adapters(); }
   AttentionShape shape(int B, int T) const { return {B, T, n_head_, n_kv_head_, head_dim_}; }
 
  private:

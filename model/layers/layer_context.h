@@ -34,7 +34,9 @@ struct StageScratch {
   // region's rows gathered from every rank (a column-parallel layer's input, a row-parallel
   // layer's output gradient), and a product's partial sum before its reduce-scatter (a
   // row-parallel layer's output, a column-parallel layer's input gradient); and (2C) float32,
-  // a norm's parameter gradients of one micro-batch, summed over the group before they are added.
+  // a norm's parameter gradients of one micro-batch, summed over the group before they are added
+  // (also where a norm that needs no parameter gradients, split backward's input half or LoRA's
+  // frozen base, drops them).
   TensorView gathered, partial, norm_grads;
   // A split backward only, (C) zeros in the compute dtype: what a norm's weight pass hands the
   // backend as the weight. The weight gradient does not read the weight; only the input
@@ -44,8 +46,7 @@ struct StageScratch {
   RingScratch ring;
   // LoRA only: an adapter's (N, r) h = scale · x A^T and its gradient (compute dtype, all N rows),
   // and (r, widest product) float32 for a replicated adapter matrix's partial gradient, summed
-  // over the tensor-parallel group before it is added; also a frozen norm's discarded (2C)
-  // parameter gradients.
+  // over the tensor-parallel group before it is added.
   TensorView lora_h, lora_dh, lora_grads;
 };
 

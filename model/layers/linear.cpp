@@ -5,7 +5,7 @@
 namespace feast {
 
 std::vector<LoraAdapter> find_adapters(const LayerParams& p, int layer, const std::string& linear, int in,
-                                       int out_local, bool row_parallel) {
+                                       int out_local) {
   std::vector<LoraAdapter> out;
   if (!p.has_adapters()) return out;
   const LocalTable& table = *p.adapters.table;
@@ -19,19 +19,11 @@ std::vector<LoraAdapter> find_adapters(const LayerParams& p, int layer, const st
     a.a_view = p.adapters.values.slice(a.a->offset, a.a->numel);
     a.b_view = p.adapters.values.slice(a.b->offset, a.b->numel);
     a.range = {a.a->offset, a.b->offset + a.b->numel};
-    a.rank = p.lora.rank;
-    a.scale = p.lora.scale();
-    a.in = in;
+    int col = 0;  // a block's local rows sit after the earlier blocks' local rows
+    for (int i = 0; i < t.block; ++i) col += int(p.base.table->at(weight).spec->blocks[size_t(i)] / a.b->tp);
+    a.shape = {0, in, int(a.a->shape[0]), int(a.b->shape[0]), out_local, col, p.lora.scale()};
     FEAST_CHECK(a.a->shape[1] == in, a.a->spec->name << " has " << a.a->shape[1] << " columns, the product " << in);
-    a.out = int(a.b->shape[0]);
-    if (t.block >= 0) {  // the block's local rows sit after the earlier blocks' local rows
-      const std::vector<int64_t>& blocks = p.base.table->at(weight).spec->blocks;
-      const int tp = a.b->tp;
-      for (int i = 0; i < t.block; ++i) a.col += int(blocks[size_t(i)] / tp);
-    }
-    FEAST_CHECK(a.col + a.out <= out_local, a.b->spec->name << " writes past its product's " << out_local << " columns");
-    a.partial_a = !row_parallel && a.a->tp > 1;
-    a.partial_b = row_parallel && a.b->tp > 1;
+    a.shape.check(a.b->spec->name);
     out.push_back(a);
   }
   return out;
@@ -39,34 +31,36 @@ std::vector<LoraAdapter> find_adapters(const LayerParams& p, int layer, const st
 
 namespace {
 
-LoraShape shape_of(const LoraAdapter& a, int N, int out_ld) {
-  return {N, a.in, a.rank, a.out, out_ld, a.col, a.scale};
-}
-
 void adapters_forward(const LayerContext& ctx, const std::vector<LoraAdapter>& adapters, const TensorView& out,
-                      const TensorView& x, int N, int out_ld) {
-  for (const LoraAdapter& a : adapters)
-    ctx.backend.lora_forward(out, ctx.scratch.lora_h, x, a.a_view, a.b_view, shape_of(a, N, out_ld));
+                      const TensorView& x, int N) {
+  for (const LoraAdapter& a : adapters) {
+    LoraShape s = a.shape;
+    s.N = N;
+    ctx.backend.lora_forward(out, ctx.scratch.lora_h, x, a.a_view, a.b_view, s);
+  }
 }
 
-// Each adapter's gradients through the sink (a partial matrix summed over the tensor-parallel
-// group first) and, when dx is given, dx += its input gradient.
+// Each adapter's gradients through the sink and, when dx is given, dx += its input gradient. The
+// matrix kept whole over tensor parallelism (A of a column-parallel product, B of a row-parallel
+// one: model/lora.h) gets a partial sum on each rank, summed over the group before it is added.
 void adapters_backward(const LayerContext& ctx, const std::vector<LoraAdapter>& adapters, const TensorView& dx,
-                       const TensorView& dout, const TensorView& x, int N, int out_ld, GradientSink& sink) {
+                       const TensorView& dout, const TensorView& x, int N, GradientSink& sink) {
   for (const LoraAdapter& a : adapters) {
     const TensorView g = sink.acquire(a.range.begin, a.range.end);
     TensorView da = g.first(a.a->numel), db = g.slice(a.a->numel, a.b->numel);
-    const TensorView partial = a.partial_a ? da : a.partial_b ? db : TensorView{};
-    const TensorView own = partial ? ctx.scratch.lora_grads.first(partial.numel) : TensorView{};
-    if (own) {
-      ctx.backend.zero(own);
-      (a.partial_a ? da : db) = own;
+    TensorView* whole = nullptr;  // the gradient that is partial here, when tp splits the other matrix
+    if (a.a->tp > 1) whole = a.a->spec->split == TpSplit::kReplicated ? &da : &db;
+    const TensorView into = whole ? *whole : TensorView{};
+    if (whole) {
+      *whole = ctx.scratch.lora_grads.first(into.numel);
+      ctx.backend.zero(*whole);
     }
-    ctx.backend.lora_backward(dx, da, db, ctx.scratch.lora_h, ctx.scratch.lora_dh, dout, x, a.a_view, a.b_view,
-                              shape_of(a, N, out_ld));
-    if (own) {
-      ctx.tp.allreduce(own, ReduceOp::kSum);
-      ctx.backend.add(partial, partial, own, own.numel);
+    LoraShape s = a.shape;
+    s.N = N;
+    ctx.backend.lora_backward(dx, da, db, ctx.scratch.lora_h, ctx.scratch.lora_dh, dout, x, a.a_view, a.b_view, s);
+    if (whole) {
+      ctx.tp.allreduce(*whole, ReduceOp::kSum);
+      ctx.backend.add(into, into, *whole, into.numel);
     }
     sink.release(a.range.begin, a.range.end);
   }
@@ -86,14 +80,14 @@ ColumnParallelLinear::ColumnParallelLinear(const LayerParams& params, int layer,
     : p_(weight_and_bias(params.base, "layers." + std::to_string(layer) + "." + linear, has_bias)),
       in_(in),
       out_(out_local),
-      adapters_(find_adapters(params, layer, linear, in, out_local, false)) {}
+      adapters_(find_adapters(params, layer, linear, in, out_local)) {}
 
 std::vector<FlatRange> ColumnParallelLinear::grad_ranges() const { return ranges_of(p_, adapters_); }
 
 void ColumnParallelLinear::forward(const LayerContext& ctx, const TensorView& out, const TensorView& x, int N) const {
   const TensorView in = all_rows(ctx, x, N, in_);
   ctx.backend.matmul_forward(out, in, p_.w, p_.b, N, in_, out_);
-  adapters_forward(ctx, adapters_, out, in, N, out_);
+  adapters_forward(ctx, adapters_, out, in, N);
 }
 
 void ColumnParallelLinear::forward_gelu(const LayerContext& ctx, const TensorView& pre, const TensorView& act,
@@ -116,13 +110,12 @@ void ColumnParallelLinear::backward(const LayerContext& ctx, const TensorView& d
     ctx.backend.matmul_backward(din, g.w(), g.b(), dout, in, p_.w, N, in_, out_);
     g.release();
   }
-  adapters_backward(ctx, adapters_, din, dout, in, N, out_, sink);
+  adapters_backward(ctx, adapters_, din, dout, in, N, sink);
   sum_partials(ctx, din, dx, N, in_);
 }
 
 void ColumnParallelLinear::backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& dout,
                                           int N) const {
-  FEAST_CHECK(adapters_.empty() && !p_.frozen, "a split backward of a LoRA product");
   const TensorView din = partial_sums(ctx, dx);
   ctx.backend.matmul_backward_input(din, dout, p_.w, N, in_, out_);
   sum_partials(ctx, din, dx, N, in_);
@@ -130,7 +123,6 @@ void ColumnParallelLinear::backward_input(const LayerContext& ctx, const TensorV
 
 void ColumnParallelLinear::backward_weight(const LayerContext& ctx, const TensorView& dout, const TensorView& x,
                                            int N, GradientSink& sink) const {
-  FEAST_CHECK(adapters_.empty() && !p_.frozen, "a split backward of a LoRA product");
   const TensorView in = all_rows(ctx, x, N, in_);
   AcquiredGrads g(sink, p_);
   ctx.backend.matmul_backward(TensorView{}, g.w(), g.b(), dout, in, p_.w, N, in_, out_);
@@ -142,7 +134,7 @@ RowParallelLinear::RowParallelLinear(const LayerParams& params, int layer, const
     : p_(weight_and_bias(params.base, "layers." + std::to_string(layer) + "." + linear, has_bias)),
       in_(in_local),
       out_(out),
-      adapters_(find_adapters(params, layer, linear, in_local, out, true)) {}
+      adapters_(find_adapters(params, layer, linear, in_local, out)) {}
 
 std::vector<FlatRange> RowParallelLinear::grad_ranges() const { return ranges_of(p_, adapters_); }
 
@@ -150,7 +142,7 @@ void RowParallelLinear::forward(const LayerContext& ctx, const TensorView& out, 
   const TensorView sum = partial_sums(ctx, out);
   ctx.backend.matmul_forward(sum, x, p_.w, ctx.tp.rank() == 0 ? p_.b : TensorView{}, N, in_, out_);
   // B (A_r x_r) is this rank's partial sum of the update: the product's reduction sums it too.
-  adapters_forward(ctx, adapters_, sum, x, N, out_);
+  adapters_forward(ctx, adapters_, sum, x, N);
   sum_partials(ctx, sum, out, N, out_);
 }
 
@@ -164,18 +156,16 @@ void RowParallelLinear::backward(const LayerContext& ctx, const TensorView& dx, 
     ctx.backend.matmul_backward(dx, g.w(), g.b(), d, x, p_.w, N, in_, out_);
     g.release();
   }
-  adapters_backward(ctx, adapters_, dx, d, x, N, out_, sink);
+  adapters_backward(ctx, adapters_, dx, d, x, N, sink);
 }
 
 void RowParallelLinear::backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& dout,
                                        int N) const {
-  FEAST_CHECK(adapters_.empty() && !p_.frozen, "a split backward of a LoRA product");
   ctx.backend.matmul_backward_input(dx, all_rows(ctx, dout, N, out_), p_.w, N, in_, out_);
 }
 
 void RowParallelLinear::backward_weight(const LayerContext& ctx, const TensorView& dout, const TensorView& x, int N,
                                         GradientSink& sink) const {
-  FEAST_CHECK(adapters_.empty() && !p_.frozen, "a split backward of a LoRA product");
   const TensorView d = all_rows(ctx, dout, N, out_);
   AcquiredGrads g(sink, p_);
   ctx.backend.matmul_backward(TensorView{}, g.w(), g.b(), d, x, p_.w, N, in_, out_);

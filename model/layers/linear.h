@@ -26,25 +26,20 @@
 namespace feast {
 
 // One adapter on this rank: A (r, in) and B (out, r) as this rank holds them (A whole or its
-// input columns, B its output rows or whole), adjacent in the adapters' buffer, and the output
-// columns [col, col + out) of the product it updates.
+// input columns, B its output rows or whole), adjacent in the adapters' buffer, and its shape:
+// the output columns [col, col + OC) of the product it updates (N is the micro-batch's).
 struct LoraAdapter {
   const LocalParam* a = nullptr;
   const LocalParam* b = nullptr;
   TensorView a_view, b_view;
   FlatRange range;  // A then B
-  int rank = 0, in = 0, out = 0, col = 0;
-  float scale = 1;
-  // The matrix whose gradient is a partial sum over the tensor-parallel ranks: A of a
-  // column-parallel product, B of a row-parallel one.
-  bool partial_a = false, partial_b = false;
+  LoraShape shape;
 };
 
 // The adapters of product `linear` ("attn.qkv") of `layer` that p.adapters holds, in target
-// order. in: this rank's input width; out_local: this rank's output width; row_parallel: the
-// product's kind.
+// order. in: this rank's input width; out_local: this rank's output width.
 std::vector<LoraAdapter> find_adapters(const LayerParams& p, int layer, const std::string& linear, int in,
-                                       int out_local, bool row_parallel);
+                                       int out_local);
 
 class ColumnParallelLinear {
  public:
@@ -66,7 +61,6 @@ class ColumnParallelLinear {
                        GradientSink& sink) const;
   // Its gradient ranges: the weight and bias unless frozen, then each adapter's.
   std::vector<FlatRange> grad_ranges() const;
-  bool has_adapters() const { return !adapters_.empty(); }
 
  private:
   WeightAndBias p_;
@@ -93,7 +87,6 @@ class RowParallelLinear {
                        GradientSink& sink) const;
   // Its gradient ranges: the weight and bias unless frozen, then each adapter's.
   std::vector<FlatRange> grad_ranges() const;
-  bool has_adapters() const { return !adapters_.empty(); }
 
  private:
   WeightAndBias p_;

@@ -37,25 +37,26 @@ void Norm::forward(const LayerContext& ctx, int slot, const TensorView& x, int N
 
 void Norm::backward(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout,
                     const TensorView& x, int N, GradientSink& sink) {
-  if (params_.frozen) {  // the backend computes the parameter gradients with dx: into the scratch, unused
-    const TensorView unused = ctx.scratch.lora_grads.first(params_.range.size());
-    ctx.backend.zero(unused);
-    run(ctx, slot, dx, unused.first(size_t(C_)), params_.bias ? unused.slice(size_t(C_), size_t(C_)) : TensorView{},
-        dout, x, params_.w, N);
-    return;
-  }
-  add_parameter_grads(ctx, slot, dx, dout, x, params_.w, N, sink);
+  if (params_.frozen)  // LoRA's base: no parameter gradients
+    input_gradient(ctx, slot, dx, dout, x, N);
+  else
+    add_parameter_grads(ctx, slot, dx, dout, x, params_.w, N, sink);
+}
+
+void Norm::input_gradient(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout,
+                          const TensorView& x, int N) const {
+  // The backend computes dx with the parameter gradients; those go to the scratch, unused.
+  const TensorView unused = ctx.scratch.norm_grads.first(params_.range.size());
+  ctx.backend.zero(unused);
+  run(ctx, slot, dx, unused.first(size_t(C_)), params_.bias ? unused.slice(size_t(C_), size_t(C_)) : TensorView{}, dout,
+      x, params_.w, N);
 }
 
 void Norm::backward_input(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout,
                           const TensorView& x, int N) {
   const size_t NC = size_t(N) * size_t(C_);
   ctx.backend.copy(dout_[size_t(slot)].first(NC), dout.first(NC));
-  // The backend computes dx with the parameter gradients; those go to the scratch, unused.
-  const TensorView unused = ctx.scratch.norm_grads.first(params_.range.size());
-  ctx.backend.zero(unused);
-  run(ctx, slot, dx, unused.first(size_t(C_)), params_.bias ? unused.slice(size_t(C_), size_t(C_)) : TensorView{}, dout,
-      x, params_.w, N);
+  input_gradient(ctx, slot, dx, dout, x, N);
 }
 
 void Norm::backward_weight(const LayerContext& ctx, int slot, const TensorView& x, int N, GradientSink& sink) {

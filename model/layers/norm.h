@@ -42,6 +42,9 @@ class Norm {
   }
 
  private:
+  // dx += d loss / d x alone (the parameter gradients the backend computes with it are dropped).
+  void input_gradient(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& dout,
+                      const TensorView& x, int N) const;
   // One call of the backend's norm backward with weight w: dx (N, C) +=, gw and gb (C) +=.
   void run(const LayerContext& ctx, int slot, const TensorView& dx, const TensorView& gw, const TensorView& gb,
            const TensorView& dout, const TensorView& x, const TensorView& w, int N) const;

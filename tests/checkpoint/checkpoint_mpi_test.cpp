@@ -249,7 +249,7 @@ TEST(Checkpoint, LoraSavesTheAdaptersAloneResumesExactlyAndReshards) {
   const std::string file = step_file(dir, 10);
   if (world_rank() == 0) {
     const Config c = lora(make_config("llama", source, dir));
-    EXPECT_NO_THROW(CheckpointWeights(file, lora_param_table(c.model, lora_spec(c))));
+    EXPECT_NO_THROW(CheckpointWeights(file, c.model, lora_param_table(c.model, lora_spec(c))));
     EXPECT_THROW(CheckpointWeights(file, c.model), CheckpointError) << "the checkpoint holds the model's tensors";
   }
   for (const Layout& target : {Layout{1, 4, 2, 2}, Layout{4, 1, 2, 1}, Layout{1, 1, 8, 2}}) {

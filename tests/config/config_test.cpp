@@ -286,10 +286,10 @@ TEST(ConfigErrors, LoraKeys) {
        "demo.toml:2: lora.targets is set but lora.rank = 0 (default): no adapters; set lora.rank (for example 8) "
        "to fine-tune with LoRA, or remove lora.targets"},
       {"[lora]\nrank = 8\n[parallel]\nzero_stage = 3\n",
-       "demo.toml:4: parallel.zero_stage = 3 (demo.toml:4) cannot run with LoRA (lora.rank = 8, demo.toml:2): the "
+       "demo.toml:4: parallel.zero_stage = 3 cannot run with LoRA (lora.rank = 8, demo.toml:2): the "
        "adapters are small and the frozen base is not sharded; use zero_stage 1 or 2"},
       {"[lora]\nrank = 8\n[parallel]\npp = 2\nschedule = \"zero-bubble\"\n",
-       "demo.toml:5: parallel.schedule = \"zero-bubble\" (demo.toml:5) cannot run with LoRA (lora.rank = 8, "
+       "demo.toml:5: parallel.schedule = \"zero-bubble\" cannot run with LoRA (lora.rank = 8, "
        "demo.toml:2): its split backward has no adapter path; use \"1f1b\" or \"interleaved-1f1b\""},
       {"[lora]\nrank = 8\ntargets = \"q\"\n", "lora.targets"},
   };
