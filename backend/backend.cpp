@@ -4,6 +4,7 @@
 
 #include "core/device_info.h"
 #include "core/error.h"
+#include "backend/nf4.h"
 #include "backend/cpu/cpu_backend.h"
 #if defined(FEAST_WITH_CUDA)
 #include "backend/cuda/cuda_backend.h"
@@ -14,6 +15,32 @@ namespace feast {
 void LoraShape::check(const std::string& op) const {
   FEAST_CHECK(col >= 0 && OC >= 0 && col + OC <= out_ld,
               op << ": adapter columns [" << col << ", " << col + OC << ") of an output " << out_ld << " wide");
+}
+
+int Nf4Piece::slots_of_row(int64_t row0, int64_t col0, int64_t width, int cols, int i) {
+  const int64_t first = (row0 + i) * width + col0;
+  return int((first + cols - 1) / kNf4BlockSize - first / kNf4BlockSize + 1);
+}
+
+void Nf4Piece::check(const std::string& op) const {
+  const size_t r = size_t(rows), c = size_t(cols);
+  FEAST_CHECK(codes.dtype == DType::kUInt8 && codes.numel >= (r * c + 1) / 2,
+              op << ": " << codes.numel << " " << dtype_name(codes.dtype) << " codes for " << rows << " x " << cols);
+  FEAST_CHECK((scales.dtype == DType::kFloat32 || scales.dtype == DType::kUInt8) &&
+                  scales.numel >= r * size_t(scales_per_row),
+              op << ": " << scales.numel << " " << dtype_name(scales.dtype) << " scales for " << rows << " rows of "
+                 << scales_per_row);
+  FEAST_CHECK(col0 >= 0 && row0 >= 0 && col0 + cols <= width, op << ": columns [" << col0 << ", " << col0 + cols
+                                                                    << ") of a tensor " << width << " wide");
+  for (int i = 0; i < rows; ++i)
+    FEAST_CHECK(slots_of_row(row0, col0, width, cols, i) <= scales_per_row,
+                op << ": row " << i << " touches more than " << scales_per_row << " blocks");
+  if (double_quant()) {
+    const int64_t last_block = ((row0 + rows - 1) * width + col0 + cols - 1) / kNf4BlockSize;
+    FEAST_CHECK(absmax2.dtype == DType::kFloat32 && int64_t(absmax2.numel) > last_block / kNf4GroupSize,
+                op << ": " << absmax2.numel << " second-level scales; block " << last_block << " needs more");
+    FEAST_CHECK(scale_code.dtype == DType::kFloat32 && scale_code.numel == 256, op << ": the scale code needs 256 floats");
+  }
 }
 
 DType compute_dtype_for(const std::string& device, const std::string& dtype) {

@@ -36,6 +36,28 @@ struct LoraShape {
   void check(const std::string& op) const;
 };
 
+// One rectangle of a weight stored in 4-bit NormalFloat (backend/nf4.h, model/quantized_base.h):
+// rows x cols elements of a quantized tensor `width` wide, starting at (row0, col0). Its codes
+// are packed row-major over the rectangle, two a byte, the first in the high nibble. The tensor's
+// blocks of 64 run over its row-major order; row i of the rectangle keeps the scales of the
+// blocks it touches in scales_per_row slots, slot s holding block ((row0 + i) * width + col0) /
+// 64 + s. Under double quantization a slot holds the block's 8-bit scale code, read through
+// scale_code (nf4_scale_code() on the device) and the tensor's per-256-block absmax2, plus offset.
+struct Nf4Piece {
+  TensorView codes;       // uint8, (rows * cols + 1) / 2
+  TensorView scales;      // float32 absmax, or uint8 scale codes (double quantization): rows * scales_per_row
+  TensorView absmax2;     // float32, per 256 of the tensor's blocks (double quantization only)
+  TensorView scale_code;  // float32 (256) (double quantization only)
+  float offset = 0;
+  int64_t row0 = 0, col0 = 0, width = 0;
+  int rows = 0, cols = 0, scales_per_row = 0;
+  bool double_quant() const { return scales.dtype == DType::kUInt8; }
+  // The scale slots row i of a rectangle (row0, col0, cols) of a tensor `width` wide touches.
+  static int slots_of_row(int64_t row0, int64_t col0, int64_t width, int cols, int i);
+  // Throws naming `op` when the views are too small for the shape or of the wrong dtypes.
+  void check(const std::string& op) const;
+};
+
 // One attention call's shape on this rank: n_head query heads and n_kv_head key/value heads of
 // head_dim channels each, laid out in a QKV row as [q heads | k heads | v heads].
 struct AttentionShape {
@@ -169,6 +191,11 @@ class Backend {
   virtual void lora_backward(const TensorView& dinp, const TensorView& da, const TensorView& db, const TensorView& h,
                              const TensorView& dh, const TensorView& dout, const TensorView& inp, const TensorView& a,
                              const TensorView& b, const LoraShape& s) = 0;
+
+  // ---- a quantized frozen base (QLoRA) -----------------------------------------------------------
+  // out (rows, cols) in the compute dtype = the piece dequantized: code_book[code] * its block's
+  // scale, each product in float32 (as bitsandbytes' dequantize_4bit), then rounded.
+  virtual void dequantize_nf4(const TensorView& out, const Nf4Piece& piece) = 0;
 
   // ---- attention -------------------------------------------------------------------------------
   // Elements the forward keeps for the backward (the CPU keeps the softmax probabilities; a

@@ -82,6 +82,16 @@ int run_step(const Args& args, const VerbContext&) {
   o.steps = int(args.integer("--steps", o.steps));
   o.device = args.text("--device", o.device);
   o.dtype = args.text("--dtype", o.dtype);
+  o.lora.rank = int(args.integer("--lora-rank", 0));
+  const std::string base = args.text("--lora-base", "auto");
+  if (base != "auto" && o.lora.rank == 0)
+    throw ConfigError("bench: --lora-base " + base + " needs --lora-rank (a frozen base under LoRA adapters)");
+  if (o.lora.enabled()) {
+    o.lora.alpha = 2.0 * o.lora.rank;
+    for (const LoraTarget& t : lora_targets(o.model)) o.lora.targets.push_back(t.name);
+    o.lora.base = base.starts_with("nf4") ? BaseFormat::kNf4 : base == "bf16" ? BaseFormat::kBf16 : BaseFormat::kCompute;
+    o.lora.double_quant = base == "nf4-dq";
+  }
   return run_step_bench(o);
 }
 
@@ -95,7 +105,8 @@ Verb step_mode() {
   cl.synopsis =
       "trainer bench [step] [--arch gpt2|llama] [--shapes BxT[,BxT...]] [--warmup N] [--steps N]\n"
       "                     [--layers L] [--heads H] [--kv-heads H] [--embd C] [--intermediate I]\n"
-      "                     [--vocab V] [--device cpu|cuda] [--dtype auto|fp32|bf16]";
+      "                     [--vocab V] [--device cpu|cuda] [--dtype auto|fp32|bf16]\n"
+      "                     [--lora-rank R [--lora-base auto|bf16|nf4|nf4-dq]]";
   cl.description =
       "Times training steps (zero grads + forward + backward + AdamW) on one device at each shape\n"
       "(default 4x64,8x256) after warm-up; prints the median ms/step, tokens/s and MFU ((6*N + 6*L*T*C)\n"
@@ -104,7 +115,9 @@ Verb step_mode() {
       "peak beside it), and on a GPU the peak device memory. The model is GPT-2 124M (12 layers, 12\n"
       "heads, 768 channels, vocab 50257) or, with --arch llama, a Llama of the same depth and width (4\n"
       "key/value heads, SwiGLU width 2048, vocab 32000, untied head). Exits non-zero if a loss is not\n"
-      "finite or the first loss is not near ln(vocab).";
+      "finite or the first loss is not near ln(vocab). With --lora-rank, the adapters train over the\n"
+      "frozen base (kept as --lora-base): the line above the table gives what the model, its\n"
+      "gradients and its optimizer state hold, to set full fine-tuning, LoRA and QLoRA side by side.";
   cl.options = {
       {"--arch", ValueKind::kText, "gpt2|llama", "the model family (default gpt2)", {"gpt2", "llama"}},
       {"--shapes", ValueKind::kText, "BxT,...", "sequences x tokens of each timed shape (default 4x64,8x256)"},
@@ -119,6 +132,11 @@ Verb step_mode() {
       {"--device", ValueKind::kText, "cpu|cuda", "where to run (default cpu)", {"cpu", "cuda"}},
       {"--dtype", ValueKind::kText, "auto|fp32|bf16", "compute dtype (default auto: fp32 on the CPU, bf16 on a GPU)",
        {"auto", "fp32", "bf16"}},
+      int_option("--lora-rank", "R", "LoRA adapters of rank R on every product over a frozen base (default: none)"),
+      {"--lora-base", ValueKind::kText, "auto|bf16|nf4|nf4-dq",
+       "with --lora-rank: the frozen base's block weights in the compute dtype, bfloat16, NF4, or NF4 with "
+       "double-quantized scales (QLoRA; default auto)",
+       {"auto", "bf16", "nf4", "nf4-dq"}},
   };
   // The benchmarks are chosen by name, not by a flag.
   for (const char* mode : {"comm", "parallel", "checkpoint", "generate"})

@@ -49,6 +49,7 @@ MPI_Datatype to_mpi(DType dtype) {
     case DType::kInt32: return MPI_INT32_T;
     case DType::kInt64: return MPI_INT64_T;
     case DType::kBFloat16: return MPI_UINT16_T;
+    case DType::kUInt8: return MPI_UINT8_T;
   }
   throw Error("unknown DType");
 }

@@ -40,6 +40,7 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::kInt32: return ncclInt32;
     case DType::kInt64: return ncclInt64;
     case DType::kBFloat16: return ncclBfloat16;
+    case DType::kUInt8: return ncclUint8;
   }
   throw Error(std::string("NCCL: no type for ") + dtype_name(dtype));
 }

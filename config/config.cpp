@@ -50,6 +50,9 @@ LoraSpec lora_spec(const Config& config) {
   spec.rank = config.lora.rank;
   spec.alpha = config.lora.alpha;
   spec.targets = config.lora.targets.empty() ? default_lora_targets(config.model) : config.lora.targets;
+  const std::string& base = config.lora.base_dtype;
+  spec.base = base == "nf4" ? BaseFormat::kNf4 : base == "bf16" ? BaseFormat::kBf16 : BaseFormat::kCompute;
+  spec.double_quant = config.lora.double_quant;
   return spec;
 }
 

@@ -126,6 +126,10 @@ struct LoraConfig {
   double dropout = 0;
   std::vector<std::string> targets;  // empty = the family's default (Llama q, v; GPT-2 qkv)
   std::string init_from;             // a PEFT adapter folder whose A and B start the adapters
+  // How the frozen base keeps its block products' weights: "auto" (the compute dtype), "bf16",
+  // "nf4" (QLoRA; model/quantized_base.h); double_quant: nf4's scales in 8 bits too.
+  std::string base_dtype = "auto";
+  bool double_quant = false;
   bool enabled() const { return rank > 0; }
 };
 

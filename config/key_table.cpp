@@ -424,6 +424,18 @@ const std::vector<KeyDesc>& keys() {
        "`peft.PeftModel.save_pretrained` writes it) whose A and B start the adapters, to continue training "
        "one; its rank, alpha and targets must match this config's. Empty = fresh adapters (A random with "
        "the variance of PEFT's Kaiming-uniform init, B zero)", nullptr, "any; empty = fresh adapters"},
+      {FEAST_KEY(lora, base_dtype), one_of({"auto", "bf16", "nf4"}), "how the frozen base stores its block weights",
+       "how LoRA's frozen base keeps the weights of its block products (attention q/k/v and output, the "
+       "MLP's): `\"auto\"` in the compute dtype; `\"bf16\"` in bfloat16 (half of float32 on the CPU; the "
+       "compute dtype on a GPU already); `\"nf4\"` (QLoRA, Dettmers et al. 2023) quantized at load to 4-bit "
+       "NormalFloat in blocks of 64 with a float32 absmax each, as bitsandbytes does, about 0.56 bytes per "
+       "weight (0.52 with `double_quant`). Each product's weight is turned back into the compute dtype "
+       "where it runs, forward and backward. The embedding, norms, biases and head stay in the compute "
+       "dtype. Needs `lora.rank` > 0. See [finetune.md](finetune.md)"},
+      {FEAST_KEY(lora, double_quant), any(), "nf4: quantize the blocks' scales to 8 bits too",
+       "with `base_dtype = \"nf4\"`: the blocks' absmax scales are themselves quantized, to 8 bits in "
+       "groups of 256 after their mean is subtracted (bitsandbytes' `bnb_4bit_use_double_quant`), saving "
+       "about 0.37 bits per weight"},
   };
   return table;
 }

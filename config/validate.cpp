@@ -34,7 +34,17 @@ void check_fault_ranks(const Config& config, int world_size) {
 // LoRA's keys against each other and against what it cannot run with.
 void validate_lora(const Config& c) {
   const LoraConfig& l = c.lora;
+  if (l.double_quant && l.base_dtype != "nf4")
+    fail(c.where("lora.double_quant"), "lora.double_quant = true quantizes the scales of an nf4 base, but "
+                                       "lora.base_dtype = \"" + l.base_dtype + "\" (" + c.where("lora.base_dtype") +
+                                       "); set lora.base_dtype = \"nf4\" or remove lora.double_quant");
   if (!l.enabled()) {
+    if (l.base_dtype != "auto")
+      fail(c.where("lora.base_dtype"), "lora.base_dtype = \"" + l.base_dtype + "\" stores a frozen base, but "
+                                       "lora.rank = 0 (" + c.where("lora.rank") + ") trains every weight (full "
+                                       "fine-tuning), which cannot be kept in " + l.base_dtype +
+                                       "; set lora.rank (for example 8) to train adapters over a frozen base, "
+                                       "or remove lora.base_dtype");
     // By value, not by origin: a saved config lists every key, these at their defaults.
     for (const auto& [key, set] : {std::pair<const char*, bool>{"lora.targets", !l.targets.empty()},
                                    std::pair<const char*, bool>{"lora.init_from", !l.init_from.empty()}})

@@ -10,6 +10,15 @@
 namespace feast {
 namespace {
 
+// LoRA's base weights stored apart (model/quantized_base.h): in bfloat16 unless that is the
+// compute dtype already, or in NF4; null when they stay in the frozen buffer.
+std::unique_ptr<QuantizedBase> stored_apart_for(const ModelConfig& config, const StageSpec& spec,
+                                                const LoraSpec& lora, Backend& backend) {
+  if (!lora.enabled() || lora.base == BaseFormat::kCompute) return nullptr;
+  if (lora.base == BaseFormat::kBf16 && backend.compute_dtype() == DType::kBFloat16) return nullptr;
+  return std::make_unique<QuantizedBase>(config, spec, lora.base, lora.double_quant, backend);
+}
+
 // Whole rows of at most max_elems elements (at least one row) of a (rows, C) tensor's range.
 std::vector<FlatRange> row_chunks(const LocalParam& p, size_t max_elems) {
   const size_t row = size_t(p.shape[1]), rows = std::max<size_t>(1, max_elems / row);
@@ -32,7 +41,10 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
       cp_(shape.cp > 1 ? cp_comm : nullptr, shape.cp_rank, shape.cp),
       logical_(lora.enabled() ? lora_param_table(config, lora) : decoder_param_table(config)),
       table_(logical_, spec),
-      frozen_logical_(lora.enabled() ? decoder_param_table(config) : ParamTable(std::vector<ParamSpec>{})),
+      apart_(stored_apart_for(config, spec, lora, backend)),
+      frozen_logical_(!lora.enabled() ? ParamTable(std::vector<ParamSpec>{})
+                      : apart_        ? without_stored_apart(decoder_param_table(config))
+                                      : decoder_param_table(config)),
       units_(feast::parameter_units(table_)),
       activations_(backend, shape.slots, shape.split_backward) {
   FEAST_CHECK(shape.max_seq * shape.cp <= config.max_seq_len,
@@ -62,7 +74,8 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   // The layers read the model's tensors from the base source and LoRA's from the adapters'.
   const LayerParams layer_params{
       config,
-      lora.enabled() ? ParamSource{&*frozen_table_, frozen_params_.view(), true} : ParamSource{&table_, params_.view(), false},
+      lora.enabled() ? ParamSource{&*frozen_table_, frozen_params_.view(), true, apart_.get()}
+                     : ParamSource{&table_, params_.view(), false},
       lora.enabled() ? ParamSource{&table_, params_.view(), false} : ParamSource{},
       lora};
 
@@ -156,11 +169,14 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
     scratch_.lora_dh = take(dt, rows * size_t(lora.rank));
     scratch_.lora_grads = take(DType::kFloat32, widest * size_t(lora.rank));
   }
+  if (apart_) scratch_.dequantized = take(dt, apart_->max_local_numel());
   if (shape.split_backward) {
     scratch_.norm_weight_stand_in = take(dt, size_t(C));
     backend.zero(scratch_.norm_weight_stand_in);
   }
 }
+
+size_t DecoderStage::frozen_bytes() { return frozen_params_.bytes() + (apart_ ? apart_->bytes() : 0); }
 
 void DecoderStage::set_gradient_range_limit(size_t max_elems) {
   if (embedding_) embedding_->set_chunks(row_chunks(embedding_->token_table(), max_elems));
@@ -379,6 +395,12 @@ void initialize_parameters(PipelineStage& stage, uint64_t seed) {
       init_local_parameter(p, seed, values.data());
       write_values(stage.backend(), stage.frozen_parameters().slice(p.offset, p.numel), values);
     }
+  if (QuantizedBase* apart = stage.stored_apart())
+    apart->load([seed](const ParamSpec& spec) {
+      std::vector<float> values(spec.numel);
+      for (size_t i = 0; i < spec.numel; ++i) values[i] = initial_value(spec, seed, int64_t(i));
+      return values;
+    });
 }
 
 std::vector<float> read_parameter(PipelineStage& stage, const LocalParam& p) {

@@ -18,6 +18,7 @@
 #include "model/layers/lm_head.h"
 #include "model/lora.h"
 #include "model/pipeline_stage.h"
+#include "model/quantized_base.h"
 #include "model/stage_spec.h"
 
 namespace feast {
@@ -60,6 +61,8 @@ class DecoderStage final : public PipelineStage {
   TensorView parameters() override { return params_.view(); }
   const LocalTable* frozen_table() const override { return frozen_table_ ? &*frozen_table_ : nullptr; }
   TensorView frozen_parameters() override { return frozen_params_.view(); }
+  QuantizedBase* stored_apart() override { return apart_.get(); }
+  size_t frozen_bytes() override;
   // Slot j of chunk c is slot c·shape.slots + j: each chunk's blocks keep shape.slots
   // micro-batches, and the executor addresses a chunk through its slots.
   int slots() const override { return shape_.slots * chunks(); }
@@ -121,7 +124,10 @@ class DecoderStage final : public PipelineStage {
   ContextParallel cp_;
   ParamTable logical_;  // the trainable tensors: the model's, or LoRA's adapters
   LocalTable table_;
-  ParamTable frozen_logical_;  // LoRA: the model's; empty otherwise
+  // The base's block weights stored apart (QLoRA: lora.base_dtype); null otherwise. Built before
+  // frozen_logical_, which then leaves them out.
+  std::unique_ptr<QuantizedBase> apart_;
+  ParamTable frozen_logical_;  // LoRA: the model's (less what apart_ stores); empty otherwise
   std::optional<LocalTable> frozen_table_;
   ParameterUnits units_;
   Tensor params_, frozen_params_;

@@ -15,4 +15,10 @@ double training_flops_per_token(const ModelConfig& config, int seq_len) {
   return 6.0 * matmul_parameters(config) + 6.0 * config.n_layer * double(seq_len) * config.n_embd;
 }
 
+double training_flops_per_token(const ModelConfig& config, int seq_len, const LoraSpec& lora) {
+  if (!lora.enabled()) return training_flops_per_token(config, seq_len);
+  const double adapters = double(lora_param_table(config, lora).total_numel());
+  return 4.0 * matmul_parameters(config) + 6.0 * adapters + 6.0 * config.n_layer * double(seq_len) * config.n_embd;
+}
+
 }  // namespace feast

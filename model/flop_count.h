@@ -5,6 +5,7 @@
 // the time and the device peak, so recomputation or padding never raises it.
 #pragma once
 
+#include "model/lora.h"
 #include "model/model_config.h"
 
 namespace feast {
@@ -16,5 +17,9 @@ double matmul_parameters(const ModelConfig& config);
 
 // 6 N + 6 L T C: training FLOPs per token at sequence length T.
 double training_flops_per_token(const ModelConfig& config, int seq_len);
+// Under LoRA (lora.enabled()): the frozen model's products run forward and for the input
+// gradient only, 4 N, and the adapters' (A x, then B of it) all three ways, 6 per adapter
+// parameter: 4 N + 6 N_lora + 6 L T C. Without LoRA, the above.
+double training_flops_per_token(const ModelConfig& config, int seq_len, const LoraSpec& lora);
 
 }  // namespace feast

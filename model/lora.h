@@ -28,10 +28,17 @@
 
 namespace feast {
 
+// How LoRA's frozen base keeps the block products' weights (model/quantized_base.h): in the
+// compute dtype, in bfloat16, or in 4-bit NormalFloat (QLoRA), the last two turned back into the
+// compute dtype where a product needs them.
+enum class BaseFormat { kCompute, kBf16, kNf4 };
+
 struct LoraSpec {
   int rank = 0;  // 0: no adapters
   double alpha = 16;
   std::vector<std::string> targets;
+  BaseFormat base = BaseFormat::kCompute;
+  bool double_quant = false;  // kNf4: the blocks' scales in 8 bits too
   bool enabled() const { return rank > 0; }
   float scale() const { return float(alpha / rank); }
 };

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,10 @@ class LocalTable {
   std::vector<std::pair<std::string, size_t>> aliases_;  // tied name -> index of its target
   size_t total_ = 0;
 };
+
+// A whole logical tensor's values, row-major (shape from the parameter table): an imported
+// model's, or the initial ones.
+using LogicalTensorSource = std::function<std::vector<float>(const ParamSpec& spec)>;
 
 // The initial value of logical element i of `spec`: a function of (seed, name, i) alone, so any
 // slice can be drawn without the rest (invariant 4).

@@ -41,6 +41,8 @@ struct ActivationBytes {
   size_t total() const { return per_slot * size_t(slots) + recompute + scratch; }
 };
 
+class QuantizedBase;
+
 class PipelineStage {
  public:
   virtual ~PipelineStage() = default;
@@ -55,6 +57,11 @@ class PipelineStage {
   // empty without LoRA.
   virtual const LocalTable* frozen_table() const { return nullptr; }
   virtual TensorView frozen_parameters() { return {}; }
+  // QLoRA: the base's block products' weights, stored apart from the frozen buffer in bfloat16 or
+  // 4-bit NormalFloat (model/quantized_base.h) and loaded through it; null otherwise.
+  virtual QuantizedBase* stored_apart() { return nullptr; }
+  // The frozen base's device bytes: its buffer and what is stored apart.
+  virtual size_t frozen_bytes() { return frozen_parameters().bytes(); }
   // Activation slots (micro-batches whose activations it can hold at once).
   virtual int slots() const = 0;
   virtual ActivationBytes activation_bytes() const = 0;

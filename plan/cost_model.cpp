@@ -9,9 +9,11 @@
 #include "core/error.h"
 #include "model/architecture.h"
 #include "model/layers/activation_memory.h"
+#include "model/lora.h"
 #include "model/parameter_units.h"
 #include "model/parameters.h"
 #include "model/pipeline_stage.h"
+#include "model/quantized_base.h"
 #include "backend/offload_pipeline.h"
 #include "config/validate.h"
 #include "parallel/pipeline/pipeline_executor.h"
@@ -27,7 +29,7 @@ double element_bytes(PlanDType d) { return d == PlanDType::kFp32 ? 4.0 : 2.0; }
 // The part of a layer a tensor belongs to: its name without ".weight" or ".bias", the prefix
 // the layers look their tensors up by (weight_and_bias in model/layers/layer_context.cpp).
 std::string part_of(const std::string& name) {
-  for (const char* suffix : {".weight", ".bias"}) {
+  for (const char* suffix : {".weight", ".bias", ".A", ".B"}) {  // a LoRA adapter's A and B: one range
     const std::string s = suffix;
     if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0)
       return name.substr(0, name.size() - s.size());
@@ -41,8 +43,9 @@ std::string part_of(const std::string& name) {
 // one range.
 std::vector<GradRange> stage_gradient_ranges(const LocalTable& table, const StageSpec& spec, size_t chunk_elems) {
   std::vector<GradRange> out;
-  const LocalParam* wte = spec.has_embedding ? &table.at("wte.weight") : nullptr;
-  const LocalParam* head = spec.has_head ? &table.at("lm_head.weight") : nullptr;
+  // LoRA's table (adapters only) holds neither.
+  const LocalParam* wte = spec.has_embedding && table.contains("wte.weight") ? &table.at("wte.weight") : nullptr;
+  const LocalParam* head = spec.has_head && table.contains("lm_head.weight") ? &table.at("lm_head.weight") : nullptr;
   const bool shared = wte && head && wte == head;
   auto chunks = [&](const LocalParam& p, int uses) {
     const size_t row = size_t(p.shape[1]), rows = std::max<size_t>(1, chunk_elems / row);
@@ -92,11 +95,23 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
                         const StageSpec& spec, int stage, int replica, const MemoryOptions& o) {
   const ModelConfig& mc = config.model;
   const DecoderArch arch = decoder_arch(mc);
-  const LocalTable table(logical, spec);
+  // Under LoRA the adapters train (gradients, optimizer state) and the model is a frozen base:
+  // parameters without either, in the compute dtype, its block weights perhaps stored apart.
+  const LoraSpec lora = lora_spec(config);
+  const ParamTable adapters = lora.enabled() ? lora_param_table(mc, lora) : ParamTable(std::vector<ParamSpec>{});
+  const LocalTable table(lora.enabled() ? adapters : logical, spec);
   const double e = element_bytes(o.dtype), f32 = 4.0, i32 = 4.0;
   PlannedMemory mem;
   const size_t n = table.total_numel();
   mem.parameters = double(n) * e;
+  QuantizedBase::Size apart;
+  if (lora.enabled()) {
+    const bool stored_apart = lora.base == BaseFormat::kNf4 || (lora.base == BaseFormat::kBf16 && o.dtype == PlanDType::kFp32);
+    const ParamTable frozen = stored_apart ? without_stored_apart(logical) : ParamTable(logical.specs());
+    mem.parameters += double(LocalTable(frozen, spec).total_numel()) * e;
+    if (stored_apart) apart = QuantizedBase::planned(mc, spec, lora.base, lora.double_quant);
+    mem.parameters += double(apart.bytes);
+  }
 
   // Gradients: float32 whatever the compute type (GradientSync allocates kFloat32).
   // The ranks holding these parameters: data-parallel replicas, and context-parallel ranks in each.
@@ -197,12 +212,17 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   // sequence parallelism the gathered rows and the partial sums (N, C) and a norm's gradients.
   const double scratch = 2 * region * C * e + (split ? 0.0 : rows * qkv_w * e) + rows * out_w * e + rows * Fl * e +
                          (arch.mlp == MlpKind::kSwiGlu ? rows * Il * e : 0.0) + 3 * rows * f32 + att_work +
-                         (sp ? 2 * rows * C * e : 0.0) + (sp || split ? 2 * C * f32 : 0.0) +
+                         (sp ? 2 * rows * C * e : 0.0) + (sp || split || lora.enabled() ? 2 * C * f32 : 0.0) +
                          (split && !spec.has_embedding ? region * C * e : 0.0) +  // the arrival buffer
                          (split ? C * e : 0.0) +  // the norms' stand-in weight
                          ring_scratch;
+  // LoRA: each adapter's (N, r) intermediate and its gradient, and a replicated matrix's partial
+  // gradient (r, widest product); a base stored apart: its largest weight in the compute dtype.
+  const double widest = std::max({C, double((mc.n_head + 2 * mc.kv_heads()) * mc.head_dim()), double(mc.mlp_width())});
+  const double lora_scratch =
+      lora.enabled() ? 2 * rows * lora.rank * e + widest * lora.rank * f32 + double(apart.max_local_numel) * e : 0.0;
   mem.activations = slots * per_slot + recompute_set;
-  mem.workspace = scratch;
+  mem.workspace = scratch + lora_scratch;
   mem.activations_per_micro_batch = per_slot;
 
   // Rotary tables (max_seq_len, hs/2) twice, float32; under context parallelism the rows of the
@@ -373,8 +393,12 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
     est.stage_memory.push_back(mem);
     if (s == 0 || mem.total() > est.memory.total()) est.memory = mem;
 
-    // Compute: 6 N + 6 L T C per token (model/flop_count.h) for the stage's part, split over tp.
-    double flops = 6.0 * stage_flop_parameters(logical, spec, mc) + 6.0 * spec.num_layers() * double(T) * mc.n_embd;
+    // Compute: 6 N + 6 L T C per token (model/flop_count.h) for the stage's part, split over tp;
+    // under LoRA 4 N (no weight gradients of the frozen products) + 6 per adapter parameter.
+    const LoraSpec lora = lora_spec(config);
+    double flops = (lora.enabled() ? 4.0 : 6.0) * stage_flop_parameters(logical, spec, mc) +
+                   6.0 * spec.num_layers() * double(T) * mc.n_embd;
+    if (lora.enabled()) flops += 6.0 * stage_flop_parameters(lora_param_table(mc, lora), spec, mc);
     // Recomputation adds, per recomputed block, the attention core's forward (2 T C per token:
     // selective) or the block's whole forward (full; one more all-reduce with tp, below).
     const int recomputed = recomputed_blocks(config, spec);

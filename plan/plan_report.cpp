@@ -156,7 +156,9 @@ std::optional<LayoutEstimate> print_plan(const Config& config, const PlanRequest
   log::info("model: " + mc.arch + ", " + std::to_string(mc.n_layer) + " layers, n_embd " + std::to_string(mc.n_embd) +
             ", " + std::to_string(mc.n_head) + " heads, vocabulary " + std::to_string(mc.vocab_size) + "; N = " +
             human_count(matmul_parameters(mc)) + " parameters, " +
-            human_count(training_flops_per_token(mc, T)) + " FLOP/token (6N + 6LTC at T = " + std::to_string(T) + ")");
+            human_count(training_flops_per_token(mc, T, lora_spec(config))) +
+            (config.lora.enabled() ? " FLOP/token (LoRA: 4N + 6N_lora + 6LTC at T = " : " FLOP/token (6N + 6LTC at T = ") +
+            std::to_string(T) + ")");
   log::info("batch: " + std::to_string(G) + " sequences x " + std::to_string(T) + " tokens = " +
             std::to_string(G * T) + " tokens/step; schedule " + config.parallel.schedule + "; data-parallel sync " +
             config.parallel.dp_sync);
@@ -234,7 +236,9 @@ std::optional<LayoutEstimate> print_plan(const Config& config, const PlanRequest
   // Failures: any GPU failing ends the job, so the cluster fails N times as often as one GPU;
   // checkpointing every sqrt(2 C MTTF) (Young 1974, Daly 2006) minimises the work lost.
   const double mttf_h = cluster_mttf_hours(r.mttf_hours, cl.gpus), mttf_s = mttf_h * 3600;
-  const double ckpt_bytes = checkpoint_bytes(decoder_param_table(mc));
+  // Under LoRA a checkpoint holds the adapters alone.
+  const double ckpt_bytes = checkpoint_bytes(config.lora.enabled() ? lora_param_table(mc, lora_spec(config))
+                                                                   : decoder_param_table(mc));
   const bool measured = r.checkpoint_seconds > 0;
   const double C = measured ? r.checkpoint_seconds : ckpt_bytes / r.checkpoint_bw;
   const double interval = young_daly_interval_seconds(C, mttf_s);

@@ -9,7 +9,8 @@
 #              (bf16 attention through cuDNN where built in, then again through feast's own kernels)
 #   train      20 steps of a small GPT-2 and a small Llama on the GPU and on the CPU from the same
 #              initialisation and data: fp32 losses within 1e-4 relative, bf16 within 2e-2; and a
-#              small Llama with LoRA adapters on every product over the frozen model, likewise
+#              small Llama with LoRA adapters on every product over the frozen model, likewise, and
+#              over the model quantized to NF4 (QLoRA)
 #   multirank  4 ranks sharing the GPU (tp 2 x pp 2, with and without sequence parallelism, and
 #              with the zero-bubble schedule in fp32; interleaved 1F1B at pp 2 with 2 chunks per stage
 #              in fp32 and bf16; MPI with device buffers staged through host
@@ -191,14 +192,20 @@ train() {
     done
   done
   # LoRA on every Llama product over the frozen model: the adapters' cuBLAS products, the frozen
-  # layers' input-gradient-only backward.
+  # layers' input-gradient-only backward; then QLoRA, the same over a base quantized to NF4 with
+  # double-quantized scales, dequantized by the NF4 kernel before each product, forward and backward.
   local lora=(--set lora.rank=8 --set lora.alpha=16 --set 'lora.targets=["q","k","v","o","gate","up","down"]')
-  # shellcheck disable=SC2046
-  "$trainer" configs/demo.toml $(small_model llama) --set logging.interval=1 "${lora[@]}" \
-    --set logging.dir="$state/runs/llama-lora-cpu" --set checkpoint.resume=never || return 1
-  for dtype in fp32 bf16; do
-    gpu_run llama $dtype "llama-lora-cuda-$dtype" "${lora[@]}" || return 1
-    losses_agree "$state/runs/llama-lora-cpu" "$state/runs/llama-lora-cuda-$dtype" "$(tolerance $dtype)" || ok=1
+  local variant extra
+  for variant in lora qlora; do
+    extra=()
+    [ $variant = qlora ] && extra=(--set lora.base_dtype=nf4 --set lora.double_quant=true)
+    # shellcheck disable=SC2046
+    "$trainer" configs/demo.toml $(small_model llama) --set logging.interval=1 "${lora[@]}" "${extra[@]}" \
+      --set logging.dir="$state/runs/llama-$variant-cpu" --set checkpoint.resume=never || return 1
+    for dtype in fp32 bf16; do
+      gpu_run llama $dtype "llama-$variant-cuda-$dtype" "${lora[@]}" "${extra[@]}" || return 1
+      losses_agree "$state/runs/llama-$variant-cpu" "$state/runs/llama-$variant-cuda-$dtype" "$(tolerance $dtype)" || ok=1
+    done
   done
   return $ok
 }

@@ -56,7 +56,8 @@ std::vector<std::string> model_differences(const Config& config, const Checkpoin
   for (const KeyDifference& d : key_differences(*saved, config, [](const std::string& key) {
          return (key.starts_with("model.") && key != "model.init_std" && key != "model.init_from" &&
                  key != "model.tokenizer") ||
-                key == "lora.rank" || key == "lora.alpha" || key == "lora.targets";
+                key == "lora.rank" || key == "lora.alpha" || key == "lora.targets" || key == "lora.base_dtype" ||
+                key == "lora.double_quant";
        }))
     out.push_back(d.key + ": " + d.theirs + " in the checkpoint, " + d.mine + " configured");
   return out;

@@ -126,7 +126,7 @@ TrainSummary train_in(const Config& config, const LayoutPlan& plan, std::unique_
   facts.virtual_stages = run.plan().virtual_stages;
   facts.tokens_per_step = run.tokens_per_step();
   facts.parameters = matmul_parameters(config.model);
-  facts.flops_per_token = training_flops_per_token(config.model, tc.seq_len);
+  facts.flops_per_token = training_flops_per_token(config.model, tc.seq_len, lora_spec(config));
   facts.peak = device_peak(run.world(), tc.device, config.logging.peak_tflops, run.cpu_sharing_ranks());
   if (tc.device == "cpu") facts.cpu_kernels = cpu::describe_blas();
   facts.memory = run.memory_of_ranks();

@@ -244,6 +244,8 @@ void TrainingRun::import_initial_weights() {
       for (const FlatRange& r : kept)
         cast_across(*backend_, params.slice(r.begin, r.size()), host_view(host.data() + r.begin, r.size()));
     }
+    // QLoRA: the block products' weights, each read whole and quantized (model/quantized_base.h).
+    if (QuantizedBase* apart = stage_->stored_apart()) apart->load(hf_logical_tensors(model, config_.model));
   } catch (const DataError& e) {
     error = std::string(e.what()) + " [model.init_from at " + config_.where("model.init_from") + "]";
   } catch (const std::exception& e) {  // any failure on one rank ends every rank, not a hang
@@ -302,7 +304,7 @@ void TrainingRun::open_data() {
 
 MemoryBytes TrainingRun::memory_bytes() const {
   // LoRA's frozen base counts with the parameters: it has no gradients or optimizer state.
-  const double frozen = double(stage_->frozen_parameters().bytes());
+  const double frozen = double(stage_->frozen_bytes());
   const double parameters =
       frozen + (sharded_ ? double(sharded_->working_set_bytes()) : double(stage_->parameters().bytes()));
   const ActivationBytes a = stage_->activation_bytes();
@@ -407,7 +409,8 @@ void TrainingRun::report_start() {
             backend_->name() + " backend");
   if (const LocalTable* frozen = stage_->frozen_table()) {
     const double trainable = double(stage_->table().logical().total_numel()),
-                 base = double(frozen->logical().total_numel());
+                 base = double(frozen->logical().total_numel() +
+                               (stage_->stored_apart() ? stage_->stored_apart()->table().logical().total_numel() : 0));
     const LoraSpec lora = lora_spec(config_);
     std::string targets;
     for (const std::string& t : lora.targets) targets += (targets.empty() ? "" : ", ") + t;
@@ -419,6 +422,18 @@ void TrainingRun::report_start() {
               count_of(int64_t(trainable), "trainable parameter") + share +
               "; the model's " + count_of(int64_t(base), "parameter") +
               " are frozen (no gradients, no optimizer state, not in checkpoints)");
+    if (const QuantizedBase* apart = stage_->stored_apart()) {
+      size_t numel = 0;
+      for (const LocalParam& p : apart->table().params()) numel += p.numel;
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "lora: the base's block weights in %s%s: %.4g M on this rank in %.3f bytes each "
+                    "(%.4g MB), turned back into %s where each product runs",
+                    config_.lora.base_dtype.c_str(), config_.lora.double_quant ? " (double-quantized scales)" : "",
+                    double(numel) / 1e6, double(apart->bytes()) / double(std::max<size_t>(numel, 1)),
+                    double(apart->bytes()) / 1e6, dtype_name(backend_->compute_dtype()));
+      log::info(line);
+    }
   }
   // A validation split of a few windows gives a val_loss of a few examples: said, as it is rarely meant.
   constexpr int64_t kFewWindows = 32;

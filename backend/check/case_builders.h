@@ -36,6 +36,15 @@ OpCase matmul_backward_weight_rows_case(int N, int C, int OC);  // a middle chun
 OpCase lora_forward_case(const LoraShape& s);
 OpCase lora_backward_case(const LoraShape& s, bool dinp);
 
+// ---- a quantized frozen base (cases_quantized.cpp) ---------------------------------------------------
+// A rows x width tensor quantized to NF4; the piece rows [row0, row0 + piece_rows) x columns
+// [col0, col0 + piece_cols) of it dequantized.
+struct Nf4CaseShape {
+  int rows, width, row0, col0, piece_rows, piece_cols;
+  bool double_quant;
+};
+OpCase dequantize_nf4_case(const Nf4CaseShape& s);
+
 // ---- attention and rotary embedding (cases_attention.cpp) --------------------------------------------
 OpCase attention_forward_case(const AttentionShape& a);
 OpCase attention_backward_case(const AttentionShape& a);

@@ -57,6 +57,14 @@ std::vector<OpCase> make_cases() {
   add(matmul_gelu_forward_case(5, 64, 1024, false));
   add(matmul_gelu_forward_case(13, 21, 35, true));
 
+  // A whole tensor; rows of 40 straddling blocks (a slice of them, as tensor parallelism cuts one);
+  // more than 256 blocks (two second-level groups) and an odd element count.
+  for (bool dq : {false, true}) {
+    add(dequantize_nf4_case(Nf4CaseShape{6, 128, 0, 0, 6, 128, dq}));
+    add(dequantize_nf4_case(Nf4CaseShape{9, 40, 2, 8, 5, 27, dq}));
+    add(dequantize_nf4_case(Nf4CaseShape{259, 67, 3, 0, 255, 67, dq}));
+  }
+
   // Head sizes 8 to 80; one position, odd lengths; grouped-query (6 query heads on 2) and NH = NKV.
   for (int hs : {8, 48, 64, 80}) {
     for (int T : {1, 17, 67})

@@ -15,6 +15,7 @@
 #include "backend/cpu/gelu.h"
 #include "backend/cpu/layernorm.h"
 #include "backend/cpu/lora.h"
+#include "backend/cpu/nf4.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/reserved_memory.h"
 #include "backend/cpu/residual.h"
@@ -158,6 +159,13 @@ void CpuBackend::lora_backward(const TensorView& dinp, const TensorView& da, con
   cpu::lora_backward(OF(dinp, n(s.N, s.C)), F(da, n(s.r, s.C)), F(db, n(s.OC, s.r)), F(h, n(s.N, s.r)),
                      F(dh, n(s.N, s.r)), F(dout, n(s.N, s.out_ld)), F(inp, n(s.N, s.C)), F(a, n(s.r, s.C)),
                      F(b, n(s.OC, s.r)), s);
+}
+
+void CpuBackend::dequantize_nf4(const TensorView& out, const Nf4Piece& piece) {
+  piece.check("cpu backend dequantize_nf4");
+  for (const TensorView* v : {&piece.codes, &piece.scales, &piece.absmax2, &piece.scale_code})
+    FEAST_CHECK(!*v || v->device.is_cpu(), "cpu backend dequantize_nf4: an operand is on " << v->device.name());
+  cpu::dequantize_nf4(F(out, n(piece.rows, piece.cols)), piece);
 }
 
 size_t CpuBackend::attention_state_size(const AttentionShape& s) const {

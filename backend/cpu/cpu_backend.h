@@ -53,6 +53,7 @@ class CpuBackend final : public Backend {
   void lora_backward(const TensorView& dinp, const TensorView& da, const TensorView& db, const TensorView& h,
                      const TensorView& dh, const TensorView& dout, const TensorView& inp, const TensorView& a,
                      const TensorView& b, const LoraShape& s) override;
+  void dequantize_nf4(const TensorView& out, const Nf4Piece& piece) override;
   size_t attention_state_size(const AttentionShape& s) const override;
   size_t attention_workspace_size(const AttentionShape& s) const override;
   void attention_forward(const TensorView& out, const TensorView& state, const TensorView& qkv,

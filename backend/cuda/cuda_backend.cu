@@ -225,6 +225,12 @@ class CudaBackend final : public Backend {
                         A(h, n(s.N, s.r)), A(dh, n(s.N, s.r)), A(dout, n(s.N, s.out_ld)), A(inp, n(s.N, s.C)),
                         A(a, n(s.r, s.C)), A(b, n(s.OC, s.r)), s);
   }
+  void dequantize_nf4(const TensorView& out, const Nf4Piece& piece) override {
+    piece.check(name() + " dequantize_nf4");
+    for (const TensorView* v : {&piece.codes, &piece.scales, &piece.absmax2, &piece.scale_code})
+      FEAST_CHECK(!*v || v->device == device_, name() << " dequantize_nf4: an operand is on " << v->device.name());
+    cuda::dequantize_nf4(ctx_, compute_, A(out, n(piece.rows, piece.cols)), piece);
+  }
   // The forward keeps each query row's log-sum-exp, and the backward its row sum of dO * O,
   // beside it: 2 B NH T floats instead of the CPU's (B, NH, T, T) probabilities.
   size_t attention_state_size(const AttentionShape& s) const override {

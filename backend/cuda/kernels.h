@@ -58,6 +58,9 @@ void lora_forward(const CudaContext& ctx, DType dt, void* out, void* h, const vo
 void lora_backward(const CudaContext& ctx, DType dt, void* dinp, float* da, float* db, void* h, void* dh,
                    const void* dout, const void* inp, const void* a, const void* b, const LoraShape& s);
 
+// nf4.cu (Backend::dequantize_nf4: out (rows, cols) in the compute dtype)
+void dequantize_nf4(const CudaContext& ctx, DType dt, void* out, const Nf4Piece& piece);
+
 // attention.cu (causal, grouped-query heads; qkv rows are [q heads | k heads | v heads])
 size_t attention_state_floats(int B, int T, int n_head);
 void attention_forward(const CudaContext& ctx, DType dt, void* out, float* state, const void* qkv, int B, int T,

@@ -57,9 +57,6 @@ void check_hf_weights(const SafetensorsModel& model, const ModelConfig& config);
 void import_hf_weights(const SafetensorsModel& model, const ModelConfig& config, const LocalTable& table,
                        float* params, const std::vector<FlatRange>* only = nullptr);
 
-// A whole logical tensor's values, by logical name (shape from the parameter table).
-using LogicalTensorSource = std::function<std::vector<float>(const ParamSpec& spec)>;
-
 // Whole logical tensors (padded vocabulary rows zero) read from `model`, which must outlive the
 // source, after check_hf_weights: for generation, which holds the whole model on one process.
 LogicalTensorSource hf_logical_tensors(const SafetensorsModel& model, const ModelConfig& config);

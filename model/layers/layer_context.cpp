@@ -21,21 +21,37 @@ void sum_partials(const LayerContext& ctx, const TensorView& partial, const Tens
     ctx.tp.allreduce(out.first(size_t(N) * size_t(C)), ReduceOp::kSum);
 }
 
+const LocalParam& ParamSource::at(const std::string& name) const {
+  if (apart && apart->table().contains(name)) return apart->table().at(name);
+  return table->at(name);
+}
+
 WeightAndBias weight_and_bias(const ParamSource& source, const std::string& name, bool has_bias) {
   const LocalTable& table = *source.table;
   const TensorView& params = source.values;
   WeightAndBias p;
   p.frozen = source.frozen;
-  p.weight = &table.at(name + ".weight");
-  p.w = params.slice(p.weight->offset, p.weight->numel);
-  p.range = {p.weight->offset, p.weight->offset + p.weight->numel};
+  if (source.apart && source.apart->table().contains(name + ".weight")) {
+    FEAST_CHECK(source.frozen, name << ".weight is stored apart but trains");
+    p.apart = source.apart;
+    p.weight = &source.apart->table().at(name + ".weight");
+  } else {
+    p.weight = &table.at(name + ".weight");
+    p.w = params.slice(p.weight->offset, p.weight->numel);
+    p.range = {p.weight->offset, p.weight->offset + p.weight->numel};
+  }
   if (has_bias) {
     p.bias = &table.at(name + ".bias");
-    FEAST_CHECK(p.bias->offset == p.range.end, name << ".bias does not follow its weight in the flat buffer");
+    FEAST_CHECK(p.apart || p.bias->offset == p.range.end, name << ".bias does not follow its weight in the flat buffer");
     p.b = params.slice(p.bias->offset, p.bias->numel);
+    if (p.apart) p.range.begin = p.bias->offset;
     p.range.end = p.bias->offset + p.bias->numel;
   }
   return p;
+}
+
+TensorView weight_of(const LayerContext& ctx, const WeightAndBias& p) {
+  return p.apart ? p.apart->materialize(*p.weight, ctx.scratch.dequantized) : p.w;
 }
 
 AcquiredGrads::AcquiredGrads(GradientSink& sink, const WeightAndBias& p) : sink_(sink), range_(p.range) {

@@ -14,6 +14,7 @@
 #include "model/gradient_sink.h"
 #include "model/lora.h"
 #include "model/parameters.h"
+#include "model/quantized_base.h"
 #include "model/context_parallel.h"
 #include "model/tensor_parallel.h"
 
@@ -48,14 +49,21 @@ struct StageScratch {
   // and (r, widest product) float32 for a replicated adapter matrix's partial gradient, summed
   // over the tensor-parallel group before it is added.
   TensorView lora_h, lora_dh, lora_grads;
+  // A base stored apart (QLoRA, model/quantized_base.h): the product's weight turned back into
+  // the compute dtype, as large as the stage's largest such weight.
+  TensorView dequantized;
 };
 
 // Where a layer's tensors live: a flat buffer and its table. A frozen source (LoRA's base model)
-// gets no gradients: its layers compute input gradients only.
+// gets no gradients: its layers compute input gradients only; its block products' weights may be
+// stored apart (`apart`, QLoRA), the rest in the buffer.
 struct ParamSource {
   const LocalTable* table = nullptr;
   TensorView values;
   bool frozen = false;
+  const QuantizedBase* apart = nullptr;
+  // The local tensor `name`, in the table or stored apart.
+  const LocalParam& at(const std::string& name) const;
 };
 
 // What a layer is built from: the base model's tensors and, under LoRA, the adapters'.
@@ -91,10 +99,15 @@ void sum_partials(const LayerContext& ctx, const TensorView& partial, const Tens
 struct WeightAndBias {
   const LocalParam* weight = nullptr;
   const LocalParam* bias = nullptr;
-  TensorView w, b;  // empty b without a bias
+  TensorView w, b;  // empty b without a bias; empty w when the weight is stored apart
   FlatRange range;
   bool frozen = false;  // no gradients (range is then of no buffer a sink knows)
+  const QuantizedBase* apart = nullptr;  // where the weight is stored, when not in the buffer
 };
+
+// The weight in the compute dtype: its view, or the weight stored apart turned back into the
+// scratch (valid until the next product's weight is).
+TensorView weight_of(const LayerContext& ctx, const WeightAndBias& p);
 
 // The tensors `name`.weight and, when has_bias, `name`.bias of this stage; throws when they are
 // missing or not adjacent.

@@ -20,7 +20,7 @@ std::vector<LoraAdapter> find_adapters(const LayerParams& p, int layer, const st
     a.b_view = p.adapters.values.slice(a.b->offset, a.b->numel);
     a.range = {a.a->offset, a.b->offset + a.b->numel};
     int col = 0;  // a block's local rows sit after the earlier blocks' local rows
-    for (int i = 0; i < t.block; ++i) col += int(p.base.table->at(weight).spec->blocks[size_t(i)] / a.b->tp);
+    for (int i = 0; i < t.block; ++i) col += int(p.base.at(weight).spec->blocks[size_t(i)] / a.b->tp);
     a.shape = {0, in, int(a.a->shape[0]), int(a.b->shape[0]), out_local, col, p.lora.scale()};
     FEAST_CHECK(a.a->shape[1] == in, a.a->spec->name << " has " << a.a->shape[1] << " columns, the product " << in);
     a.shape.check(a.b->spec->name);
@@ -86,14 +86,14 @@ std::vector<FlatRange> ColumnParallelLinear::grad_ranges() const { return ranges
 
 void ColumnParallelLinear::forward(const LayerContext& ctx, const TensorView& out, const TensorView& x, int N) const {
   const TensorView in = all_rows(ctx, x, N, in_);
-  ctx.backend.matmul_forward(out, in, p_.w, p_.b, N, in_, out_);
+  ctx.backend.matmul_forward(out, in, weight_of(ctx, p_), p_.b, N, in_, out_);
   adapters_forward(ctx, adapters_, out, in, N);
 }
 
 void ColumnParallelLinear::forward_gelu(const LayerContext& ctx, const TensorView& pre, const TensorView& act,
                                         const TensorView& x, int N) const {
   if (adapters_.empty()) {
-    ctx.backend.matmul_gelu_forward(pre, act, all_rows(ctx, x, N, in_), p_.w, p_.b, N, in_, out_);
+    ctx.backend.matmul_gelu_forward(pre, act, all_rows(ctx, x, N, in_), weight_of(ctx, p_), p_.b, N, in_, out_);
     return;
   }
   forward(ctx, pre, x, N);  // the adapters add to the product before the activation
@@ -104,10 +104,10 @@ void ColumnParallelLinear::backward(const LayerContext& ctx, const TensorView& d
                                     const TensorView& x, int N, GradientSink& sink) const {
   const TensorView in = all_rows(ctx, x, N, in_), din = partial_sums(ctx, dx);
   if (p_.frozen) {
-    ctx.backend.matmul_backward_input(din, dout, p_.w, N, in_, out_);
+    ctx.backend.matmul_backward_input(din, dout, weight_of(ctx, p_), N, in_, out_);
   } else {
     AcquiredGrads g(sink, p_);
-    ctx.backend.matmul_backward(din, g.w(), g.b(), dout, in, p_.w, N, in_, out_);
+    ctx.backend.matmul_backward(din, g.w(), g.b(), dout, in, weight_of(ctx, p_), N, in_, out_);
     g.release();
   }
   adapters_backward(ctx, adapters_, din, dout, in, N, sink);
@@ -117,7 +117,7 @@ void ColumnParallelLinear::backward(const LayerContext& ctx, const TensorView& d
 void ColumnParallelLinear::backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& dout,
                                           int N) const {
   const TensorView din = partial_sums(ctx, dx);
-  ctx.backend.matmul_backward_input(din, dout, p_.w, N, in_, out_);
+  ctx.backend.matmul_backward_input(din, dout, weight_of(ctx, p_), N, in_, out_);
   sum_partials(ctx, din, dx, N, in_);
 }
 
@@ -125,7 +125,7 @@ void ColumnParallelLinear::backward_weight(const LayerContext& ctx, const Tensor
                                            int N, GradientSink& sink) const {
   const TensorView in = all_rows(ctx, x, N, in_);
   AcquiredGrads g(sink, p_);
-  ctx.backend.matmul_backward(TensorView{}, g.w(), g.b(), dout, in, p_.w, N, in_, out_);
+  ctx.backend.matmul_backward(TensorView{}, g.w(), g.b(), dout, in, weight_of(ctx, p_), N, in_, out_);
   g.release();
 }
 
@@ -140,7 +140,7 @@ std::vector<FlatRange> RowParallelLinear::grad_ranges() const { return ranges_of
 
 void RowParallelLinear::forward(const LayerContext& ctx, const TensorView& out, const TensorView& x, int N) const {
   const TensorView sum = partial_sums(ctx, out);
-  ctx.backend.matmul_forward(sum, x, p_.w, ctx.tp.rank() == 0 ? p_.b : TensorView{}, N, in_, out_);
+  ctx.backend.matmul_forward(sum, x, weight_of(ctx, p_), ctx.tp.rank() == 0 ? p_.b : TensorView{}, N, in_, out_);
   // B (A_r x_r) is this rank's partial sum of the update: the product's reduction sums it too.
   adapters_forward(ctx, adapters_, sum, x, N);
   sum_partials(ctx, sum, out, N, out_);
@@ -150,10 +150,10 @@ void RowParallelLinear::backward(const LayerContext& ctx, const TensorView& dx, 
                                  const TensorView& x, int N, GradientSink& sink) const {
   const TensorView d = all_rows(ctx, dout, N, out_);
   if (p_.frozen) {
-    ctx.backend.matmul_backward_input(dx, d, p_.w, N, in_, out_);
+    ctx.backend.matmul_backward_input(dx, d, weight_of(ctx, p_), N, in_, out_);
   } else {
     AcquiredGrads g(sink, p_);
-    ctx.backend.matmul_backward(dx, g.w(), g.b(), d, x, p_.w, N, in_, out_);
+    ctx.backend.matmul_backward(dx, g.w(), g.b(), d, x, weight_of(ctx, p_), N, in_, out_);
     g.release();
   }
   adapters_backward(ctx, adapters_, dx, d, x, N, sink);
@@ -161,14 +161,14 @@ void RowParallelLinear::backward(const LayerContext& ctx, const TensorView& dx, 
 
 void RowParallelLinear::backward_input(const LayerContext& ctx, const TensorView& dx, const TensorView& dout,
                                        int N) const {
-  ctx.backend.matmul_backward_input(dx, all_rows(ctx, dout, N, out_), p_.w, N, in_, out_);
+  ctx.backend.matmul_backward_input(dx, all_rows(ctx, dout, N, out_), weight_of(ctx, p_), N, in_, out_);
 }
 
 void RowParallelLinear::backward_weight(const LayerContext& ctx, const TensorView& dout, const TensorView& x, int N,
                                         GradientSink& sink) const {
   const TensorView d = all_rows(ctx, dout, N, out_);
   AcquiredGrads g(sink, p_);
-  ctx.backend.matmul_backward(TensorView{}, g.w(), g.b(), d, x, p_.w, N, in_, out_);
+  ctx.backend.matmul_backward(TensorView{}, g.w(), g.b(), d, x, weight_of(ctx, p_), N, in_, out_);
   g.release();
 }
 

@@ -292,6 +292,15 @@ TEST(ConfigErrors, LoraKeys) {
        "demo.toml:5: parallel.schedule = \"zero-bubble\" cannot run with LoRA (lora.rank = 8, "
        "demo.toml:2): its split backward has no adapter path; use \"1f1b\" or \"interleaved-1f1b\""},
       {"[lora]\nrank = 8\ntargets = \"q\"\n", "lora.targets"},
+      // QLoRA: a quantized base needs adapters; double quantization needs nf4; the formats.
+      {"[lora]\nbase_dtype = \"nf4\"\n",
+       "demo.toml:2: lora.base_dtype = \"nf4\" stores a frozen base, but lora.rank = 0 (default) trains every "
+       "weight (full fine-tuning), which cannot be kept in nf4; set lora.rank (for example 8) to train adapters "
+       "over a frozen base, or remove lora.base_dtype"},
+      {"[lora]\nrank = 8\ndouble_quant = true\n",
+       "demo.toml:3: lora.double_quant = true quantizes the scales of an nf4 base, but lora.base_dtype = \"auto\" "
+       "(default); set lora.base_dtype = \"nf4\" or remove lora.double_quant"},
+      {"[lora]\nrank = 8\nbase_dtype = \"int4\"\n", "lora.base_dtype"},
   };
   for (const Case& c : cases) {
     const std::string e = error_of(c.text + kData);

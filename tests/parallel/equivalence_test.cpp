@@ -124,11 +124,16 @@ Config base_config(const std::string& model_name, int batch) {
   // refuses a run of another model.
   c.logging.dir = data_dir() + "/run_" + model_name;
   c.logging.interval = 1000;
-  // LoRA on every product of the family over the frozen (seed-initialised) model.
-  if (model_name.ends_with("-lora")) {
+  // LoRA on every product of the family over the frozen (seed-initialised) model; QLoRA: its
+  // block weights in NF4 with double-quantized scales, each rank keeping its slice of every block.
+  if (model_name.ends_with("-lora") || model_name.ends_with("-qlora")) {
     c.lora.rank = 4;
     c.lora.alpha = 8;
     for (const LoraTarget& t : lora_targets(c.model)) c.lora.targets.push_back(t.name);
+  }
+  if (model_name.ends_with("-qlora")) {
+    c.lora.base_dtype = "nf4";
+    c.lora.double_quant = true;
   }
   return c;
 }
@@ -456,6 +461,10 @@ std::vector<Case> cases() {
   if (n == 4) out.push_back(interleaved({"llama-lora", 1, 2, 2, 1, "", 1}, 2));
   if (n == 8) out.push_back({"llama-lora", 2, 2, 2, 1, "gpipe", 1, "tp-dp-pp", {}, "selective"});
   if (n == 8) out.push_back(sp({"gpt2-lora", 4, 1, 2, 2, "1f1b", 2}));
+  // QLoRA: the NF4 base's blocks cut by tensor parallelism (rows of 96 straddle blocks of 64),
+  // with pipeline stages, data parallelism and ZeRO.
+  if (n == 4) out.push_back({"llama-qlora", 2, 2, 1, 0, "1f1b", 1});
+  if (n == 8) out.push_back({"gpt2-qlora", 2, 2, 2, 1, "1f1b", 2});
   return out;
 }
 

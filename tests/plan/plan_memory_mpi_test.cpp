@@ -6,7 +6,7 @@
 // several micro-batches in flight, selective and full activation recomputation (of every block
 // and of the first block of each stage), with the activations one micro-batch keeps checked too,
 // and the optimizer offloaded to host memory (its host bytes checked too); sequence and context
-// parallelism.
+// parallelism; LoRA over a base in the compute dtype, bfloat16 and NF4.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -40,6 +40,9 @@ struct Case {
   bool sequence_parallel = false;
   int cp = 1;
   int virtual_stages = 1;  // interleaved-1f1b
+  // LoRA (rank 4, every product adapted) over a base kept in: "auto", "bf16", "nf4", "nf4-dq";
+  // empty: no LoRA.
+  std::string lora_base = "";
 };
 
 Config case_config(const Case& k, const std::string& corpus) {
@@ -71,6 +74,13 @@ Config case_config(const Case& k, const std::string& corpus) {
   c.training.seq_len = 32;
   c.training.threads = 1;
   c.data.train = corpus + "/train_*.bin";
+  if (!k.lora_base.empty()) {
+    c.lora.rank = 4;
+    c.lora.targets = c.model.arch == "llama" ? std::vector<std::string>{"q", "k", "v", "o", "gate", "up", "down"}
+                                             : std::vector<std::string>{"qkv", "proj", "fc", "fc_proj"};
+    c.lora.base_dtype = k.lora_base.substr(0, k.lora_base.find('-'));
+    c.lora.double_quant = k.lora_base.ends_with("-dq");
+  }
   return c;
 }
 
@@ -82,7 +92,8 @@ std::string label(const Case& k, int micro_batches) {
                                 : "") +
          (k.offload ? " offload" : "") + (k.sequence_parallel ? " sp" : "") +
          (k.cp > 1 ? " cp" + std::to_string(k.cp) : "") +
-         (k.virtual_stages > 1 ? " v" + std::to_string(k.virtual_stages) : "");
+         (k.virtual_stages > 1 ? " v" + std::to_string(k.virtual_stages) : "") +
+         (k.lora_base.empty() ? "" : " lora-" + k.lora_base);
 }
 
 double relative_error(double planned, double real) {
@@ -181,6 +192,17 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
   Case deep{"gpt2-L8", 1, 4, 1, 0, "interleaved-1f1b"};
   deep.virtual_stages = 2;
   cases.push_back(deep);
+  // LoRA: the adapters' gradients and state, the frozen base among the parameters; its block
+  // weights in bfloat16 or NF4 (single and double quantized scales) with their scratch.
+  for (const char* arch : {"gpt2", "llama"})
+    for (const char* base : {"auto", "bf16", "nf4", "nf4-dq"}) {
+      Case a{arch, 2, 2, 1, 0};
+      a.lora_base = base;
+      cases.push_back(a);
+    }
+  Case lora_zero{"llama", 1, 1, 4, 2};
+  lora_zero.lora_base = "nf4";
+  cases.push_back(lora_zero);
   // Gradients travelling in bf16: the wire buffers count.
   for (int zero = 0; zero <= 2; ++zero) cases.push_back({"gpt2", 1, 1, 4, zero, "1f1b", 2, "allreduce", false, "bf16"});
   double worst = 0;

@@ -42,7 +42,8 @@ class StepRig {
     } catch (const ConfigError& e) {  // worded for the config's keys, which --device and --dtype stand for here
       throw ConfigError("bench --device " + o.device + " --dtype " + o.dtype + ": " + e.what());
     }
-    model_ = std::make_unique<DecoderStage>(mc_, StageSpec::whole(mc_), StageShape{max_b, max_t, 1}, *backend_, nullptr);
+    model_ = std::make_unique<DecoderStage>(mc_, StageSpec::whole(mc_), StageShape{max_b, max_t, 1}, *backend_, nullptr,
+                                            nullptr, o.lora);
     initialize_parameters(*model_, 1337);
     n_total_ = model_->parameters().numel;
     grads_ = backend_->allocate(DType::kFloat32, n_total_);
@@ -56,6 +57,10 @@ class StepRig {
 
   Backend& backend() { return *backend_; }
   size_t parameters() const { return n_total_; }
+  // The model's bytes (trainable and frozen), its gradients' and its optimizer state's.
+  double state_bytes() const {
+    return double(model_->parameters().bytes() + model_->frozen_bytes() + grads_.bytes() + opt_->state_bytes());
+  }
 
   // Seconds of each timed step (after `warmup` untimed ones) at shape s; false in `ok` when a
   // loss is not finite or the rig's first is not near ln(vocab).
@@ -125,7 +130,7 @@ int run_step_bench(const StepBenchOptions& o) {
   std::printf("feast bench: %s, %d layers, %d heads (%d key/value), %d channels, MLP %d, vocab %d (padded %d): "
               "%.1fM parameters, %.1fM in matrix products\n",
               mc.arch.c_str(), mc.n_layer, mc.n_head, mc.kv_heads(), mc.n_embd, mc.mlp_width(), mc.vocab_size,
-              mc.padded_vocab(), double(rig.parameters()) / 1e6, n_params / 1e6);
+              mc.padded_vocab(), double(decoder_param_table(mc).total_numel()) / 1e6, n_params / 1e6);
   double ceiling = 0, datasheet_gflops = 0;
   Backend* backend = &rig.backend();
   if (device == "cpu") {
@@ -148,6 +153,14 @@ int run_step_bench(const StepBenchOptions& o) {
                 sheet ? (", datasheet " + std::to_string(int(sheet->first)) + " TFLOP/s dense bf16").c_str() : "");
     if (sheet) datasheet_gflops = sheet->first * 1e3;
   }
+  if (o.lora.enabled()) {
+    const char* base = o.lora.base == BaseFormat::kNf4 ? (o.lora.double_quant ? "nf4, double-quantized scales" : "nf4")
+                       : o.lora.base == BaseFormat::kBf16 ? "bf16"
+                                                          : "the compute dtype";
+    std::printf("lora: rank %d on every product, %.2fM trainable; the base frozen in %s\n", o.lora.rank,
+                double(rig.parameters()) / 1e6, base);
+  }
+  std::printf("model, gradients and optimizer state: %.1f MiB\n", rig.state_bytes() / (1024.0 * 1024.0));
   std::printf("%-8s %6s %10s %10s %10s %11s %10s %7s %9s %9s\n", "shape", "steps", "ms/step", "min ms",
               "max ms", "tokens/s", "GFLOP/s", "MFU", "MFU(sheet)", "peak MiB");
 
@@ -157,7 +170,7 @@ int run_step_bench(const StepBenchOptions& o) {
     const std::vector<double> times = rig.time_steps(s, o.warmup, o.steps, ok);
     const double med = median(times);
     const double tok_s = double(n) / med;
-    const double gflops = training_flops_per_token(mc, s.T) * double(n) / med / 1e9;
+    const double gflops = training_flops_per_token(mc, s.T, o.lora) * double(n) / med / 1e9;
     char name[32];
     std::snprintf(name, sizeof name, "%dx%d", s.B, s.T);
     char sheet_mfu[16] = "-";

@@ -12,7 +12,10 @@
 //    transformers' generate() tokens, token for token;
 //  - export then re-import: the exported tensors equal the original files' values, a bf16 export
 //    of the bf16 model is the same bytes, and re-importing the export gives bit-identical
-//    parameters.
+//    parameters;
+//  - LoRA against PEFT (tests/fixtures/hf/lora), and QLoRA against the numpy reference of
+//    bitsandbytes' NF4 (tests/fixtures/hf/qlora): the quantizer bit for bit, the loss over the
+//    dequantized base, 5 steps against PEFT over that base.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -26,6 +29,7 @@
 #include "tests/model/fixture.h"
 #include "tests/support/mpi_test_support.h"
 #include "checkpoint/checkpoint_file.h"
+#include "backend/nf4.h"
 #include "interop/hf/hf_weights.h"
 #include "interop/hf/safetensors_file.h"
 #include "interop/hf/safetensors_model.h"
@@ -298,6 +302,30 @@ std::string lora_val_split(const std::string& model) {
   return dir + "/val_*.bin";
 }
 
+// LoRA of rank 4, alpha 8 on every product of the tiny model, fine-tuned as the fixtures were.
+std::vector<std::string> lora_overrides(const std::string& model) {
+  std::vector<std::string> o = finetune_overrides(model);
+  o.push_back("data.val=\"" + lora_val_split(model) + "\"");
+  o.push_back("training.eval_batches=0");
+  o.push_back("lora.rank=4");
+  o.push_back("lora.alpha=8");
+  o.push_back(model == "llama-tiny" ? "lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]"
+                                    : "lora.targets=[\"qkv\",\"proj\",\"fc\",\"fc_proj\"]");
+  return o;
+}
+
+// 5 steps of `run` follow the reference's losses and gradient norms within 1e-4 relative.
+void expect_steps_follow(TrainingRun& run, const std::vector<float>& losses, const std::vector<float>& norms,
+                         const std::string& what) {
+  for (int s = 0; s < 5; ++s) {
+    const StepResult r = run.step();
+    EXPECT_LT(relative(r.loss, losses[size_t(s)]), 1e-4)
+        << what << " step " << s + 1 << ": loss " << r.loss << ", reference " << losses[size_t(s)];
+    EXPECT_LT(relative(r.grad_norm, norms[size_t(s)]), 1e-4)
+        << what << " step " << s + 1 << ": gradient norm " << r.grad_norm << ", reference " << norms[size_t(s)];
+  }
+}
+
 class LoraModels : public ::testing::TestWithParam<std::string> {};
 
 // 5 LoRA steps from PEFT's initial adapter (every product adapted, rank 4, alpha 8) follow PEFT +
@@ -307,15 +335,8 @@ class LoraModels : public ::testing::TestWithParam<std::string> {};
 // PEFT's trained A and B.
 TEST_P(LoraModels, FineTuningFollowsPeftAndExportsItsAdapter) {
   const std::string model = GetParam();
-  const bool llama = model == "llama-tiny";
-  std::vector<std::string> overrides = finetune_overrides(model);
-  for (const std::string& o :
-       {"data.val=\"" + lora_val_split(model) + "\"", std::string("training.eval_batches=0"), std::string("lora.rank=4"),
-        std::string("lora.alpha=8"),
-        std::string(llama ? "lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]"
-                          : "lora.targets=[\"qkv\",\"proj\",\"fc\",\"fc_proj\"]"),
-        "lora.init_from=\"" + kFixtures + "/lora/" + model + "-init\""})
-    overrides.push_back(o);
+  std::vector<std::string> overrides = lora_overrides(model);
+  overrides.push_back("lora.init_from=\"" + kFixtures + "/lora/" + model + "-init\"");
   const Config c = config_for(kFixtures + "/" + model, overrides);
   const log::Quiet quiet;
   auto world = make_mpi_world(std::chrono::milliseconds(60'000));
@@ -326,15 +347,7 @@ TEST_P(LoraModels, FineTuningFollowsPeftAndExportsItsAdapter) {
   // The stage trains the adapters only: 2 layers x targets x (A, B), none of the model's tensors.
   for (const LocalParam& p : run.stage().table().params()) EXPECT_NE(p.spec->name.find(".lora."), std::string::npos);
   ASSERT_NE(run.stage().frozen_table(), nullptr);
-  const testing::FixtureArray& losses = lora_ref(model, "losses");
-  const testing::FixtureArray& norms = lora_ref(model, "grad_norms");
-  for (int s = 0; s < 5; ++s) {
-    const StepResult r = run.step();
-    EXPECT_LT(relative(r.loss, losses.data[size_t(s)]), 1e-4)
-        << model << " step " << s + 1 << ": loss " << r.loss << ", PEFT " << losses.data[size_t(s)];
-    EXPECT_LT(relative(r.grad_norm, norms.data[size_t(s)]), 1e-4)
-        << model << " step " << s + 1 << ": gradient norm " << r.grad_norm << ", PEFT " << norms.data[size_t(s)];
-  }
+  expect_steps_follow(run, lora_ref(model, "losses").data, lora_ref(model, "grad_norms").data, model + ", PEFT");
   (void)run.validate();
   const StageSpec spec = run.plan().stage_of(world_rank());
   if (spec.has_head) {
@@ -374,6 +387,124 @@ TEST_P(LoraModels, FineTuningFollowsPeftAndExportsItsAdapter) {
     EXPECT_LT(worst, 1e-4 * std::max(1.0, scale)) << t.name << ": feast's trained value differs from PEFT's";
   }
 }
+
+// ---- QLoRA against the numpy reference of bitsandbytes (tests/fixtures/hf/qlora, made by
+// make_qlora_fixtures.py) -------------------------------------------------------------------------
+
+const std::map<std::string, testing::FixtureArray>& qlora_reference() {
+  static const auto r = testing::read_fixture(kFixtures + "/qlora/reference.bin");
+  return r;
+}
+const testing::FixtureArray& qlora_ref(const std::string& name) { return qlora_reference().at(name); }
+
+// t equals the reference's arrays `prefix`.* bit for bit, and so do its dequantized values.
+void expect_quantized_as(const Nf4Tensor& t, const std::string& prefix) {
+  const std::vector<float>& codes = qlora_ref(prefix + ".codes").data;
+  ASSERT_EQ(t.codes.size(), codes.size()) << prefix;
+  size_t differ = 0;
+  for (size_t i = 0; i < codes.size(); ++i) differ += t.codes[i] != uint8_t(codes[i]);
+  EXPECT_EQ(differ, 0u) << prefix << ": packed codes differ from the reference's";
+  auto same_floats = [&](const std::vector<float>& mine, const std::string& name) {
+    const std::vector<float>& want = qlora_ref(prefix + "." + name).data;
+    ASSERT_EQ(mine.size(), want.size()) << prefix << "." << name;
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(mine[i], want[i]) << prefix << "." << name << "[" << i << "]";
+  };
+  if (!t.double_quant) {
+    same_floats(t.absmax, "absmax");
+    return;
+  }
+  same_floats(std::vector<float>(t.absmax_codes.begin(), t.absmax_codes.end()), "absmax_codes");
+  same_floats(t.absmax2, "absmax2");
+  same_floats({t.offset}, "offset");
+}
+
+// The quantizer (backend/nf4.h) against the numpy reference: the dynamic map, a synthetic tensor
+// of 301 blocks (two groups of 256, a short last block, a block of zeros) with its dequantized
+// values, and every block weight of both tiny models, single and double quantized.
+TEST(Nf4Quantization, EqualsTheReferenceOfBitsandbytesBitForBit) {
+  const std::vector<float>& map = qlora_ref("dynamic_map").data;
+  ASSERT_EQ(map.size(), 256u);
+  for (size_t i = 0; i < map.size(); ++i) EXPECT_EQ(nf4_scale_code()[i], map[i]) << "dynamic map entry " << i;
+  const std::vector<float>& values = qlora_ref("synthetic.values").data;
+  for (const auto& [mode, dq] : {std::pair{"nf4", false}, std::pair{"dq", true}}) {
+    const Nf4Tensor t = quantize_nf4(values.data(), values.size(), dq);
+    expect_quantized_as(t, std::string("synthetic.") + mode);
+    const std::vector<float>& want = qlora_ref(std::string("synthetic.") + mode + ".dequantized").data;
+    for (size_t i = 0; i < values.size(); ++i) ASSERT_EQ(t.value(i), want[i]) << mode << " element " << i;
+  }
+  size_t weights = 0;
+  for (const std::string model : {"llama-tiny", "gpt2-tiny"}) {
+    const SafetensorsModel files(kFixtures + "/" + model);
+    for (const auto& [name, array] : qlora_reference()) {
+      const std::string head = model + ".", tail = ".nf4.codes";
+      if (!name.starts_with(head) || !name.ends_with(tail)) continue;
+      const std::string hf = name.substr(head.size(), name.size() - head.size() - tail.size());
+      std::vector<float> w = files.read_f32(hf);
+      const std::vector<int64_t>& shape = files.find(hf)->shape;
+      if (model == "gpt2-tiny") {  // Conv1D (in, out): quantized as (out, in)
+        std::vector<float> t(w.size());
+        for (int64_t i = 0; i < shape[0]; ++i)
+          for (int64_t o = 0; o < shape[1]; ++o) t[size_t(o * shape[0] + i)] = w[size_t(i * shape[1] + o)];
+        w.swap(t);
+      }
+      expect_quantized_as(quantize_nf4(w.data(), w.size(), false), model + "." + hf + ".nf4");
+      expect_quantized_as(quantize_nf4(w.data(), w.size(), true), model + "." + hf + ".dq");
+      ++weights;
+    }
+  }
+  EXPECT_EQ(weights, 14u + 8u);
+}
+
+class QloraModels : public ::testing::TestWithParam<std::string> {};
+
+std::vector<std::string> qlora_overrides(const std::string& model) {
+  std::vector<std::string> o = lora_overrides(model);
+  o.push_back("lora.base_dtype=\"nf4\"");
+  return o;
+}
+
+// The model over its NF4 base (fresh adapters: B = 0 changes nothing) gives the loss of the model
+// whose block weights are the reference's dequantized ones, single and double quantized, within
+// 1e-5: at one rank, and at tp 2 x pp 2, where each rank keeps its slice of every unit's blocks.
+TEST_P(QloraModels, AnNf4BaseGivesTheLossOfTheDequantizedReference) {
+  const std::string model = GetParam();
+  for (const auto& [mode, dq] : {std::pair{"nf4", false}, std::pair{"dq", true}}) {
+    std::vector<std::string> o = qlora_overrides(model);
+    o.push_back(dq ? "lora.double_quant=true" : "lora.double_quant=false");
+    const Config c = config_for(kFixtures + "/" + model, o);
+    const log::Quiet quiet;
+    auto world = make_mpi_world(std::chrono::milliseconds(60'000));
+    const LayoutPlan plan = check_run(c, world->size());
+    TrainingRun run(c, plan, std::move(world));
+    run.import_initial_weights();
+    ASSERT_NE(run.stage().stored_apart(), nullptr);
+    const double loss = run.step().loss, want = qlora_ref(model + "." + mode + ".loss").data[0];
+    EXPECT_LT(relative(loss, want), 1e-5) << model << " " << mode << ": loss " << loss << ", reference " << want;
+  }
+}
+
+// 5 QLoRA steps from PEFT's initial adapter follow PEFT + AdamW over the dequantized base within
+// 1e-4 in loss and gradient norm, at one rank and at tp 2 x pp 2.
+TEST_P(QloraModels, FineTuningFollowsPeftOverTheDequantizedBase) {
+  const std::string model = GetParam();
+  std::vector<std::string> o = qlora_overrides(model);
+  o.push_back("lora.init_from=\"" + kFixtures + "/lora/" + model + "-init\"");
+  const Config c = config_for(kFixtures + "/" + model, o);
+  const log::Quiet quiet;
+  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
+  const LayoutPlan plan = check_run(c, world->size());
+  TrainingRun run(c, plan, std::move(world));
+  run.import_initial_weights();
+  run.import_initial_adapters();
+  expect_steps_follow(run, qlora_ref(model + ".qlora.losses").data, qlora_ref(model + ".qlora.grad_norms").data,
+                      model + " over NF4, PEFT over the dequantized base");
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, QloraModels, ::testing::Values("gpt2-tiny", "llama-tiny"), [](const auto& param_info) {
+  std::string n = param_info.param;
+  for (char& ch : n) ch = ch == '-' ? '_' : ch;
+  return n;
+});
 
 INSTANTIATE_TEST_SUITE_P(Tiny, LoraModels, ::testing::Values("gpt2-tiny", "llama-tiny"), [](const auto& param_info) {
   std::string n = param_info.param;
