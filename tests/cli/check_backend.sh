@@ -18,9 +18,9 @@ ops="embedding_forward embedding_backward layernorm_forward layernorm_backward r
      matmul_forward matmul_backward matmul_backward_input matmul_backward_weight_rows attention_forward
      attention_backward rope_forward rope_backward gelu_forward gelu_backward swiglu_forward swiglu_backward add
      cross_entropy_row_max cross_entropy_partials cross_entropy_finish sum adamw_step sum_of_squares sums_of_squares
-     cast copy zero reserve allocate_host copy_async"
+     cast copy zero reserve allocate_host copy_async lora_forward lora_backward dequantize_nf4"
 # A table row: op, output, shape, dtype, max rel err, NMSE, tolerance, result.
-row='^[a-z_]+ [^ ]+ .* (fp32|bf16) +[0-9.]+e[-+][0-9]+ +[0-9.]+e[-+][0-9]+ +[0-9]e-0[0-9]  (ok|FAIL)$'
+row='^[a-z0-9_]+ [^ ]+ .* (fp32|bf16) +[0-9.]+e[-+][0-9]+ +[0-9.]+e[-+][0-9]+ +[0-9]e-0[0-9]  (ok|FAIL)$'
 
 case $mode in
 cpu)
