@@ -17,11 +17,6 @@ void LoraShape::check(const std::string& op) const {
               op << ": adapter columns [" << col << ", " << col + OC << ") of an output " << out_ld << " wide");
 }
 
-int Nf4Piece::slots_of_row(int64_t row0, int64_t col0, int64_t width, int cols, int i) {
-  const int64_t first = (row0 + i) * width + col0;
-  return int((first + cols - 1) / kNf4BlockSize - first / kNf4BlockSize + 1);
-}
-
 void Nf4Piece::check(const std::string& op) const {
   const size_t r = size_t(rows), c = size_t(cols);
   FEAST_CHECK(codes.dtype == DType::kUInt8 && codes.numel >= (r * c + 1) / 2,
@@ -32,9 +27,8 @@ void Nf4Piece::check(const std::string& op) const {
                  << scales_per_row);
   FEAST_CHECK(col0 >= 0 && row0 >= 0 && col0 + cols <= width, op << ": columns [" << col0 << ", " << col0 + cols
                                                                     << ") of a tensor " << width << " wide");
-  for (int i = 0; i < rows; ++i)
-    FEAST_CHECK(slots_of_row(row0, col0, width, cols, i) <= scales_per_row,
-                op << ": row " << i << " touches more than " << scales_per_row << " blocks");
+  FEAST_CHECK(nf4_scales_per_row(row0, col0, width, rows, cols) <= scales_per_row,
+              op << ": a row touches more than " << scales_per_row << " blocks");
   if (double_quant()) {
     const int64_t last_block = ((row0 + rows - 1) * width + col0 + cols - 1) / kNf4BlockSize;
     FEAST_CHECK(absmax2.dtype == DType::kFloat32 && int64_t(absmax2.numel) > last_block / kNf4GroupSize,

@@ -52,8 +52,6 @@ struct Nf4Piece {
   int64_t row0 = 0, col0 = 0, width = 0;
   int rows = 0, cols = 0, scales_per_row = 0;
   bool double_quant() const { return scales.dtype == DType::kUInt8; }
-  // The scale slots row i of a rectangle (row0, col0, cols) of a tensor `width` wide touches.
-  static int slots_of_row(int64_t row0, int64_t col0, int64_t width, int cols, int i);
   // Throws naming `op` when the views are too small for the shape or of the wrong dtypes.
   void check(const std::string& op) const;
 };

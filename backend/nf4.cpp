@@ -70,10 +70,21 @@ const std::array<float, 256>& nf4_scale_code() {
   return code;
 }
 
+uint8_t Nf4Tensor::code(size_t i) const { return nf4_code_at(codes.data(), i); }
+
 float Nf4Tensor::scale(size_t block) const {
   if (!double_quant) return absmax[block];
-  const float scaled = nf4_scale_code()[absmax_codes[block]] * absmax2[block / kNf4GroupSize];
-  return scaled + offset;
+  return nf4_double_quant_scale(nf4_scale_code()[absmax_codes[block]], absmax2[block / kNf4GroupSize], offset);
+}
+
+int nf4_scales_per_row(int64_t row0, int64_t col0, int64_t width, int rows, int cols) {
+  // A row's slots depend on where in a block it starts, which repeats every 64 rows at most.
+  int most = 0;
+  for (int i = 0; i < std::min(rows, kNf4BlockSize); ++i) {
+    const int64_t first = (row0 + i) * width + col0;
+    most = std::max(most, int((first + cols - 1) / kNf4BlockSize - first / kNf4BlockSize + 1));
+  }
+  return most;
 }
 
 float Nf4Tensor::value(size_t i) const { return nf4_code_book()[code(i)] * scale(i / kNf4BlockSize); }
@@ -91,8 +102,7 @@ Nf4Tensor quantize_nf4(const float* values, size_t numel, bool double_quant) {
     absmax[b] = m;
     const float inverse = 1.0f / m;  // bitsandbytes multiplies by the reciprocal
     for (size_t i = begin; i < end; ++i) {
-      const uint8_t q = nearest(nf4_code_book(), values[i] * inverse);
-      t.codes[i / 2] |= i % 2 == 0 ? uint8_t(q << 4) : q;
+      nf4_put_code(t.codes.data(), i, nearest(nf4_code_book(), values[i] * inverse));
     }
   }
   if (!double_quant) {
@@ -117,21 +127,14 @@ Nf4Tensor quantize_nf4(const float* values, size_t numel, bool double_quant) {
 
 Nf4PieceData nf4_piece_data(const Nf4Tensor& t, int64_t width, int64_t row0, int64_t col0, int rows, int cols) {
   Nf4PieceData d;
-  for (int i = 0; i < rows; ++i) {
-    const int64_t first = (row0 + i) * width + col0;
-    d.scales_per_row = std::max(d.scales_per_row, int((first + cols - 1) / kNf4BlockSize - first / kNf4BlockSize + 1));
-  }
+  d.scales_per_row = nf4_scales_per_row(row0, col0, width, rows, cols);
   const size_t r = size_t(rows), c = size_t(cols), spr = size_t(d.scales_per_row);
   d.codes.assign((r * c + 1) / 2, 0);
   if (t.double_quant) d.scale_codes.assign(r * spr, 0);
   else d.absmax.assign(r * spr, 0.0f);
   for (size_t i = 0; i < r; ++i) {
     const size_t first = size_t(row0 + int64_t(i)) * size_t(width) + size_t(col0);
-    for (size_t j = 0; j < c; ++j) {
-      const size_t k = i * c + j;
-      const uint8_t q = t.code(first + j);
-      d.codes[k / 2] |= k % 2 == 0 ? uint8_t(q << 4) : q;
-    }
+    for (size_t j = 0; j < c; ++j) nf4_put_code(d.codes.data(), i * c + j, t.code(first + j));
     for (size_t s = 0; s < spr; ++s) {
       const size_t block = first / kNf4BlockSize + s;
       if (block >= t.blocks()) break;  // a row touching fewer blocks leaves its last slots unread
@@ -142,12 +145,5 @@ Nf4PieceData nf4_piece_data(const Nf4Tensor& t, int64_t width, int64_t row0, int
   return d;
 }
 
-double nf4_bytes_per_element(size_t numel, bool double_quant) {
-  if (numel == 0) return 0;
-  const double blocks = double((numel + kNf4BlockSize - 1) / kNf4BlockSize);
-  const double groups = std::ceil(blocks / kNf4GroupSize);
-  const double scales = double_quant ? blocks * 1 + groups * 4 + 4 : blocks * 4;
-  return (double((numel + 1) / 2) + scales) / double(numel);
-}
 
 }  // namespace feast

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/host_device.h"
+
 namespace feast {
 
 constexpr int kNf4BlockSize = 64;   // elements per absmax scale
@@ -42,13 +44,36 @@ struct Nf4Tensor {
   bool double_quant = false;
 
   size_t blocks() const { return (numel + kNf4BlockSize - 1) / kNf4BlockSize; }
-  uint8_t code(size_t i) const { return i % 2 == 0 ? uint8_t(codes[i / 2] >> 4) : uint8_t(codes[i / 2] & 15); }
+  uint8_t code(size_t i) const;
   // What dequantization multiplies block b's code values by: absmax[b], or under double
   // quantization scale_code[absmax_codes[b]] * absmax2[b / 256] + offset, in float32 steps.
   float scale(size_t block) const;
   // Element i dequantized: code_book[code(i)] * scale(i / 64) in float32.
   float value(size_t i) const;
 };
+
+// Code k of codes packed two a byte, the first in the high nibble; and packing one there (the
+// byte's other nibble kept).
+FEAST_HD uint8_t nf4_code_at(const uint8_t* codes, size_t k) {
+  return k % 2 == 0 ? uint8_t(codes[k / 2] >> 4) : uint8_t(codes[k / 2] & 15);
+}
+inline void nf4_put_code(uint8_t* codes, size_t k, uint8_t q) { codes[k / 2] |= k % 2 == 0 ? uint8_t(q << 4) : q; }
+
+// A double-quantized block's scale from its 8-bit code's value: code_value * absmax2 + offset in
+// two rounded float32 steps, never one fused multiply-add, as bitsandbytes computes it; every
+// backend and the host reference dequantize through this.
+FEAST_HD float nf4_double_quant_scale(float code_value, float absmax2, float offset) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(__fmul_rn(code_value, absmax2), offset);
+#else
+  const float scaled = code_value * absmax2;
+  return scaled + offset;
+#endif
+}
+
+// The scale slots each row of a rectangle keeps (Nf4Piece::scales_per_row): the most blocks of 64
+// any of its rows touches, rows of cols elements from (row0, col0) of a tensor `width` wide.
+int nf4_scales_per_row(int64_t row0, int64_t col0, int64_t width, int rows, int cols);
 
 // values[0, numel) quantized in blocks of 64. A block of zeros has absmax 0; its codes are those
 // of NaN in bitsandbytes' arithmetic (index 0), and it dequantizes to zeros all the same.
@@ -65,8 +90,5 @@ struct Nf4PieceData {
   int scales_per_row = 0;
 };
 Nf4PieceData nf4_piece_data(const Nf4Tensor& t, int64_t width, int64_t row0, int64_t col0, int rows, int cols);
-
-// Bytes per element of a tensor of numel elements quantized so: codes and scales.
-double nf4_bytes_per_element(size_t numel, bool double_quant);
 
 }  // namespace feast

@@ -14,8 +14,7 @@ namespace {
 // compute dtype already, or in NF4; null when they stay in the frozen buffer.
 std::unique_ptr<QuantizedBase> stored_apart_for(const ModelConfig& config, const StageSpec& spec,
                                                 const LoraSpec& lora, Backend& backend) {
-  if (!lora.enabled() || lora.base == BaseFormat::kCompute) return nullptr;
-  if (lora.base == BaseFormat::kBf16 && backend.compute_dtype() == DType::kBFloat16) return nullptr;
+  if (!base_stored_apart(lora, backend.compute_dtype())) return nullptr;
   return std::make_unique<QuantizedBase>(config, spec, lora.base, lora.double_quant, backend);
 }
 

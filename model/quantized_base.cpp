@@ -29,6 +29,12 @@ ParamTable filtered(const ParamTable& table, bool apart) {
   return ParamTable(std::move(specs));
 }
 
+size_t max_numel(const LocalTable& table) {
+  size_t m = 0;
+  for (const LocalParam& p : table.params()) m = std::max(m, p.numel);
+  return m;
+}
+
 }  // namespace
 
 bool stored_apart(const ParamSpec& spec) {
@@ -37,6 +43,11 @@ bool stored_apart(const ParamSpec& spec) {
   for (const char* product : {".attn.qkv.weight", ".attn.proj.weight", ".mlp.fc.weight", ".mlp.proj.weight"})
     if (n.ends_with(product)) return true;
   return false;
+}
+
+bool base_stored_apart(const LoraSpec& lora, DType compute) {
+  if (!lora.enabled()) return false;
+  return lora.base == BaseFormat::kNf4 || (lora.base == BaseFormat::kBf16 && compute != DType::kBFloat16);
 }
 
 ParamTable without_stored_apart(const ParamTable& table) { return filtered(table, false); }
@@ -55,13 +66,17 @@ QuantizedBase::Layout QuantizedBase::layout(const ModelConfig& config, const Loc
   FEAST_CHECK(format == BaseFormat::kBf16 || format == BaseFormat::kNf4, "a quantized base of the compute dtype");
   FEAST_CHECK(!double_quant || format == BaseFormat::kNf4, "double quantization of a bfloat16 base");
   Layout l;
-  l.floats = double_quant ? 256 : 0;  // the scale code, shared
+  auto take = [](size_t& arena, size_t n) {
+    const Span span{arena, n};
+    arena += n;
+    return span;
+  };
+  if (double_quant) l.scale_code = take(l.floats, 256);
   for (const LocalParam& p : table.params()) {
     Stored s;
     s.param = &p;
-    l.offsets.emplace_back();
     if (format == BaseFormat::kBf16) {
-      l.halves += p.numel;
+      s.bf16 = take(l.halves, p.numel);
       l.stored.push_back(std::move(s));
       continue;
     }
@@ -74,37 +89,29 @@ QuantizedBase::Layout QuantizedBase::layout(const ModelConfig& config, const Loc
       int64_t u0 = 0;
       for (int64_t unit_rows : units) {
         const int64_t begin = std::max(r, u0), end = std::min(r + nr, u0 + unit_rows);
-        if (begin < end) {
-          Piece piece;
-          piece.local_row = int(int64_t(slice.local_offset) / cols + (begin - r));
-          piece.unit_row_begin = size_t(u0);
-          piece.unit_rows = size_t(unit_rows);
-          Nf4Piece& q = piece.nf4;
-          q.row0 = begin - u0;
-          q.col0 = slice.start[1];
-          q.width = width;
-          q.rows = int(end - begin);
-          q.cols = int(cols);
-          for (int i = 0; i < q.rows; ++i)
-            q.scales_per_row = std::max(q.scales_per_row, Nf4Piece::slots_of_row(q.row0, q.col0, width, q.cols, i));
-          Offsets o;
-          const size_t elems = size_t(q.rows) * size_t(q.cols), slots = size_t(q.rows) * size_t(q.scales_per_row);
-          o.codes = l.bytes;
-          l.bytes += (elems + 1) / 2;
-          if (double_quant) {
-            o.scales = l.bytes;
-            l.bytes += slots;
-            const size_t blocks = (size_t(unit_rows) * size_t(width) + kNf4BlockSize - 1) / kNf4BlockSize;
-            o.absmax2 = l.floats;
-            l.floats += (blocks + kNf4GroupSize - 1) / kNf4GroupSize;
-          } else {
-            o.scales = l.floats;
-            l.floats += slots;
-          }
-          s.pieces.push_back(piece);
-          l.offsets.back().push_back(o);
-        }
         u0 += unit_rows;
+        if (begin >= end) continue;
+        Piece piece;
+        piece.local_row = int(int64_t(slice.local_offset) / cols + (begin - r));
+        piece.unit_row_begin = size_t(u0 - unit_rows);
+        piece.unit_rows = size_t(unit_rows);
+        Nf4Piece& q = piece.nf4;
+        q.row0 = begin - int64_t(piece.unit_row_begin);
+        q.col0 = slice.start[1];
+        q.width = width;
+        q.rows = int(end - begin);
+        q.cols = int(cols);
+        q.scales_per_row = nf4_scales_per_row(q.row0, q.col0, width, q.rows, q.cols);
+        const size_t elems = size_t(q.rows) * size_t(q.cols), slots = size_t(q.rows) * size_t(q.scales_per_row);
+        piece.codes = take(l.bytes, (elems + 1) / 2);
+        if (double_quant) {
+          piece.scales = take(l.bytes, slots);
+          const size_t blocks = (piece.unit_rows * size_t(width) + kNf4BlockSize - 1) / kNf4BlockSize;
+          piece.absmax2 = take(l.floats, (blocks + kNf4GroupSize - 1) / kNf4GroupSize);
+        } else {
+          piece.scales = take(l.floats, slots);
+        }
+        s.pieces.push_back(piece);
       }
     }
     l.stored.push_back(std::move(s));
@@ -117,16 +124,12 @@ QuantizedBase::Size QuantizedBase::planned(const ModelConfig& config, const Stag
   const ParamTable logical = stored_apart_only(decoder_param_table(config));
   const LocalTable table(logical, stage);
   const Layout l = layout(config, table, format, double_quant);
-  Size s;
-  s.bytes = l.bytes + l.floats * sizeof(float) + l.halves * sizeof(uint16_t);
-  for (const LocalParam& p : table.params()) s.max_local_numel = std::max(s.max_local_numel, p.numel);
-  return s;
+  return {l.bytes + l.floats * sizeof(float) + l.halves * sizeof(uint16_t), max_numel(table)};
 }
 
 QuantizedBase::QuantizedBase(const ModelConfig& config, const StageSpec& stage, BaseFormat format,
                              bool double_quant, Backend& backend)
-    : config_(config),
-      backend_(backend),
+    : backend_(backend),
       format_(format),
       double_quant_(double_quant),
       logical_(stored_apart_only(decoder_param_table(config))),
@@ -135,26 +138,18 @@ QuantizedBase::QuantizedBase(const ModelConfig& config, const StageSpec& stage, 
   bytes_ = backend.allocate(DType::kUInt8, l.bytes);
   floats_ = backend.allocate(DType::kFloat32, l.floats);
   halves_ = backend.allocate(DType::kBFloat16, l.halves);
+  auto view = [](const Tensor& arena, const Span& span) { return arena.view().slice(span.at, span.n); };
+  scale_code_ = view(floats_, l.scale_code);
   stored_ = std::move(l.stored);
-  size_t at_half = 0;
-  for (size_t t = 0; t < stored_.size(); ++t) {
-    Stored& s = stored_[t];
-    if (format == BaseFormat::kBf16) {
-      s.bf16 = halves_.view().slice(at_half, s.param->numel);
-      at_half += s.param->numel;
-    }
-    for (size_t k = 0; k < s.pieces.size(); ++k) {
-      Nf4Piece& q = s.pieces[k].nf4;
-      const Offsets& o = l.offsets[t][k];
-      const size_t elems = size_t(q.rows) * size_t(q.cols), slots = size_t(q.rows) * size_t(q.scales_per_row);
-      q.codes = bytes_.view().slice(o.codes, (elems + 1) / 2);
+  for (Stored& s : stored_) {
+    s.bf16_values = view(halves_, s.bf16);
+    for (Piece& piece : s.pieces) {
+      Nf4Piece& q = piece.nf4;
+      q.codes = view(bytes_, piece.codes);
+      q.scales = view(double_quant ? bytes_ : floats_, piece.scales);
       if (double_quant) {
-        q.scales = bytes_.view().slice(o.scales, slots);
-        const size_t blocks = (s.pieces[k].unit_rows * size_t(q.width) + kNf4BlockSize - 1) / kNf4BlockSize;
-        q.absmax2 = floats_.view().slice(o.absmax2, (blocks + kNf4GroupSize - 1) / kNf4GroupSize);
-        q.scale_code = floats_.view().first(256);
-      } else {
-        q.scales = floats_.view().slice(o.scales, slots);
+        q.absmax2 = view(floats_, piece.absmax2);
+        q.scale_code = scale_code_;
       }
     }
   }
@@ -163,7 +158,7 @@ QuantizedBase::QuantizedBase(const ModelConfig& config, const StageSpec& stage, 
 void QuantizedBase::load(const LogicalTensorSource& source) {
   if (double_quant_) {
     const std::array<float, 256>& code = nf4_scale_code();
-    backend_.copy(floats_.view().first(256), host_view(code.data(), code.size()));
+    backend_.copy(scale_code_, host_view(code.data(), code.size()));
   }
   for (Stored& s : stored_) {
     const LocalParam& p = *s.param;
@@ -172,7 +167,7 @@ void QuantizedBase::load(const LogicalTensorSource& source) {
     if (format_ == BaseFormat::kBf16) {
       std::vector<uint16_t> bits(p.numel);
       for (size_t i = 0; i < p.numel; ++i) bits[i] = float_to_bf16(whole[size_t(p.logical_index(int64_t(i)))]);
-      backend_.copy(s.bf16, TensorView{bits.data(), DType::kBFloat16, kCpu, bits.size()});
+      backend_.copy(s.bf16_values, TensorView{bits.data(), DType::kBFloat16, kCpu, bits.size()});
       continue;
     }
     const size_t width = size_t(p.spec->shape[1]);
@@ -185,7 +180,6 @@ void QuantizedBase::load(const LogicalTensorSource& source) {
       const Nf4Tensor& t = it->second;
       Nf4Piece& q = piece.nf4;
       const Nf4PieceData d = nf4_piece_data(t, q.width, q.row0, q.col0, q.rows, q.cols);
-      FEAST_CHECK(d.scales_per_row == q.scales_per_row, p.spec->name << ": scale slots differ");
       backend_.copy(q.codes, host_view(d.codes.data(), d.codes.size()));
       if (double_quant_) {
         backend_.copy(q.scales, host_view(d.scale_codes.data(), d.scale_codes.size()));
@@ -199,11 +193,13 @@ void QuantizedBase::load(const LogicalTensorSource& source) {
 }
 
 TensorView QuantizedBase::materialize(const LocalParam& p, const TensorView& scratch) const {
-  const auto s = std::find_if(stored_.begin(), stored_.end(), [&](const Stored& x) { return x.param == &p; });
-  FEAST_CHECK(s != stored_.end(), p.spec->name << " is not stored in the quantized base");
+  // stored_ follows table_'s tensors one for one.
+  const size_t index = size_t(&p - table_.params().data());
+  FEAST_CHECK(index < stored_.size() && stored_[index].param == &p, p.spec->name << " is not stored in the quantized base");
+  const Stored* s = &stored_[index];
   const TensorView out = scratch.first(p.numel);
   if (format_ == BaseFormat::kBf16) {
-    backend_.cast(out, s->bf16);
+    backend_.cast(out, s->bf16_values);
     return out;
   }
   const size_t cols = size_t(p.shape[1]);
@@ -214,10 +210,6 @@ TensorView QuantizedBase::materialize(const LocalParam& p, const TensorView& scr
 
 size_t QuantizedBase::bytes() const { return bytes_.bytes() + floats_.bytes() + halves_.bytes(); }
 
-size_t QuantizedBase::max_local_numel() const {
-  size_t m = 0;
-  for (const LocalParam& p : table_.params()) m = std::max(m, p.numel);
-  return m;
-}
+size_t QuantizedBase::max_local_numel() const { return max_numel(table_); }
 
 }  // namespace feast

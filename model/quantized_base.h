@@ -28,6 +28,9 @@ bool stored_apart(const ParamSpec& spec);
 // `table` without the tensors stored apart (ties renumbered), and those tensors alone.
 ParamTable without_stored_apart(const ParamTable& table);
 ParamTable stored_apart_only(const ParamTable& table);
+// Whether LoRA's base keeps its block weights apart on a backend computing in `compute`: in NF4
+// always, in bfloat16 unless that is the compute dtype already.
+bool base_stored_apart(const LoraSpec& lora, DType compute);
 // The rows of each unit quantized whole, in order (they sum to spec.shape[0]).
 std::vector<int64_t> quantization_units(const ModelConfig& config, const ParamSpec& spec);
 
@@ -58,30 +61,33 @@ class QuantizedBase {
   static Size planned(const ModelConfig& config, const StageSpec& stage, BaseFormat format, bool double_quant);
 
  private:
-  // One rectangle of a unit on this rank: local rows [local_row, local_row + piece.rows).
+  // Elements [at, at + n) of one of the storage arenas.
+  struct Span {
+    size_t at = 0, n = 0;
+  };
+  // One rectangle of a unit on this rank: local rows [local_row, local_row + nf4.rows); its
+  // codes and scales (bytes, or floats when single-quantized) and its unit's absmax2 (floats).
   struct Piece {
     int local_row = 0;
     size_t unit_row_begin = 0, unit_rows = 0;  // the unit: logical rows
+    Span codes, scales, absmax2;
     Nf4Piece nf4;
   };
   struct Stored {
     const LocalParam* param = nullptr;
     std::vector<Piece> pieces;  // kNf4
-    TensorView bf16;            // kBf16: the local tensor
+    Span bf16;                  // kBf16: the local tensor
+    TensorView bf16_values;
   };
-  // Where each tensor's pieces go in the storage: element offsets into the uint8, float32 and
-  // bfloat16 arenas, per tensor and piece (codes, scales, absmax2), and the arenas' sizes.
-  struct Offsets {
-    size_t codes = 0, scales = 0, absmax2 = 0;
-  };
+  // Every tensor's pieces and where they go in the uint8, float32 and bfloat16 arenas, whose
+  // sizes it gives; the shared scale code of double quantization first among the floats.
   struct Layout {
-    std::vector<Stored> stored;
-    std::vector<std::vector<Offsets>> offsets;
+    std::vector<Stored> stored;  // one per table tensor, in order
+    Span scale_code;
     size_t bytes = 0, floats = 0, halves = 0;
   };
   static Layout layout(const ModelConfig& config, const LocalTable& table, BaseFormat format, bool double_quant);
 
-  ModelConfig config_;
   Backend& backend_;
   BaseFormat format_;
   bool double_quant_;
@@ -89,6 +95,7 @@ class QuantizedBase {
   LocalTable table_;
   std::vector<Stored> stored_;
   Tensor bytes_, floats_, halves_;  // uint8 codes and scale codes; float32 scales; bfloat16 values
+  TensorView scale_code_;           // double quantization: nf4_scale_code() on the device
 };
 
 }  // namespace feast

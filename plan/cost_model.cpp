@@ -106,11 +106,14 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   mem.parameters = double(n) * e;
   QuantizedBase::Size apart;
   if (lora.enabled()) {
-    const bool stored_apart = lora.base == BaseFormat::kNf4 || (lora.base == BaseFormat::kBf16 && o.dtype == PlanDType::kFp32);
-    const ParamTable frozen = stored_apart ? without_stored_apart(logical) : ParamTable(logical.specs());
-    mem.parameters += double(LocalTable(frozen, spec).total_numel()) * e;
-    if (stored_apart) apart = QuantizedBase::planned(mc, spec, lora.base, lora.double_quant);
-    mem.parameters += double(apart.bytes);
+    const bool stored_apart =
+        base_stored_apart(lora, o.dtype == PlanDType::kFp32 ? DType::kFloat32 : DType::kBFloat16);
+    if (stored_apart) {
+      apart = QuantizedBase::planned(mc, spec, lora.base, lora.double_quant);
+      mem.parameters += double(LocalTable(without_stored_apart(logical), spec).total_numel()) * e + double(apart.bytes);
+    } else {
+      mem.parameters += double(LocalTable(logical, spec).total_numel()) * e;
+    }
   }
 
   // Gradients: float32 whatever the compute type (GradientSync allocates kFloat32).

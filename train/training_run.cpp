@@ -407,10 +407,10 @@ void TrainingRun::report_start() {
              : wait_policy() == WaitPolicy::kSpin ? "communication waits spin (a core per thread); "
                                                   : "communication waits back off (ranks share cores); ") +
             backend_->name() + " backend");
-  if (const LocalTable* frozen = stage_->frozen_table()) {
+  if (stage_->frozen_table()) {
+    // The frozen model: all of it, whichever of its tensors are stored apart.
     const double trainable = double(stage_->table().logical().total_numel()),
-                 base = double(frozen->logical().total_numel() +
-                               (stage_->stored_apart() ? stage_->stored_apart()->table().logical().total_numel() : 0));
+                 base = double(decoder_param_table(config_.model).total_numel());
     const LoraSpec lora = lora_spec(config_);
     std::string targets;
     for (const std::string& t : lora.targets) targets += (targets.empty() ? "" : ", ") + t;
@@ -423,8 +423,7 @@ void TrainingRun::report_start() {
               "; the model's " + count_of(int64_t(base), "parameter") +
               " are frozen (no gradients, no optimizer state, not in checkpoints)");
     if (const QuantizedBase* apart = stage_->stored_apart()) {
-      size_t numel = 0;
-      for (const LocalParam& p : apart->table().params()) numel += p.numel;
+      const size_t numel = apart->table().total_numel();
       char line[256];
       std::snprintf(line, sizeof line,
                     "lora: the base's block weights in %s%s: %.4g M on this rank in %.3f bytes each "

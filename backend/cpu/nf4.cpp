@@ -19,16 +19,11 @@ void dequantize_nf4(float* out, const Nf4Piece& p) {
     for (int j = 0; j < p.cols; ++j) {
       const int64_t block = (first + j) / kNf4BlockSize;
       const size_t slot = slots + size_t(block - first_block);
-      float scale;
-      if (dq) {
-        const float scaled = scale_code[scale_codes[slot]] * absmax2[block / kNf4GroupSize];
-        scale = scaled + p.offset;
-      } else {
-        scale = absmax[slot];
-      }
+      const float scale =
+          dq ? nf4_double_quant_scale(scale_code[scale_codes[slot]], absmax2[block / kNf4GroupSize], p.offset)
+             : absmax[slot];
       const size_t k = size_t(i) * size_t(p.cols) + size_t(j);
-      const uint8_t q = k % 2 == 0 ? uint8_t(codes[k / 2] >> 4) : uint8_t(codes[k / 2] & 15);
-      out[k] = book[q] * scale;
+      out[k] = book[nf4_code_at(codes, k)] * scale;
     }
   }
 }

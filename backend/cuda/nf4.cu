@@ -1,7 +1,6 @@
 // Dequantization of a 4-bit NormalFloat piece (Backend::dequantize_nf4; backend/nf4.h): one
-// thread per element, grid-stride. The scale of a double-quantized block is
-// scale_code[c] * absmax2 + offset in two rounded float32 steps (no fused multiply-add), as the
-// CPU and bitsandbytes compute it, so every backend dequantizes to the same values.
+// thread per element, grid-stride, through nf4.h's code and double-quantized scale (no fused
+// multiply-add), so every backend dequantizes to the same values.
 #include <algorithm>
 
 #include "backend/cuda/kernel_common.cuh"
@@ -29,12 +28,10 @@ __global__ void dequantize_nf4_kernel(T* out, const uint8_t* codes, const float*
     const size_t slot = size_t(i) * size_t(scales_per_row) + size_t(block - first / kNf4BlockSize);
     float scale;
     if constexpr (kDoubleQuant)
-      scale = __fadd_rn(__fmul_rn(scale_code[scale_codes[slot]], absmax2[block / kNf4GroupSize]), offset);
+      scale = nf4_double_quant_scale(scale_code[scale_codes[slot]], absmax2[block / kNf4GroupSize], offset);
     else
       scale = absmax[slot];
-    const uint8_t byte = codes[k / 2];
-    const int q = (k % 2 == 0) ? (byte >> 4) : (byte & 15);
-    out[k] = from_float<T>(__fmul_rn(book.v[q], scale));
+    out[k] = from_float<T>(__fmul_rn(book.v[nf4_code_at(codes, k)], scale));
   }
 }
 

@@ -66,6 +66,19 @@ void adapters_backward(const LayerContext& ctx, const std::vector<LoraAdapter>& 
   }
 }
 
+// A product's backward from dout: dx = dout @ W (dx may be empty: no input gradient) and, unless
+// the weight is frozen, its weight and bias gradients through the sink.
+void product_backward(const LayerContext& ctx, const WeightAndBias& p, const TensorView& dx, const TensorView& dout,
+                      const TensorView& x, int N, int in, int out, GradientSink& sink) {
+  if (p.frozen) {
+    ctx.backend.matmul_backward_input(dx, dout, weight_of(ctx, p), N, in, out);
+    return;
+  }
+  AcquiredGrads g(sink, p);
+  ctx.backend.matmul_backward(dx, g.w(), g.b(), dout, x, weight_of(ctx, p), N, in, out);
+  g.release();
+}
+
 std::vector<FlatRange> ranges_of(const WeightAndBias& p, const std::vector<LoraAdapter>& adapters) {
   std::vector<FlatRange> out;
   if (!p.frozen) out.push_back(p.range);
@@ -103,13 +116,7 @@ void ColumnParallelLinear::forward_gelu(const LayerContext& ctx, const TensorVie
 void ColumnParallelLinear::backward(const LayerContext& ctx, const TensorView& dx, const TensorView& dout,
                                     const TensorView& x, int N, GradientSink& sink) const {
   const TensorView in = all_rows(ctx, x, N, in_), din = partial_sums(ctx, dx);
-  if (p_.frozen) {
-    ctx.backend.matmul_backward_input(din, dout, weight_of(ctx, p_), N, in_, out_);
-  } else {
-    AcquiredGrads g(sink, p_);
-    ctx.backend.matmul_backward(din, g.w(), g.b(), dout, in, weight_of(ctx, p_), N, in_, out_);
-    g.release();
-  }
+  product_backward(ctx, p_, din, dout, in, N, in_, out_, sink);
   adapters_backward(ctx, adapters_, din, dout, in, N, sink);
   sum_partials(ctx, din, dx, N, in_);
 }
@@ -123,10 +130,7 @@ void ColumnParallelLinear::backward_input(const LayerContext& ctx, const TensorV
 
 void ColumnParallelLinear::backward_weight(const LayerContext& ctx, const TensorView& dout, const TensorView& x,
                                            int N, GradientSink& sink) const {
-  const TensorView in = all_rows(ctx, x, N, in_);
-  AcquiredGrads g(sink, p_);
-  ctx.backend.matmul_backward(TensorView{}, g.w(), g.b(), dout, in, weight_of(ctx, p_), N, in_, out_);
-  g.release();
+  product_backward(ctx, p_, TensorView{}, dout, all_rows(ctx, x, N, in_), N, in_, out_, sink);
 }
 
 RowParallelLinear::RowParallelLinear(const LayerParams& params, int layer, const std::string& linear, bool has_bias,
@@ -149,13 +153,7 @@ void RowParallelLinear::forward(const LayerContext& ctx, const TensorView& out, 
 void RowParallelLinear::backward(const LayerContext& ctx, const TensorView& dx, const TensorView& dout,
                                  const TensorView& x, int N, GradientSink& sink) const {
   const TensorView d = all_rows(ctx, dout, N, out_);
-  if (p_.frozen) {
-    ctx.backend.matmul_backward_input(dx, d, weight_of(ctx, p_), N, in_, out_);
-  } else {
-    AcquiredGrads g(sink, p_);
-    ctx.backend.matmul_backward(dx, g.w(), g.b(), d, x, weight_of(ctx, p_), N, in_, out_);
-    g.release();
-  }
+  product_backward(ctx, p_, dx, d, x, N, in_, out_, sink);
   adapters_backward(ctx, adapters_, dx, d, x, N, sink);
 }
 
@@ -166,10 +164,7 @@ void RowParallelLinear::backward_input(const LayerContext& ctx, const TensorView
 
 void RowParallelLinear::backward_weight(const LayerContext& ctx, const TensorView& dout, const TensorView& x, int N,
                                         GradientSink& sink) const {
-  const TensorView d = all_rows(ctx, dout, N, out_);
-  AcquiredGrads g(sink, p_);
-  ctx.backend.matmul_backward(TensorView{}, g.w(), g.b(), d, x, weight_of(ctx, p_), N, in_, out_);
-  g.release();
+  product_backward(ctx, p_, TensorView{}, all_rows(ctx, dout, N, out_), x, N, in_, out_, sink);
 }
 
 }  // namespace feast

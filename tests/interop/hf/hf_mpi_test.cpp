@@ -23,6 +23,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,15 @@ double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs
 
 // The fixtures' 5 fine-tuning steps (make_hf_fixtures.py's FT_* and make_lora_fixtures.py's):
 // AdamW at a constant 1e-2, decay 0.1, clipping at 1, on the model's fine-tuning window.
+// A run of `c` on this job's ranks with the model folder's weights imported.
+std::unique_ptr<TrainingRun> imported_run(const Config& c, RunPurpose purpose = RunPurpose::kTrain) {
+  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
+  const LayoutPlan plan = check_run(c, world->size(), purpose);
+  auto run = std::make_unique<TrainingRun>(c, plan, std::move(world), purpose);
+  run->import_initial_weights();
+  return run;
+}
+
 std::vector<std::string> finetune_overrides(const std::string& model) {
   return {"data.train=\"" + kFixtures + "/finetune-" + model + ".bin\"", "training.steps=5", "training.lr=1e-2",
           "training.min_lr=1e-2", "training.warmup_steps=0", "training.lr_schedule=\"constant\"",
@@ -127,10 +137,8 @@ TEST_P(HfModels, ImportReproducesTheReferenceLossAndLogits) {
   const Config c = config_for(kFixtures + "/" + model,
                               {"data.val=\"" + reference_val_split(model) + "\"", "training.eval_batches=0"});
   const log::Quiet quiet;
-  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
-  const LayoutPlan plan = check_run(c, world->size(), RunPurpose::kEvaluate);
-  TrainingRun run(c, plan, std::move(world), RunPurpose::kEvaluate);
-  run.import_initial_weights();
+  const std::unique_ptr<TrainingRun> owner = imported_run(c, RunPurpose::kEvaluate);
+  TrainingRun& run = *owner;
   const double loss = run.validate().value();
   const double expected = ref(model, "loss").data[0];
   EXPECT_LT(relative(loss, expected), 1e-5) << model << ": loss " << loss << ", transformers " << expected;
@@ -159,10 +167,8 @@ TEST_P(HfModels, FineTuningFollowsTransformersAndAdamW) {
   const std::string model = GetParam();
   const Config c = config_for(kFixtures + "/" + model, finetune_overrides(model));
   const log::Quiet quiet;
-  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
-  const LayoutPlan plan = check_run(c, world->size());
-  TrainingRun run(c, plan, std::move(world));
-  run.import_initial_weights();
+  const std::unique_ptr<TrainingRun> owner = imported_run(c);
+  TrainingRun& run = *owner;
   const testing::FixtureArray& losses = ref(model, "finetune_losses");
   const testing::FixtureArray& norms = ref(model, "finetune_grad_norms");
   for (int s = 0; s < 5; ++s) {
@@ -203,10 +209,8 @@ TEST_P(HfModels, GreedyGenerationMatchesTransformers) {
 std::vector<float> imported_parameters(const std::string& folder, const std::string& data) {
   const Config c = config_for(folder, {"data.train=\"" + data + "\""});
   const log::Quiet quiet;
-  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
-  const LayoutPlan plan = check_run(c, world->size());
-  TrainingRun run(c, plan, std::move(world));
-  run.import_initial_weights();
+  const std::unique_ptr<TrainingRun> owner = imported_run(c);
+  TrainingRun& run = *owner;
   const float* p = run.rank_state().params.as<float>();
   return {p, p + run.rank_state().params.numel};
 }
@@ -220,10 +224,8 @@ TEST_P(HfModels, ExportThenReimportIsBitForBit) {
   {
     const Config c = config_for(source, {"data.train=\"" + data + "\""});
     const log::Quiet quiet;
-    auto world = make_mpi_world(std::chrono::milliseconds(60'000));
-  const LayoutPlan plan = check_run(c, world->size());
-  TrainingRun run(c, plan, std::move(world));
-    run.import_initial_weights();
+    const std::unique_ptr<TrainingRun> owner = imported_run(c);
+    TrainingRun& run = *owner;
     const RankState st = run.rank_state();
     first.assign(st.params.as<float>(), st.params.as<float>() + st.params.numel);
     CheckpointMeta meta;
@@ -339,10 +341,8 @@ TEST_P(LoraModels, FineTuningFollowsPeftAndExportsItsAdapter) {
   overrides.push_back("lora.init_from=\"" + kFixtures + "/lora/" + model + "-init\"");
   const Config c = config_for(kFixtures + "/" + model, overrides);
   const log::Quiet quiet;
-  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
-  const LayoutPlan plan = check_run(c, world->size());
-  TrainingRun run(c, plan, std::move(world));
-  run.import_initial_weights();
+  const std::unique_ptr<TrainingRun> owner = imported_run(c);
+  TrainingRun& run = *owner;
   run.import_initial_adapters();
   // The stage trains the adapters only: 2 layers x targets x (A, B), none of the model's tensors.
   for (const LocalParam& p : run.stage().table().params()) EXPECT_NE(p.spec->name.find(".lora."), std::string::npos);
@@ -473,10 +473,8 @@ TEST_P(QloraModels, AnNf4BaseGivesTheLossOfTheDequantizedReference) {
     o.push_back(dq ? "lora.double_quant=true" : "lora.double_quant=false");
     const Config c = config_for(kFixtures + "/" + model, o);
     const log::Quiet quiet;
-    auto world = make_mpi_world(std::chrono::milliseconds(60'000));
-    const LayoutPlan plan = check_run(c, world->size());
-    TrainingRun run(c, plan, std::move(world));
-    run.import_initial_weights();
+    const std::unique_ptr<TrainingRun> owner = imported_run(c);
+    TrainingRun& run = *owner;
     ASSERT_NE(run.stage().stored_apart(), nullptr);
     const double loss = run.step().loss, want = qlora_ref(model + "." + mode + ".loss").data[0];
     EXPECT_LT(relative(loss, want), 1e-5) << model << " " << mode << ": loss " << loss << ", reference " << want;
@@ -491,10 +489,8 @@ TEST_P(QloraModels, FineTuningFollowsPeftOverTheDequantizedBase) {
   o.push_back("lora.init_from=\"" + kFixtures + "/lora/" + model + "-init\"");
   const Config c = config_for(kFixtures + "/" + model, o);
   const log::Quiet quiet;
-  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
-  const LayoutPlan plan = check_run(c, world->size());
-  TrainingRun run(c, plan, std::move(world));
-  run.import_initial_weights();
+  const std::unique_ptr<TrainingRun> owner = imported_run(c);
+  TrainingRun& run = *owner;
   run.import_initial_adapters();
   expect_steps_follow(run, qlora_ref(model + ".qlora.losses").data, qlora_ref(model + ".qlora.grad_norms").data,
                       model + " over NF4, PEFT over the dequantized base");
