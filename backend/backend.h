@@ -59,8 +59,16 @@ struct Nf4Piece {
 // One attention call's shape on this rank: n_head query heads and n_kv_head key/value heads of
 // head_dim channels each, laid out in a QKV row as [q heads | k heads | v heads].
 struct AttentionShape {
+  AttentionShape() = default;
+  AttentionShape(int B_, int T_, int n_head_, int n_kv_head_, int head_dim_)
+      : B(B_), T(T_), n_head(n_head_), n_kv_head(n_kv_head_), head_dim(head_dim_) {}
   int B = 0, T = 0;
   int n_head = 0, n_kv_head = 0, head_dim = 0;
+  // Document masks (data.document_mask): int32 (B T), each token's place in its document, on the
+  // backend's device. Attention then lets query t see keys t - positions[t] .. t only, and the
+  // rotary embedding turns a row by its document position. Empty: one document per row,
+  // positions 0 .. T-1.
+  TensorView positions;
   size_t rows() const { return size_t(B) * size_t(T); }
   int qkv_width() const { return (n_head + 2 * n_kv_head) * head_dim; }
   int out_width() const { return n_head * head_dim; }
@@ -127,13 +135,17 @@ class Backend {
 
   // ---- embedding (vocab-parallel: this rank holds rows [vocab_begin, vocab_end)) ------------
   // out (N, C) = wte[token - vocab_begin] for local tokens, 0 for others; + wpe[t] (maxT, C)
-  // when given (one tensor-parallel rank adds positions).
+  // when given (one tensor-parallel rank adds positions). positions (N) int32, when given: the
+  // row adds wpe[positions[row]] instead (document masks, AttentionShape::positions).
   virtual void embedding_forward(const TensorView& out, const TensorView& tokens, const TensorView& wte,
-                                 const TensorView& wpe, int B, int T, int C, int vocab_begin, int vocab_end) = 0;
+                                 const TensorView& wpe, const TensorView& positions, int B, int T, int C,
+                                 int vocab_begin, int vocab_end) = 0;
   // dwte (vocab_end - vocab_begin, C) += the dout rows of its tokens; dwpe (maxT, C) += dout
-  // summed over the batch when given. Deterministic: repeated tokens add in order.
+  // summed over the batch when given, by position as the forward read it. Deterministic:
+  // repeated tokens (and positions) add in row order.
   virtual void embedding_backward(const TensorView& dwte, const TensorView& dwpe, const TensorView& dout,
-                                  const TensorView& tokens, int B, int T, int C, int vocab_begin, int vocab_end) = 0;
+                                  const TensorView& tokens, const TensorView& positions, int B, int T, int C,
+                                  int vocab_begin, int vocab_end) = 0;
 
   // ---- norms ---------------------------------------------------------------------------------
   // out (N, C); mean and rstd (N) saved for the backward.
@@ -201,7 +213,7 @@ class Backend {
   virtual size_t attention_state_size(const AttentionShape& s) const = 0;
   virtual size_t attention_workspace_size(const AttentionShape& s) const = 0;
   // out (N, NH hs) = causal softmax(q k^T / sqrt(hs)) v, query head h reading key/value head
-  // h / (NH / NKV), from qkv (N, (NH + 2 NKV) hs).
+  // h / (NH / NKV), from qkv (N, (NH + 2 NKV) hs); within each document when s.positions is given.
   virtual void attention_forward(const TensorView& out, const TensorView& state, const TensorView& qkv,
                                  const AttentionShape& s) = 0;
   // dqkv (N, (NH + 2 NKV) hs) = d loss / d qkv; out is the forward's output (a fused kernel's

@@ -94,6 +94,8 @@ int run_prepare_data(const Args& args, const VerbContext&) {
   options.threads = int(args.integer("--threads", 0));
   options.force = args.flag("--force");
   options.keep_binary = args.flag("--keep-binary");
+  const bool pack = args.flag("--pack");
+  options.pack_seq_len = args.integer("--seq-len", 0);
   const int64_t tokens = args.integer("--tokens", 2'000'000);
   const uint64_t seed = uint64_t(args.integer("--seed", 1));
   const std::vector<std::string>& files = args.positional();
@@ -102,6 +104,10 @@ int run_prepare_data(const Args& args, const VerbContext&) {
   if (!synthetic && files.empty()) throw usage_error("give input text files or --synthetic");
   if (synthetic && !options.tokenizer.empty() && options.tokenizer != "byte")
     throw usage_error("--synthetic makes byte tokens; it takes no --tokenizer");
+  if (pack && options.pack_seq_len == 0)
+    throw usage_error("--pack needs --seq-len N: the training.seq_len the windows are for (each holds N + 1 tokens)");
+  if (!pack && options.pack_seq_len > 0) throw usage_error("--seq-len N is the window of --pack; give --pack too");
+  if (pack && synthetic) throw usage_error("--pack places samples into windows; the synthetic corpus has none");
   if (options.threads == 0) options.threads = thread_policy(1).threads;
   ProgressDisplay display;
   if (!args.flag("--quiet")) options.on_progress = [&display](const PrepareProgress& p) { display(p); };
@@ -123,6 +129,21 @@ int run_prepare_data(const Args& args, const VerbContext&) {
     os << "\nprepare-data: " << count_of(d.documents, "document");
     if (d.instruction_examples > 0)
       os << ", " << d.instruction_examples << " of them prompt/completion examples or conversations";
+  }
+  if (d.packing) {
+    const PackingSummary& k = *d.packing;
+    char efficiency[32];
+    std::snprintf(efficiency, sizeof efficiency, "%.1f%%", 100.0 * k.efficiency());
+    os << "\nprepare-data: packed " << count_of(k.documents, "sample") << " whole into "
+       << count_of(k.train_windows + k.val_windows, "window") << " of " << k.window << " tokens (training.seq_len "
+       << k.window - 1 << "; " << k.train_windows << " train, " << k.val_windows << " val) by first-fit decreasing: "
+       << efficiency << " of their tokens are samples', " << count_of(k.padding_tokens, "padding token")
+       << " (end-of-text, not counted in the loss)";
+    os << "\nprepare-data: " << (k.split_documents == 0
+                                     ? std::string("no sample was longer than a window")
+                                     : count_of(k.split_documents, "sample") + " longer than a window split into " +
+                                           count_of(k.pieces, "piece"));
+    os << "; train with data.document_mask = true so that no sample attends to another";
   }
   if (d.has_loss_mask) {
     char share[32];
@@ -159,7 +180,8 @@ Verb prepare_data_verb() {
   cl.verb = "prepare-data";
   cl.synopsis =
       "trainer prepare-data [--tokenizer FOLDER] --out DIR [--val-fraction F] [--max-shard-tokens N]\n"
-      "                            [--threads N] [--quiet] [--force] [--keep-binary] FILE-or-GLOB...\n"
+      "                            [--threads N] [--quiet] [--force] [--keep-binary] [--pack --seq-len N]\n"
+      "                            FILE-or-GLOB...\n"
       "       trainer prepare-data --synthetic --out DIR [--tokens N] [--seed S] [--val-fraction F] [--force]";
   cl.description =
       "FILE-or-GLOB... are the inputs in order; a quoted glob ('corpus/*.jsonl') is expanded, sorted:\n"
@@ -174,7 +196,11 @@ Verb prepare_data_verb() {
       "    (each reply and the template's end of turn) alone count in the loss; nothing is appended\n"
       "    after it (the template ends it);\n"
       "  - a .json (or .json.gz) file is a JSON array of such records (or of texts); anything else in it\n"
-      "    is refused.";
+      "    is refused.\n"
+      "With --pack --seq-len N the samples (documents, examples, conversations) are placed whole into\n"
+      "windows of N + 1 tokens by first-fit decreasing (a sample longer than a window is split, and\n"
+      "counted), each window padded with end-of-text tokens that do not count; train them at\n"
+      "training.seq_len = N with data.document_mask = true (docs/finetune.md).";
   cl.positional = "input text files or --synthetic";
   cl.max_positional = -1;
   cl.options = {
@@ -193,6 +219,9 @@ Verb prepare_data_verb() {
       {"--quiet", ValueKind::kFlag, "", "no progress display (on stderr)"},
       {"--force", ValueKind::kFlag, "", "rewrite even if DIR/meta.json records the same parameters"},
       {"--keep-binary", ValueKind::kFlag, "", "tokenize files with NUL bytes too"},
+      {"--pack", ValueKind::kFlag, "", "pack whole samples into windows of --seq-len + 1 tokens"},
+      {"--seq-len", ValueKind::kInteger, "N", "the training.seq_len the --pack windows are for", {}, 1,
+       9.007199254740992e15},
       {"--synthetic", ValueKind::kFlag, "", "generate text from the built-in order-2 Markov chain instead"},
       {"--tokens", ValueKind::kInteger, "N", "synthetic corpus size in tokens (default 2000000)", {}, 2, 9.007199254740992e15},
       {"--seed", ValueKind::kInteger, "S", "synthetic chain and text seed (default 1)", {}, 0, 9.007199254740992e15},

@@ -345,6 +345,16 @@ const std::vector<KeyDesc>& keys() {
        "such as `\"datasets/demo/train_*.bin\"`", nullptr, "non-empty when set"},
       {FEAST_KEY(data, val), any(), "validation shards; empty = no validation",
        "validation shards, same forms; empty = no validation"},
+      {FEAST_KEY(data, document_mask), any(), "attention and positions stay inside each document",
+       "packed windows compute exactly what each document alone would: attention never crosses an "
+       "end-of-text token, positions (rotary or learned) restart after each, and the target after an "
+       "end-of-text token (the next document's first token) is not counted in the loss. For windows "
+       "`trainer prepare-data --pack` made, and for any data whose documents end in end-of-text tokens; "
+       "not with `parallel.cp` > 1 (see [finetune.md](finetune.md))"},
+      {FEAST_KEY(data, eos_id), at_least(-1), "the end-of-text id ending documents; -1 = meta.json's",
+       "the token id that ends each document, for `document_mask`: -1 takes the `eos_id` that "
+       "`prepare-data` recorded in the training data's meta.json (the tokenizer's end-of-text token)",
+       nullptr, ">= -1", "`-1`"},
 
       {FEAST_KEY(checkpoint, dir), any(), "checkpoint directory; empty = <logging.dir>/checkpoints",
        "where checkpoints are written (one HDF5 file per save, `step_00000020.h5`, and `latest`; see "

@@ -208,6 +208,15 @@ void validate_config(const Config& c) {
              "that take head sizes up to " + std::to_string(kRingMaxHeadDim) + ", but model.n_embd / model.n_head = " +
              std::to_string(m.head_dim()) + "; set parallel.cp = 1 or use more heads");
   }
+  if (cp > 1 && c.data.document_mask) {
+    fail(c.where("data.document_mask"),
+         "data.document_mask = true needs every document's keys on one rank, but parallel.cp = " + std::to_string(cp) +
+             " (" + c.where("parallel.cp") + ") splits each sequence over ranks whose ring attention has no "
+             "document boundaries; set parallel.cp = 1 or data.document_mask = false");
+  }
+  if (c.data.eos_id >= m.vocab_size) {
+    fail2("data.eos_id", std::to_string(c.data.eos_id), "<", "model.vocab_size", std::to_string(m.vocab_size));
+  }
   if (cp > 1 && c.parallel.dp_sync == "parameter-server") {
     fail(c.where("parallel.cp"),
          "parallel.cp = " + std::to_string(cp) + " needs parallel.dp_sync = \"allreduce\" (" +

@@ -128,14 +128,36 @@ Dataset::Dataset(const std::string& pattern, Split split) : pattern_(pattern) {
   // The meta.json of every directory the shards are in, read now: a damaged one is an error
   // (read_dataset_meta), and set_vocab_limit compares the vocabulary it records with the model's.
   std::vector<fs::path> dirs;
+  std::string packed_from;  // the first directory's meta.json, for a packing mismatch
   for (const Shard& s : shards_) {
     const fs::path dir = fs::path(s.path()).parent_path();
     if (std::find(dirs.begin(), dirs.end(), dir) != dirs.end()) continue;
-    dirs.push_back(dir);
     const std::optional<DatasetMeta> meta = read_dataset_meta(dir.string());
+    const std::string path = dataset_meta_path(dir.string());
     if (const std::optional<int64_t> vocab = meta ? meta->vocab_size() : std::nullopt)
-      meta_vocab_.emplace_back(dataset_meta_path(dir.string()), *vocab);
+      meta_vocab_.emplace_back(path, *vocab);
+    if (meta && meta_path_.empty()) meta_path_ = path;
+    if (meta && !eos_id_) eos_id_ = meta->eos_id();
+    const std::optional<int64_t> window = meta ? meta->packed_window() : std::nullopt;
+    if (dirs.empty()) {
+      packed_window_ = window;
+      packed_from = meta ? path : dir.string();
+    } else if (window != packed_window_) {
+      auto packing = [](const std::optional<int64_t>& w) {
+        return w ? "packed into windows of " + std::to_string(*w) + " tokens" : std::string("not packed");
+      };
+      throw DataError("'" + pattern + "' mixes shards " + packing(packed_window_) + " (" + packed_from + ") with shards " +
+                      packing(window) + " (" + (meta ? path : dir.string()) +
+                      "): a window would cut samples; name one kind of data, or prepare both with the same --pack");
+    }
+    dirs.push_back(dir);
   }
+  if (packed_window_)
+    for (const Shard& s : shards_)
+      if (s.size() % *packed_window_ != 0)
+        throw DataError(s.path() + " holds " + std::to_string(s.size()) + " tokens, not whole packed windows of " +
+                        std::to_string(*packed_window_) + " (its meta.json says it was packed): the shard is "
+                        "truncated or not prepare-data's; prepare the data again");
   // Masks are all or none: a split where only some shards have one would count the prompts of
   // the others in the loss, silently.
   std::vector<bool> has(shards_.size());

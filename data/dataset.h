@@ -58,6 +58,12 @@ class Dataset {
   int64_t total_tokens() const { return total_tokens_; }
 
   bool has_loss_mask() const { return !masks_.empty(); }
+  // From the meta.json beside the shards (the first directory's that records one): the
+  // end-of-text id, and the window length of packed data (`prepare-data --pack`: every shard is
+  // whole windows of that many tokens). Packing is all or none across a split's directories.
+  std::optional<int32_t> recorded_eos_id() const { return eos_id_; }
+  std::optional<int64_t> packed_window() const { return packed_window_; }
+  const std::string& meta_path() const { return meta_path_; }  // "" when no directory has one
   // The mask of shard i; only when has_loss_mask().
   const LossMask& loss_mask(size_t i) const { return masks_.at(i); }
 
@@ -91,6 +97,9 @@ class Dataset {
   int64_t vocab_limit_ = 0;
   std::string vocab_limit_from_;
   std::vector<std::pair<std::string, int64_t>> meta_vocab_;  // (meta.json path, its vocab_size)
+  std::optional<int32_t> eos_id_;
+  std::optional<int64_t> packed_window_;
+  std::string meta_path_;
 };
 
 }  // namespace feast

@@ -53,6 +53,18 @@ std::optional<int64_t> DatasetMeta::vocab_size() const {
   return json_["vocab_size"].get<int64_t>();
 }
 
+std::optional<int32_t> DatasetMeta::eos_id() const {
+  if (!json_.contains("eos_id") || !json_["eos_id"].is_number_integer()) return std::nullopt;
+  return json_["eos_id"].get<int32_t>();
+}
+
+std::optional<int64_t> DatasetMeta::packed_window() const {
+  if (!json_.contains("packing") || !json_["packing"].is_object() || !json_["packing"].contains("window") ||
+      !json_["packing"]["window"].is_number_integer())
+    return std::nullopt;
+  return json_["packing"]["window"].get<int64_t>();
+}
+
 bool DatasetMeta::records_mask_for(const std::string& name) const {
   if (!json_.contains("loss_mask") || json_["loss_mask"] != true) return false;
   for (const char* split : {"train", "val"})

@@ -28,6 +28,11 @@ class DatasetMeta {
   std::optional<int64_t> vocab_size() const;
   // Whether it records a loss mask for shard file `name`.
   bool records_mask_for(const std::string& name) const;
+  // The tokenizer's end-of-text id that ends each document, when recorded (null: none).
+  std::optional<int32_t> eos_id() const;
+  // `prepare-data --pack`: the tokens of each packed window (training.seq_len + 1: the last
+  // is a target only); every shard then holds whole windows, each starting at a multiple of it.
+  std::optional<int64_t> packed_window() const;
 
  private:
   nlohmann::json json_;

@@ -30,6 +30,7 @@
 #include "data/tokenizer/byte_tokenizer.h"
 #include "data/dataset.h"
 #include "data/dataset_meta.h"
+#include "data/packing.h"
 #include "data/loss_mask.h"
 #include "data/markov_corpus.h"
 #include "data/shard.h"
@@ -64,6 +65,7 @@ void check_options(const PrepareOptions& o) {
                 std::to_string(o.max_shard_tokens));
   }
   if (o.threads < 0) throw Error("prepare-data: --threads must be >= 0, got " + std::to_string(o.threads));
+  if (o.pack_seq_len < 0) throw Error("prepare-data: --seq-len must be >= 1, got " + std::to_string(o.pack_seq_len));
 }
 
 std::vector<std::string> full_paths(const fs::path& dir, const json& names) {
@@ -95,6 +97,18 @@ PreparedData from_meta(const fs::path& dir, const json& meta) {
   d.documents = meta.value("documents", int64_t{0});
   d.instruction_examples = meta.value("instruction_examples", int64_t{0});
   d.masked_tokens = meta.at("train").value("masked", int64_t{0}) + meta.at("val").value("masked", int64_t{0});
+  if (meta.contains("packing")) {
+    const json& p = meta["packing"];
+    PackingSummary s;
+    s.window = p.at("window").get<int64_t>();
+    s.train_windows = p.at("train_windows").get<int64_t>();
+    s.val_windows = p.at("val_windows").get<int64_t>();
+    s.documents = p.at("documents").get<int64_t>();
+    s.split_documents = p.at("split_documents").get<int64_t>();
+    s.pieces = p.at("pieces").get<int64_t>();
+    s.padding_tokens = p.at("padding_tokens").get<int64_t>();
+    d.packing = s;
+  }
   return d;
 }
 
@@ -229,6 +243,32 @@ PreparedData write_prepared(ShardStream& stream, int64_t n_train, const Tokenize
   return from_meta(dir, meta);
 }
 
+// --pack: the samples before the val cut (train_size's, moved to a sample's start) packed into
+// windows, then the rest; meta.json's "packing" into extra. Returns the train split's tokens.
+int64_t pack_splits(const DocumentPacker& packer, ShardStream& stream, const std::vector<int64_t>& doc_starts,
+                    const PrepareOptions& o, int32_t pad, json& extra) {
+  const size_t n = packer.documents();
+  if (n < 2)
+    throw DataError("prepare-data --pack: the input holds " + std::to_string(n) +
+                    " sample(s); a train and a val split need at least 2");
+  const int64_t cut = train_size(packer.size(), o, doc_starts, true);
+  // The samples starting before the cut train; at least one on each side.
+  size_t train = static_cast<size_t>(std::lower_bound(doc_starts.begin(), doc_starts.end(), cut) - doc_starts.begin());
+  train = std::clamp<size_t>(train, 1, n - 1);
+  const int64_t window = o.pack_seq_len + 1;
+  const PackedSplit t = packer.write(stream, 0, train, pad), v = packer.write(stream, train, n, pad);
+  extra["packing"] = {{"window", window},
+                      {"seq_len", o.pack_seq_len},
+                      {"train_windows", t.windows},
+                      {"val_windows", v.windows},
+                      {"documents", t.documents + v.documents},
+                      {"split_documents", t.split_documents + v.split_documents},
+                      {"pieces", t.pieces + v.pieces},
+                      {"padding_tokens", t.padding_tokens + v.padding_tokens},
+                      {"pad_id", pad}};
+  return t.windows * window;
+}
+
 json common_params(const PrepareOptions& o) {
   return {{"val_fraction", o.val_fraction}, {"max_shard_tokens", o.max_shard_tokens}, {"keep_binary", o.keep_binary}};
 }
@@ -282,22 +322,42 @@ PreparedData prepare_text(const std::vector<std::string>& files, const PrepareOp
   params["files"] = inputs;
   // The byte tokenizer's parameters stay as they were before tokenizers, so its directories are reused.
   if (!tok.folder.empty()) params["tokenizer"] = tokenizer_params(tok);
+
+  const std::optional<int32_t> eos = tok.tokenizer->eos_id();
+  const int64_t window = options.pack_seq_len > 0 ? options.pack_seq_len + 1 : 0;
+  if (window > 0) {
+    if (!eos)
+      throw DataError("prepare-data --pack: the " + tok.tokenizer->kind() + " tokenizer has no end-of-text token to end "
+                      "the samples and pad the windows with; give --tokenizer a model's tokenizer folder");
+    params["pack_seq_len"] = options.pack_seq_len;
+  }
   if (auto reused = find_reusable(options, params)) return *reused;
 
   Progress p(options, "tokenizing", total_bytes);
-  ShardStream stream(options.out_dir, options.max_shard_tokens, tok.tokenizer->vocab_size());
+  // Packed shards hold whole windows.
+  const int64_t shard_tokens = window > 0 ? std::max(window, options.max_shard_tokens / window * window)
+                                          : options.max_shard_tokens;
+  ShardStream stream(options.out_dir, shard_tokens, tok.tokenizer->vocab_size());
+  std::optional<DocumentPacker> packer;
+  if (window > 0) packer.emplace(window);
   // A chat model's template renders conversations ({"messages": ...} records).
   std::optional<ChatTemplate> chat;
   if (!tok.folder.empty() && ChatTemplate::available(tok.folder)) chat = ChatTemplate::load(tok.folder);
-  Corpus c = tokenize_documents(files, *tok.tokenizer, chat ? &*chat : nullptr, options, p, stream);
+  Corpus c = tokenize_documents(files, *tok.tokenizer, chat ? &*chat : nullptr, options, p,
+                                packer ? static_cast<DocumentSink&>(*packer) : stream);
   p.report(/*finished=*/true);
   const int skipped = static_cast<int>(std::count(c.skipped.begin(), c.skipped.end(), true));
   const int kept = static_cast<int>(files.size()) - skipped;
   if (kept == 0)
     throw DataError("prepare-data: none of the " + std::to_string(files.size()) + " input file(s) is text (" +
                     c.notes.front() + (c.notes.size() > 1 ? ", ..." : "") + ")");
-  const int64_t n_train = train_size(stream.size(), options, c.doc_starts, tok.tokenizer->eos_id().has_value());
   json extra = {{"documents", c.documents}, {"instruction_examples", c.instruction_examples}};
+  int64_t n_train = 0;
+  if (packer) {
+    n_train = pack_splits(*packer, stream, c.doc_starts, options, *eos, extra);
+  } else {
+    n_train = train_size(stream.size(), options, c.doc_starts, eos.has_value());
+  }
   PreparedData d = write_prepared(stream, n_train, tok, options, params, extra);
   d.files_kept = kept;
   d.files_skipped = skipped;

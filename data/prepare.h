@@ -32,8 +32,25 @@ struct PrepareOptions {
   // A Hugging Face tokenizer folder (see load_tokenizer); "" or "byte": the byte tokenizer.
   std::string tokenizer = "";
   int threads = 0;  // tokenizing threads; 0: every core. The output does not depend on it.
+  // --pack: samples placed whole into windows of pack_seq_len + 1 tokens (data/packing.h), for
+  // training at training.seq_len = pack_seq_len; 0: the documents one after another.
+  int64_t pack_seq_len = 0;
   // Called a few times a second while reading and tokenizing, and once at the end of each phase.
   std::function<void(const PrepareProgress&)> on_progress = nullptr;
+};
+
+// What --pack made of both splits.
+struct PackingSummary {
+  int64_t window = 0;                        // tokens per window: seq_len + 1
+  int64_t train_windows = 0, val_windows = 0;
+  int64_t documents = 0;                     // samples packed
+  int64_t split_documents = 0, pieces = 0;   // samples longer than a window, and the pieces they became
+  int64_t padding_tokens = 0;
+  // The share of the windows' tokens that are samples' tokens, not padding.
+  double efficiency() const {
+    const double total = double(train_windows + val_windows) * double(window);
+    return total > 0 ? 1.0 - double(padding_tokens) / total : 0.0;
+  }
 };
 
 struct PreparedData {
@@ -60,6 +77,7 @@ struct PreparedData {
   int64_t instruction_examples = 0;       // of which prompt/completion examples or conversations
   bool has_loss_mask = false;             // X.mask beside every shard X.bin
   int64_t masked_tokens = 0;              // mask entries 0 (prompt tokens), over both splits
+  std::optional<PackingSummary> packing;  // --pack
 };
 
 // The files that command-line arguments name, in order: an argument that names an existing
@@ -83,6 +101,11 @@ std::vector<std::string> expand_input_patterns(const std::vector<std::string>& a
 // has none, so its documents are concatenated with nothing in between. Documents are tokenized
 // on options.threads threads; the output is the same at any thread count. When any example is
 // a prompt/completion pair, every shard gets a loss mask (text documents all 1s).
+// With options.pack_seq_len, the samples (documents, examples, conversations) are packed whole
+// into windows (data/packing.h) after the last round(val_fraction) of them (by tokens) is set
+// aside for validation, each split packed on its own; every shard then holds whole windows, and
+// meta.json records "packing" (the window, what was split, the padding). Needs a tokenizer with
+// an end-of-text token, which ends the samples and pads the windows.
 // The output is reused when out_dir was prepared from the same parameters, inputs (the same
 // paths, sizes and CRC-32 of their contents) and tokenizer files.
 PreparedData prepare_text(const std::vector<std::string>& files, const PrepareOptions& options);

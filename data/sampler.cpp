@@ -3,6 +3,7 @@
 #include "data/sampler.h"
 
 #include <algorithm>
+#include <optional>
 #include <span>
 #include <sstream>
 
@@ -48,29 +49,54 @@ std::pair<size_t, int64_t> locate(const std::vector<int64_t>& sums, int64_t i) {
 }
 
 // inputs = tokens [start, start + T), targets = tokens [start + 1, start + T + 1), read once
-// (so the vocabulary check sees each id once), then targets whose mask entry is 0 set to -1.
-void copy_window(const Dataset& data, size_t shard, int64_t start, int seq_len, int32_t* inputs,
-                 int32_t* targets) {
+// (so the vocabulary check sees each id once), then targets whose mask entry is 0, or whose
+// input ends a document (document_eos >= 0), set to -1.
+void copy_window(const Dataset& data, size_t shard, int64_t start, int seq_len, int32_t document_eos,
+                 int32_t* inputs, int32_t* targets) {
   data.read(shard, start, seq_len, inputs);
   std::copy(inputs + 1, inputs + seq_len, targets);
   data.read(shard, start + seq_len, 1, targets + seq_len - 1);
+  if (document_eos >= 0)
+    for (int i = 0; i < seq_len; ++i)
+      if (inputs[i] == document_eos) targets[i] = -1;
   if (!data.has_loss_mask()) return;
   const std::span<const uint8_t> mask = data.loss_mask(shard).window(start + 1, seq_len);
   for (int i = 0; i < seq_len; ++i)
     if (mask[size_t(i)] == 0) targets[i] = -1;
 }
 
-int64_t counted_in_window(const Dataset& data, size_t shard, int64_t start, int seq_len) {
-  return data.has_loss_mask() ? data.loss_mask(shard).counted(start + 1, seq_len) : seq_len;
+int64_t counted_in_window(const Dataset& data, size_t shard, int64_t start, int seq_len, int32_t document_eos) {
+  if (document_eos < 0)
+    return data.has_loss_mask() ? data.loss_mask(shard).counted(start + 1, seq_len) : seq_len;
+  std::vector<int32_t> inputs(static_cast<size_t>(seq_len)), targets(inputs.size());
+  copy_window(data, shard, start, seq_len, document_eos, inputs.data(), targets.data());
+  return std::count_if(targets.begin(), targets.end(), [](int32_t t) { return t >= 0; });
+}
+
+// The distance between window starts of packed data (its window), checked against seq_len.
+int64_t packed_stride(const Dataset& data, int seq_len, const char* who) {
+  const std::optional<int64_t> window = data.packed_window();
+  if (!window) return 0;
+  if (*window != int64_t{seq_len} + 1) {
+    std::ostringstream os;
+    os << who << ": '" << data.pattern() << "' was packed into windows of " << *window << " tokens (seq_len "
+       << *window - 1 << ", " << data.meta_path() << "), but training.seq_len is " << seq_len
+       << ": set training.seq_len = " << *window - 1 << ", or pack the data again with prepare-data --pack --seq-len "
+       << seq_len;
+    throw DataError(os.str());
+  }
+  return *window;
 }
 
 }  // namespace
 
-TrainSampler::TrainSampler(const Dataset& dataset, uint64_t seed, int seq_len)
-    : dataset_(dataset), seed_(seed), seq_len_(seq_len) {
-  first_start_ = prefix_sums(dataset, seq_len, "TrainSampler", [](int64_t length, int t) {
-    return std::max<int64_t>(0, length - t);
-  });
+TrainSampler::TrainSampler(const Dataset& dataset, uint64_t seed, int seq_len, int32_t document_eos)
+    : dataset_(dataset), seed_(seed), seq_len_(seq_len), document_eos_(document_eos) {
+  const int64_t packed = seq_len >= 1 ? packed_stride(dataset, seq_len, "TrainSampler") : 0;
+  stride_ = packed ? packed : 1;
+  first_start_ = prefix_sums(dataset, seq_len, "TrainSampler", packed ? +[](int64_t length, int t) {
+    return length / (int64_t{t} + 1);
+  } : +[](int64_t length, int t) { return std::max<int64_t>(0, length - t); });
   num_starts_ = first_start_.back();
 }
 
@@ -82,7 +108,7 @@ void TrainSampler::fill(int64_t step, int64_t first_sequence, int count, int32_t
   for (int r = 0; r < count; ++r) {
     const auto [shard, start] = window(step, first_sequence + r);
     const size_t row = static_cast<size_t>(r) * static_cast<size_t>(seq_len_);
-    copy_window(dataset_, shard, start, seq_len_, inputs + row, targets + row);
+    copy_window(dataset_, shard, start, seq_len_, document_eos_, inputs + row, targets + row);
   }
 }
 
@@ -90,11 +116,11 @@ int64_t TrainSampler::counted_targets(int64_t step, int64_t first_sequence, int 
   FEAST_CHECK(step >= 0 && first_sequence >= 0 && count >= 0,
               "TrainSampler::counted_targets: step " << step << ", first_sequence " << first_sequence
                                                      << ", count " << count << " must be >= 0");
-  if (!dataset_.has_loss_mask()) return int64_t{count} * seq_len_;
+  if (!dataset_.has_loss_mask() && document_eos_ < 0) return int64_t{count} * seq_len_;
   int64_t total = 0;
   for (int r = 0; r < count; ++r) {
     const auto [shard, start] = window(step, first_sequence + r);
-    total += counted_in_window(dataset_, shard, start, seq_len_);
+    total += counted_in_window(dataset_, shard, start, seq_len_, document_eos_);
   }
   return total;
 }
@@ -103,14 +129,17 @@ std::pair<size_t, int64_t> TrainSampler::window(int64_t step, int64_t j) const {
   const uint64_t stream = hash_combine(static_cast<uint64_t>(step), kTrainSamplerStream);
   const auto flat = static_cast<int64_t>(
       uniform_index(seed_, stream, static_cast<uint64_t>(j), static_cast<uint64_t>(num_starts_)));
-  return locate(first_start_, flat);
+  const auto [shard, k] = locate(first_start_, flat);
+  return {shard, k * stride_};
 }
 
-ValSampler::ValSampler(const Dataset& dataset, int seq_len)
-    : dataset_(dataset), seq_len_(seq_len) {
-  first_window_ = prefix_sums(dataset, seq_len, "ValSampler", [](int64_t length, int t) {
-    return length > t ? (length - 1) / t : 0;
-  });
+ValSampler::ValSampler(const Dataset& dataset, int seq_len, int32_t document_eos)
+    : dataset_(dataset), seq_len_(seq_len), document_eos_(document_eos) {
+  const int64_t packed = seq_len >= 1 ? packed_stride(dataset, seq_len, "ValSampler") : 0;
+  stride_ = packed ? packed : seq_len;
+  first_window_ = prefix_sums(dataset, seq_len, "ValSampler", packed ? +[](int64_t length, int t) {
+    return length / (int64_t{t} + 1);
+  } : +[](int64_t length, int t) { return length > t ? (length - 1) / t : 0; });
   num_windows_ = first_window_.back();
 }
 
@@ -120,25 +149,25 @@ void ValSampler::fill(int64_t first_window, int count, int32_t* inputs, int32_t*
   for (int r = 0; r < count; ++r) {
     const auto [shard, start] = window(first_window + r);
     const size_t row = static_cast<size_t>(r) * static_cast<size_t>(seq_len_);
-    copy_window(dataset_, shard, start, seq_len_, inputs + row, targets + row);
+    copy_window(dataset_, shard, start, seq_len_, document_eos_, inputs + row, targets + row);
   }
 }
 
 int64_t ValSampler::counted_targets(int64_t first_window, int count) const {
   FEAST_CHECK(first_window >= 0 && count >= 0, "ValSampler::counted_targets: first_window "
                                                    << first_window << " and count " << count << " must be >= 0");
-  if (!dataset_.has_loss_mask()) return int64_t{count} * seq_len_;
+  if (!dataset_.has_loss_mask() && document_eos_ < 0) return int64_t{count} * seq_len_;
   int64_t total = 0;
   for (int r = 0; r < count; ++r) {
     const auto [shard, start] = window(first_window + r);
-    total += counted_in_window(dataset_, shard, start, seq_len_);
+    total += counted_in_window(dataset_, shard, start, seq_len_, document_eos_);
   }
   return total;
 }
 
 std::pair<size_t, int64_t> ValSampler::window(int64_t w) const {
   const auto [shard, k] = locate(first_window_, w % num_windows_);
-  return {shard, k * seq_len_};
+  return {shard, k * stride_};
 }
 
 }  // namespace feast

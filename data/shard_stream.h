@@ -18,6 +18,16 @@
 
 namespace feast::prepare_data {
 
+// Where the tokenizing pipeline puts each document: straight into shards (ShardStream), or
+// into memory for packing first (DocumentPacker, data/packing.h).
+class DocumentSink {
+ public:
+  virtual ~DocumentSink() = default;
+  virtual int64_t size() const = 0;  // tokens appended so far
+  // Appends one document's tokens; `counted` as ShardStream::append.
+  virtual void append(std::span<const int32_t> tokens, std::span<const uint8_t> counted = {}) = 0;
+};
+
 // Memory holds one shard's tokens and mask, not the corpus: tokens go into provisional shards
 // of max_shard_tokens in a staging folder inside out_dir as they fill. Only when the input ends
 // is the val cut known (it depends on the total and on the document starts); finish() then
@@ -26,20 +36,20 @@ namespace feast::prepare_data {
 // byte for byte those of splitting the whole token stream at the cut and writing each split in
 // shards of max_shard_tokens. Until finish() clears the earlier output, a failure leaves out_dir
 // as it was (the staging folder is removed).
-class ShardStream {
+class ShardStream final : public DocumentSink {
  public:
   ShardStream(const std::filesystem::path& dir, int64_t max_shard_tokens, int64_t vocab_size);
   ShardStream(const ShardStream&) = delete;
   ShardStream& operator=(const ShardStream&) = delete;
   ~ShardStream();
 
-  int64_t size() const { return flushed_ + static_cast<int64_t>(tokens_.size()); }
+  int64_t size() const override { return flushed_ + static_cast<int64_t>(tokens_.size()); }
   bool has_mask() const { return masked_; }
 
   // Appends one document's tokens. A non-empty `counted` (one entry per token, 1 = counts in the
   // loss) makes it an instruction example or a conversation; the first one turns masks on, every
   // token before it counting. Empty: every token counts.
-  void append(std::span<const int32_t> tokens, std::span<const uint8_t> counted = {});
+  void append(std::span<const int32_t> tokens, std::span<const uint8_t> counted = {}) override;
 
   // Writes the final shards with the first n_train tokens as the train split and the rest as
   // val, clearing out_dir's earlier shards and meta.json first. Returns meta.json's "train"

@@ -27,7 +27,7 @@ namespace {
 class Tokenizing {
  public:
   Tokenizing(const std::vector<std::string>& files, const Tokenizer& tok, const ChatTemplate* chat,
-             const PrepareOptions& o, Progress& p, ShardStream& stream)
+             const PrepareOptions& o, Progress& p, DocumentSink& stream)
       : files_(files), tok_(tok), chat_(chat), eos_(tok.eos_id()), o_(o), progress_(p), stream_(stream) {
     out_.skipped.assign(files.size(), false);
   }
@@ -191,7 +191,7 @@ class Tokenizing {
   const std::optional<int32_t> eos_;
   const PrepareOptions& o_;
   Progress& progress_;
-  ShardStream& stream_;
+  DocumentSink& stream_;
   std::vector<Document> batch_;
   size_t batch_bytes_ = 0;
   Corpus out_;
@@ -200,7 +200,7 @@ class Tokenizing {
 }  // namespace
 
 Corpus tokenize_documents(const std::vector<std::string>& files, const Tokenizer& tok, const ChatTemplate* chat,
-                          const PrepareOptions& o, Progress& progress, ShardStream& stream) {
+                          const PrepareOptions& o, Progress& progress, DocumentSink& stream) {
   return Tokenizing(files, tok, chat, o, progress, stream).run();
 }
 

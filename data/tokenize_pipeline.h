@@ -53,10 +53,10 @@ struct Corpus {
   std::vector<std::string> notes;
 };
 
-// Tokenizes `files` in order into `stream` on worker_count(o) threads, counting bytes and tokens
+// Tokenizes `files` in order into `sink` on worker_count(o) threads, counting bytes and tokens
 // in `progress`; chat records are rendered by `chat` (null: the tokenizer has none). Throws
 // DataError naming file[:line] for input it cannot read or encode.
 Corpus tokenize_documents(const std::vector<std::string>& files, const Tokenizer& tok, const ChatTemplate* chat,
-                          const PrepareOptions& o, Progress& progress, ShardStream& stream);
+                          const PrepareOptions& o, Progress& progress, DocumentSink& sink);
 
 }  // namespace feast::prepare_data

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "model/document_positions.h"
 #include "model/rope.h"
 
 namespace feast {
@@ -126,6 +127,12 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   if (spec.has_embedding) tokens_ = activations_.take(true, DType::kInt32, rows);
   if (spec.has_embedding) input_grad_kept_ = activations_.take_output_grads(dt, region_NC);
   if (spec.has_head) targets_ = activations_.take(true, DType::kInt32, rows);
+  if (document_masks()) {
+    FEAST_CHECK(shape.cp == 1, "document masks do not run under context parallelism");
+    positions_buffer_ = backend.allocate(DType::kInt32, size_t(slots()) * rows);
+    for (int slot = 0; slot < slots(); ++slot)
+      positions_.push_back(positions_buffer_.view().slice(size_t(slot) * rows, rows));
+  }
 
   // Scratch shared by the layers (one runs at a time).
   const int hs = config.head_dim(), NHl = config.n_head / t, NKVl = config.kv_heads() / t;
@@ -252,7 +259,11 @@ void DecoderStage::check_micro_batch(int slot, int B, int T) const {
 
 float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale) {
   check_micro_batch(slot, B, T);
-  const LayerContext ctx = context();
+  if (document_masks()) {
+    const std::vector<int32_t> positions = document_positions(tokens, B, T, shape_.document_eos);
+    backend_.copy(positions_[size_t(slot)].first(positions.size()), host_view(positions.data(), positions.size()));
+  }
+  const LayerContext ctx = context(slot);
   // The chunk's part of the model runs; its blocks, embedding and head keep slot j's activations.
   const int chunk = chunk_of(slot), j = slot_in_chunk(slot);
   const size_t J = size_t(j), N = size_t(B) * size_t(T);
@@ -289,11 +300,11 @@ void DecoderStage::backward(int slot, int B, int T) {
   FEAST_CHECK(!shape_.split_backward, "a stage built to split its backward runs backward_input and backward_weight");
   check_micro_batch(slot, B, T);
   backward_walk(slot, B, T, /*whole=*/true);
-  if (embeds(slot)) embedding_->backward(context(), scratch_.dres, tokens_[size_t(slot_in_chunk(slot))], B, T, *sink_);
+  if (embeds(slot)) embedding_->backward(context(slot), scratch_.dres, tokens_[size_t(slot_in_chunk(slot))], B, T, *sink_);
 }
 
 void DecoderStage::backward_walk(int slot, int B, int T, bool whole) {
-  const LayerContext ctx = context();
+  const LayerContext ctx = context(slot);
   const int chunk = chunk_of(slot), j = slot_in_chunk(slot), first = chunk_begin(chunk);
   const int N = B * T, C = config_.n_embd, Nl = tp_.local_rows(N);
   // dres carries d loss / d (residual stream) backwards through the blocks (on non-last stages
@@ -350,7 +361,7 @@ void DecoderStage::backward_weight(int slot, int B, int T) {
   FEAST_CHECK(sink_, "DecoderStage::backward_weight needs a gradient sink");
   FEAST_CHECK(shape_.split_backward, "DecoderStage::backward_weight on a stage built for whole backwards");
   check_micro_batch(slot, B, T);
-  const LayerContext ctx = context();
+  const LayerContext ctx = context(slot);
   const size_t s = size_t(slot);
   const int N = B * T, Nl = tp_.local_rows(N);
   // It reads no parameter (the products' weight gradients need only their inputs and output

@@ -43,6 +43,10 @@ struct StageShape {
   // parallel.cp (model/context_parallel.h): this rank is cp_rank of cp sharing every sequence;
   // max_seq and each micro-batch's T count its own tokens (the whole sequence's / cp).
   int cp = 1, cp_rank = 0;
+  // data.document_mask: the end-of-text id that ends each document of a window (-1: no document
+  // masks). Every stage then reads each micro-batch's tokens and derives the positions of its
+  // tokens within their documents (AttentionShape::positions) from them.
+  int document_eos = -1;
 };
 
 class DecoderStage final : public PipelineStage {
@@ -83,7 +87,7 @@ class DecoderStage final : public PipelineStage {
     return size_t(tp_.local_rows(B * T)) * size_t(config_.n_embd);
   }
 
-  bool reads_batch(int slot) const override { return embeds(slot) || heads(slot); }
+  bool reads_batch(int slot) const override { return document_masks() || embeds(slot) || heads(slot); }
   float forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale) override;
   void backward(int slot, int B, int T) override;
   void backward_input(int slot, int B, int T) override;
@@ -96,6 +100,13 @@ class DecoderStage final : public PipelineStage {
 
  private:
   LayerContext context() { return {backend_, tp_, cp_, scratch_}; }
+  // The context of stage slot `slot`'s micro-batch: with its document positions, if any.
+  LayerContext context(int slot) {
+    LayerContext ctx = context();
+    if (document_masks()) ctx.positions = positions_[size_t(slot)];
+    return ctx;
+  }
+  bool document_masks() const { return shape_.document_eos >= 0; }
   int chunks() const { return int(spec_.chunks.size()); }
   // A stage slot's chunk, and its slot within the chunk (what its blocks, embedding and head use).
   int chunk_of(int slot) const { return slot / shape_.slots; }
@@ -149,6 +160,9 @@ class DecoderStage final : public PipelineStage {
   // first stage, (N) last stage.
   std::vector<TensorView> input_, tokens_, targets_;
   std::vector<TensorView> input_grad_kept_;  // per slot (N, C), first stage, split backward: the embedding's
+  // Document masks: per stage slot (every chunk's), (N) int32 positions within documents.
+  Tensor positions_buffer_;
+  std::vector<TensorView> positions_;
   std::vector<Tensor> scratch_tensors_;
   StageScratch scratch_;
   TensorView arrival_;  // in scratch_tensors_: a non-first stage's, split backward

@@ -46,6 +46,19 @@ Dataset open_split(const Config& config, const std::string& key, const std::stri
 }
 
 
+// The end-of-text id that ends documents under data.document_mask (-1 without): data.eos_id, or
+// the one the split's meta.json records.
+int32_t document_eos(const Config& config, const Dataset& data, const std::string& key) {
+  if (!config.data.document_mask) return -1;
+  if (config.data.eos_id >= 0) return int32_t(config.data.eos_id);
+  if (const std::optional<int32_t> eos = data.recorded_eos_id()) return *eos;
+  throw ConfigError("data.document_mask = true (" + config.where("data.document_mask") +
+                    ") needs the end-of-text id that ends each document, and " +
+                    (data.meta_path().empty() ? "the shards of " + key + " have no meta.json"
+                                              : data.meta_path() + " records none (the byte tokenizer has none)") +
+                    ": set data.eos_id, or prepare the data with `trainer prepare-data --tokenizer MODEL`");
+}
+
 }  // namespace
 
 TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::unique_ptr<Communicator> world,
@@ -128,7 +141,8 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
                          config.parallel.sequence_parallel,
                          plan_.schedule == ScheduleKind::kZeroBubble,
                          layout.cp(),
-                         me_.cp};
+                         me_.cp,
+                         document_eos_};
   stage_ = std::make_unique<DecoderStage>(config.model, spec, shape, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr,
                                           layout.cp() > 1 ? groups_.cp.get() : nullptr, lora_spec(config));
@@ -284,10 +298,12 @@ void TrainingRun::open_data() {
   const TrainingConfig& tc = config_.training;
   if (purpose_ == RunPurpose::kTrain) {
     train_data_.emplace(open_split(config_, "data.train", config_.data.train, Split::kTrain));
-    sampler_.emplace(*train_data_, tc.seed, tc.seq_len);
+    document_eos_ = document_eos(config_, *train_data_, "data.train");
+    sampler_.emplace(*train_data_, tc.seed, tc.seq_len, document_eos_);
   }
   if (!config_.data.val.empty()) {
     val_data_.emplace(open_split(config_, "data.val", config_.data.val, Split::kVal));
+    if (!train_data_) document_eos_ = document_eos(config_, *val_data_, "data.val");
     // A shard in both splits would be trained on and then flatter the validation loss.
     for (size_t i = 0; train_data_ && i < train_data_->num_shards(); ++i)
       for (size_t j = 0; j < val_data_->num_shards(); ++j) {
@@ -298,8 +314,15 @@ void TrainingRun::open_data() {
                           "training shards only (data.train at " + config_.where("data.train") +
                           ", data.val at " + config_.where("data.val") + ")");
       }
-    val_sampler_.emplace(*val_data_, tc.seq_len);
+    val_sampler_.emplace(*val_data_, tc.seq_len, document_eos_);
   }
+  if (document_eos_ >= 0)
+    log::info("data: document masks: attention and positions restart after each end-of-text token (id " +
+              std::to_string(document_eos_) + "), whose next target is not counted");
+  const Dataset* data = train_data_ ? &*train_data_ : val_data_ ? &*val_data_ : nullptr;
+  if (data && data->packed_window())
+    log::info("data: packed windows of " + std::to_string(*data->packed_window()) + " tokens (" + data->meta_path() +
+              ")" + (document_eos_ < 0 ? "; data.document_mask = false lets their samples attend to each other" : ""));
 }
 
 MemoryBytes TrainingRun::memory_bytes() const {

@@ -176,6 +176,7 @@ class TrainingRun {
   RankCoord me_;
   bool owns_loss_ = false;  // reports the loss: the last stage's tensor-parallel rank 0
   std::optional<Dataset> train_data_, val_data_;
+  int32_t document_eos_ = -1;  // data.document_mask's end-of-text id; -1: no document masks
   std::optional<TrainSampler> sampler_;
   std::optional<ValSampler> val_sampler_;
   std::optional<int64_t> val_counted_;  // targets validate() scores, counted at its first call

@@ -17,8 +17,12 @@ namespace feast::check {
 // Tokens drawn from [0, token_range), this rank holding vocabulary rows [vocab_begin, vocab_end).
 struct EmbeddingShape {
   int B, T, C, vocab_begin, vocab_end, token_range;
-  bool positions;  // wpe given (the rank that adds positions)
+  bool positions;          // wpe given (the rank that adds positions)
+  bool documents = false;  // document positions (case_document_positions) instead of t
 };
+// Document masks' positions for a case's (B, T) rows: documents of uneven lengths (one token,
+// several, one running past the row's end), different in each row.
+std::vector<int32_t> case_document_positions(int B, int T);
 OpCase embedding_forward_case(const EmbeddingShape& s);
 OpCase embedding_backward_case(const EmbeddingShape& s);
 OpCase layernorm_forward_case(int N, int C);
@@ -46,12 +50,13 @@ struct Nf4CaseShape {
 OpCase dequantize_nf4_case(const Nf4CaseShape& s);
 
 // ---- attention and rotary embedding (cases_attention.cpp) --------------------------------------------
-OpCase attention_forward_case(const AttentionShape& a);
-OpCase attention_backward_case(const AttentionShape& a);
+// documents: under document masks (case_document_positions as AttentionShape::positions).
+OpCase attention_forward_case(const AttentionShape& a, bool documents = false);
+OpCase attention_backward_case(const AttentionShape& a, bool documents = false);
 // Context parallelism's ring at cp = 2 (a.T even: the rank's two chunks), as group rank `rank`.
 OpCase ring_attention_case(const AttentionShape& a, int rank);
-OpCase rope_forward_case(const AttentionShape& a);
-OpCase rope_backward_case(const AttentionShape& a);
+OpCase rope_forward_case(const AttentionShape& a, bool documents = false);
+OpCase rope_backward_case(const AttentionShape& a, bool documents = false);
 
 // ---- element-wise (cases_elementwise.cpp) -------------------------------------------------------------
 OpCase gelu_forward_case(size_t n);

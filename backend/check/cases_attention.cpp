@@ -2,6 +2,7 @@
 // Attention's state and workspace are backend-private, never compared: the tested backward reads its
 // own forward's state, the reference its own float64 forward's probabilities.
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,9 +14,25 @@
 namespace feast::check {
 namespace {
 
-std::string heads_shape(const AttentionShape& a) {
+std::string heads_shape(const AttentionShape& a, bool documents = false) {
   return "B=" + std::to_string(a.B) + " T=" + std::to_string(a.T) + " NH=" + std::to_string(a.n_head) +
-         " NKV=" + std::to_string(a.n_kv_head) + " hs=" + std::to_string(a.head_dim);
+         " NKV=" + std::to_string(a.n_kv_head) + " hs=" + std::to_string(a.head_dim) + (documents ? " documents" : "");
+}
+
+// A case's document positions: on the host for the reference (empty without documents), and as
+// the tested backend's AttentionShape::positions.
+struct Documents {
+  std::vector<int32_t> host;
+  Tensor device;
+  const int32_t* data() const { return host.empty() ? nullptr : host.data(); }
+};
+Documents documents_for(CheckHarness& h, AttentionShape& a, bool documents) {
+  Documents d;
+  if (!documents) return d;
+  d.host = case_document_positions(a.B, a.T);
+  d.device = h.ints(d.host);
+  a.positions = d.device.view();
+  return d;
 }
 
 size_t qkv_numel(const AttentionShape& a) { return a.rows() * size_t(a.qkv_width()); }
@@ -23,10 +40,10 @@ size_t out_numel(const AttentionShape& a) { return a.rows() * size_t(a.out_width
 
 // The float64 forward: out (N, NH hs) and the probabilities att (B, NH, T, T) its backward reads.
 void reference_attention(std::vector<double>& out, std::vector<double>& att, const Operand& qkv,
-                         const AttentionShape& a) {
+                         const AttentionShape& a, const int32_t* positions = nullptr) {
   out.assign(out_numel(a), 0.0);
   att.assign(size_t(a.B) * size_t(a.n_head) * size_t(a.T) * size_t(a.T), 0.0);
-  cpu::attention_forward(out.data(), att.data(), qkv.data(), a.B, a.T, a.n_head, a.n_kv_head, a.head_dim);
+  cpu::attention_forward(out.data(), att.data(), qkv.data(), a.B, a.T, a.n_head, a.n_kv_head, a.head_dim, positions);
 }
 
 // Backend-private buffers sized by the tested backend for itself.
@@ -34,16 +51,18 @@ Tensor attention_state(CheckHarness& h, const AttentionShape& a) {
   return h.backend().allocate(DType::kFloat32, h.backend().attention_state_size(a));
 }
 
-void attention_forward(CheckHarness& h, const AttentionShape& a) {
+void attention_forward(CheckHarness& h, AttentionShape a, bool documents) {
+  const Documents d = documents_for(h, a, documents);
   const Operand qkv = h.activations(qkv_numel(a), 1.5), out = h.activations(out_numel(a));
   const Tensor state = attention_state(h, a);
   h.backend().attention_forward(out.view(), state.view(), qkv.view(), a);
   std::vector<double> want, att;
-  reference_attention(want, att, qkv, a);
+  reference_attention(want, att, qkv, a, d.data());
   h.compare("out", out, want);
 }
 
-void attention_backward(CheckHarness& h, const AttentionShape& a) {
+void attention_backward(CheckHarness& h, AttentionShape a, bool documents) {
+  const Documents d = documents_for(h, a, documents);
   const Operand qkv = h.activations(qkv_numel(a), 1.5), out = h.activations(out_numel(a));
   const Operand dout = h.activations(out_numel(a)), dqkv = h.activations(qkv_numel(a));
   const Tensor state = attention_state(h, a);
@@ -51,10 +70,10 @@ void attention_backward(CheckHarness& h, const AttentionShape& a) {
   h.backend().attention_forward(out.view(), state.view(), qkv.view(), a);
   h.backend().attention_backward(dqkv.view(), dout.view(), qkv.view(), out.view(), state.view(), workspace.view(), a);
   std::vector<double> ref_out, att;
-  reference_attention(ref_out, att, qkv, a);
+  reference_attention(ref_out, att, qkv, a, d.data());
   std::vector<double> want(qkv_numel(a)), scratch(size_t(cpu::attention_scratch_size(a.T, 1)));
   cpu::attention_backward(want.data(), dout.data(), qkv.data(), att.data(), a.B, a.T, a.n_head, a.n_kv_head,
-                          a.head_dim, scratch.data(), long(scratch.size()));
+                          a.head_dim, d.data(), scratch.data(), long(scratch.size()));
   h.compare("dqkv", dqkv, want);
 }
 
@@ -124,43 +143,49 @@ RopeTables rope_tables(CheckHarness& h, const AttentionShape& a) {
   return {h.upload(cos, DType::kFloat32), h.upload(sin, DType::kFloat32)};
 }
 
-void rope_forward(CheckHarness& h, const AttentionShape& a) {
+void rope_forward(CheckHarness& h, AttentionShape a, bool documents) {
+  const Documents d = documents_for(h, a, documents);
   const RopeTables table = rope_tables(h, a);
   const Operand qkv = h.activations(qkv_numel(a), 1.5);
   h.backend().rope_forward(qkv.view(), table.cos.view(), table.sin.view(), a);
   std::vector<double> want = qkv.values;
-  cpu::rope_forward(want.data(), table.cos.data(), table.sin.data(), a.B, a.T, a.n_head, a.n_kv_head, a.head_dim);
+  cpu::rope_forward(want.data(), table.cos.data(), table.sin.data(), a.B, a.T, a.n_head, a.n_kv_head, a.head_dim,
+                    d.data());
   h.compare("qkv", qkv, want);
 }
 
-void rope_backward(CheckHarness& h, const AttentionShape& a) {
+void rope_backward(CheckHarness& h, AttentionShape a, bool documents) {
+  const Documents d = documents_for(h, a, documents);
   const RopeTables table = rope_tables(h, a);
   const Operand dqkv = h.activations(qkv_numel(a));
   h.backend().rope_backward(dqkv.view(), table.cos.view(), table.sin.view(), a);
   std::vector<double> want = dqkv.values;
-  cpu::rope_backward(want.data(), table.cos.data(), table.sin.data(), a.B, a.T, a.n_head, a.n_kv_head, a.head_dim);
+  cpu::rope_backward(want.data(), table.cos.data(), table.sin.data(), a.B, a.T, a.n_head, a.n_kv_head, a.head_dim,
+                     d.data());
   h.compare("dqkv", dqkv, want);
 }
 
 }  // namespace
 
-OpCase attention_forward_case(const AttentionShape& a) {
-  return {"attention_forward", heads_shape(a), HeldTo::kComputeDtype,
-          [a](CheckHarness& h) { attention_forward(h, a); }};
+OpCase attention_forward_case(const AttentionShape& a, bool documents) {
+  return {"attention_forward", heads_shape(a, documents), HeldTo::kComputeDtype,
+          [a, documents](CheckHarness& h) { attention_forward(h, a, documents); }};
 }
-OpCase attention_backward_case(const AttentionShape& a) {
-  return {"attention_backward", heads_shape(a), HeldTo::kComputeDtype,
-          [a](CheckHarness& h) { attention_backward(h, a); }};
+OpCase attention_backward_case(const AttentionShape& a, bool documents) {
+  return {"attention_backward", heads_shape(a, documents), HeldTo::kComputeDtype,
+          [a, documents](CheckHarness& h) { attention_backward(h, a, documents); }};
 }
 OpCase ring_attention_case(const AttentionShape& a, int rank) {
   return {"ring_attention", heads_shape(a) + " cp=2 rank=" + std::to_string(rank), HeldTo::kComputeDtype,
           [a, rank](CheckHarness& h) { ring_attention(h, a, rank); }};
 }
-OpCase rope_forward_case(const AttentionShape& a) {
-  return {"rope_forward", heads_shape(a), HeldTo::kComputeDtype, [a](CheckHarness& h) { rope_forward(h, a); }};
+OpCase rope_forward_case(const AttentionShape& a, bool documents) {
+  return {"rope_forward", heads_shape(a, documents), HeldTo::kComputeDtype,
+          [a, documents](CheckHarness& h) { rope_forward(h, a, documents); }};
 }
-OpCase rope_backward_case(const AttentionShape& a) {
-  return {"rope_backward", heads_shape(a), HeldTo::kComputeDtype, [a](CheckHarness& h) { rope_backward(h, a); }};
+OpCase rope_backward_case(const AttentionShape& a, bool documents) {
+  return {"rope_backward", heads_shape(a, documents), HeldTo::kComputeDtype,
+          [a, documents](CheckHarness& h) { rope_backward(h, a, documents); }};
 }
 
 }  // namespace feast::check

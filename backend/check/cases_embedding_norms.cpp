@@ -2,6 +2,7 @@
 // A backward's saved statistics come from the float64 forward, rounded to the float32 the
 // tested side holds, so both sides read the same inputs and a row measures the backward alone.
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,7 @@ constexpr float kLayerNormEps = 1e-5f, kRmsNormEps = 1e-6f;
 std::string embedding_shape(const EmbeddingShape& s) {
   return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) + " vocab [" +
          std::to_string(s.vocab_begin) + "," + std::to_string(s.vocab_end) + ") of " + std::to_string(s.token_range) +
-         (s.positions ? " +wpe" : "");
+         (s.positions ? " +wpe" : "") + (s.documents ? " documents" : "");
 }
 
 std::string rows_shape(int N, int C) { return "N=" + std::to_string(N) + " C=" + std::to_string(C); }
@@ -40,10 +41,13 @@ void embedding_forward(CheckHarness& h, const EmbeddingShape& s) {
   const Tensor tokens = h.ints(tok);
   const Operand wte = h.activations(Vl * C), wpe = s.positions ? h.activations(size_t(s.T) * C) : Operand{};
   const Operand out = h.activations(N * C);
-  h.backend().embedding_forward(out.view(), tokens.view(), wte.view(), wpe.view(), s.B, s.T, s.C, s.vocab_begin,
-                                s.vocab_end);
+  const std::vector<int32_t> pos = s.documents ? case_document_positions(s.B, s.T) : std::vector<int32_t>{};
+  const Tensor positions = s.documents ? h.ints(pos) : Tensor{};
+  h.backend().embedding_forward(out.view(), tokens.view(), wte.view(), wpe.view(), positions.view(), s.B, s.T, s.C,
+                                s.vocab_begin, s.vocab_end);
   std::vector<double> want(N * C);
-  cpu::encoder_forward(want.data(), tok.data(), wte.data(), wpe.data(), s.B, s.T, s.C, s.vocab_begin, s.vocab_end);
+  cpu::encoder_forward(want.data(), tok.data(), wte.data(), wpe.data(), s.B, s.T, s.C, s.vocab_begin, s.vocab_end,
+                       s.documents ? pos.data() : nullptr);
   h.compare("out", out, want);
 }
 
@@ -54,11 +58,13 @@ void embedding_backward(CheckHarness& h, const EmbeddingShape& s) {
   const Tensor tokens = h.ints(tok);
   const Operand dout = h.activations(N * C), dwte = h.floats(Vl * C);
   const Operand dwpe = s.positions ? h.floats(size_t(s.T) * C) : Operand{};
-  h.backend().embedding_backward(dwte.view(), dwpe.view(), dout.view(), tokens.view(), s.B, s.T, s.C, s.vocab_begin,
-                                 s.vocab_end);
+  const std::vector<int32_t> pos = s.documents ? case_document_positions(s.B, s.T) : std::vector<int32_t>{};
+  const Tensor positions = s.documents ? h.ints(pos) : Tensor{};
+  h.backend().embedding_backward(dwte.view(), dwpe.view(), dout.view(), tokens.view(), positions.view(), s.B, s.T,
+                                 s.C, s.vocab_begin, s.vocab_end);
   std::vector<double> want_dwte = dwte.values, want_dwpe = dwpe.values;
   cpu::encoder_backward(want_dwte.data(), s.positions ? want_dwpe.data() : nullptr, dout.data(), tok.data(), s.B, s.T,
-                        s.C, s.vocab_begin, s.vocab_end);
+                        s.C, s.vocab_begin, s.vocab_end, s.documents ? pos.data() : nullptr);
   h.compare("dwte", dwte, want_dwte);
   if (s.positions) h.compare("dwpe", dwpe, want_dwpe);
 }
@@ -137,6 +143,22 @@ void rmsnorm_backward(CheckHarness& h, int N, int C) {
 }
 
 }  // namespace
+
+std::vector<int32_t> case_document_positions(int B, int T) {
+  std::vector<int32_t> positions(size_t(B) * size_t(T));
+  const int lengths[] = {5, 1, 9, 3, 1, 1, 14, 2, 33};
+  for (int b = 0; b < B; ++b) {
+    int d = b, in_document = 0;
+    for (int t = 0; t < T; ++t) {
+      if (in_document == lengths[size_t(d) % std::size(lengths)]) {
+        ++d;
+        in_document = 0;
+      }
+      positions[size_t(b) * size_t(T) + size_t(t)] = in_document++;
+    }
+  }
+  return positions;
+}
 
 OpCase embedding_forward_case(const EmbeddingShape& s) {
   return {"embedding_forward", embedding_shape(s), HeldTo::kComputeDtype,

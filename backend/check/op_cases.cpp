@@ -18,7 +18,8 @@ std::vector<OpCase> make_cases() {
   // B, T, C, vocabulary rows [begin, end) of tokens drawn from [0, range), positions.
   for (const EmbeddingShape& s : {EmbeddingShape{3, 5, 7, 4, 13, 20, true},
                                   EmbeddingShape{1, 1, 4099, 0, 50, 50, false},
-                                  EmbeddingShape{2, 67, 259, 100, 300, 400, true}}) {
+                                  EmbeddingShape{2, 67, 259, 100, 300, 400, true},
+                                  EmbeddingShape{3, 40, 67, 0, 50, 50, true, true}}) {
     add(embedding_forward_case(s));
     add(embedding_backward_case(s));
   }
@@ -80,6 +81,14 @@ std::vector<OpCase> make_cases() {
     for (const AttentionShape& a : {AttentionShape{2, 17, 6, 2, hs}, AttentionShape{1, 67, 4, 4, hs}}) {
       add(rope_forward_case(a));
       add(rope_backward_case(a));
+    }
+    // Document masks: packed documents of 1 to 33 tokens, a key tile (32) wholly before a query's
+    // document at T = 67.
+    for (const AttentionShape& a : {AttentionShape{3, 17, 6, 2, hs}, AttentionShape{2, 67, 4, 4, hs}}) {
+      add(attention_forward_case(a, true));
+      add(attention_backward_case(a, true));
+      add(rope_forward_case(a, true));
+      add(rope_backward_case(a, true));
     }
   }
   // The ring kernels' head sizes up to their limit: Llama's 128 and 256 (8 elements per lane).

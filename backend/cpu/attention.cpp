@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
 #include "core/error.h"
 #include "backend/cpu/blas.h"
@@ -14,8 +15,18 @@ namespace feast::cpu {
 
 long attention_scratch_size(int Tn, int threads) { return static_cast<long>(threads) * Tn * Tn; }
 
+namespace {
+
+// The first key query i of row b sees: its document's first token under document masks
+// (positions: each token's place in its document), else the row's first.
+inline int first_key(const int32_t* positions, int b, int Tn, int i) {
+  return positions ? i - positions[static_cast<size_t>(b) * Tn + i] : 0;
+}
+
+}  // namespace
+
 template <typename T>
-void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int NH, int NKV, int hs) {
+void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int NH, int NKV, int hs, const int32_t* positions) {
   const int W = (NH + 2 * NKV) * hs, C = NH * hs, group = NH / NKV;
   const T scale = T(1) / std::sqrt(T(hs));
   // One (batch, query head) per iteration; OpenBLAS runs single-threaded inside the parallel
@@ -32,16 +43,18 @@ void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int NH, int 
     gemm(false, true, Tn, Tn, hs, scale, q, W, k, W, T(0), p, Tn);
     for (int i = 0; i < Tn; ++i) {
       T* row = p + static_cast<size_t>(i) * Tn;
-      T mx = row[0];
-      for (int j = 1; j <= i; ++j) mx = row[j] > mx ? row[j] : mx;
+      const int lo = first_key(positions, b, Tn, i);
+      T mx = row[lo];
+      for (int j = lo + 1; j <= i; ++j) mx = row[j] > mx ? row[j] : mx;
       T sum = 0;
 #pragma omp simd reduction(+ : sum)
-      for (int j = 0; j <= i; ++j) {
+      for (int j = lo; j <= i; ++j) {
         row[j] = fast_exp(row[j] - mx);
         sum += row[j];
       }
       const T inv = T(1) / sum;
-      for (int j = 0; j <= i; ++j) row[j] *= inv;
+      for (int j = lo; j <= i; ++j) row[j] *= inv;
+      for (int j = 0; j < lo; ++j) row[j] = T(0);       // an earlier document
       for (int j = i + 1; j < Tn; ++j) row[j] = T(0);  // causal mask
     }
     gemm(false, false, Tn, hs, Tn, T(1), p, Tn, v, W, T(0), y, C);
@@ -50,7 +63,7 @@ void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int NH, int 
 
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int B, int Tn, int NH, int NKV, int hs,
-                        T* scratch, long scratch_elems) {
+                        const int32_t* positions, T* scratch, long scratch_elems) {
   const int W = (NH + 2 * NKV) * hs, C = NH * hs, group = NH / NKV;
   const T scale = T(1) / std::sqrt(T(hs));
   // Each thread needs its own (T, T) scratch: never run on more threads than it has room for.
@@ -77,14 +90,16 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int 
       const T* dy = dout + static_cast<size_t>(b) * Tn * C + h * hs;
       gemm(true, false, Tn, hs, Tn, T(1), p, Tn, dy, C, beta, dv, W);  // dv (+)= p^T dy
       gemm(false, true, Tn, Tn, hs, T(1), dy, C, v, W, T(0), ds, Tn);  // dp = dy v^T
-      // Softmax backward in place: ds = p * (dp - sum_j p dp) * scale; zero above the diagonal
-      // because p is.
+      // Softmax backward in place: ds = p * (dp - sum_j p dp) * scale; zero outside the keys the
+      // query sees because p is.
       for (int i = 0; i < Tn; ++i) {
         const T* prow = p + static_cast<size_t>(i) * Tn;
         T* row = ds + static_cast<size_t>(i) * Tn;
+        const int lo = first_key(positions, b, Tn, i);
         T dot = 0;
-        for (int j = 0; j <= i; ++j) dot += prow[j] * row[j];
-        for (int j = 0; j <= i; ++j) row[j] = prow[j] * (row[j] - dot) * scale;
+        for (int j = lo; j <= i; ++j) dot += prow[j] * row[j];
+        for (int j = lo; j <= i; ++j) row[j] = prow[j] * (row[j] - dot) * scale;
+        for (int j = 0; j < lo; ++j) row[j] = T(0);
         for (int j = i + 1; j < Tn; ++j) row[j] = T(0);
       }
       gemm(false, false, Tn, hs, Tn, T(1), ds, Tn, k, W, T(0), dq, W);  // dq = ds k
@@ -93,11 +108,11 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int 
   }
 }
 
-template void attention_forward<float>(float*, float*, const float*, int, int, int, int, int);
-template void attention_forward<double>(double*, double*, const double*, int, int, int, int, int);
+template void attention_forward<float>(float*, float*, const float*, int, int, int, int, int, const int32_t*);
+template void attention_forward<double>(double*, double*, const double*, int, int, int, int, int, const int32_t*);
 template void attention_backward<float>(float*, const float*, const float*, const float*, int, int, int, int, int,
-                                        float*, long);
+                                        const int32_t*, float*, long);
 template void attention_backward<double>(double*, const double*, const double*, const double*, int, int, int, int,
-                                         int, double*, long);
+                                         int, const int32_t*, double*, long);
 
 }  // namespace feast::cpu

@@ -48,10 +48,12 @@ size_t n(int a, int b) { return static_cast<size_t>(a) * static_cast<size_t>(b);
 
 }  // namespace
 
-// F(view, count): a required float32 operand; OF: optional; I32: int32 token ids.
+// F(view, count): a required float32 operand; OF: optional; I32: int32 token ids; OI32: optional
+// int32 (document positions).
 #define F(v, count) operand<float>(v, count, false, __func__, #v)
 #define OF(v, count) operand<float>(v, count, true, __func__, #v)
 #define I32(v, count) operand<int32_t>(v, count, false, __func__, #v)
+#define OI32(v, count) operand<int32_t>(v, count, true, __func__, #v)
 
 Tensor CpuBackend::allocate(DType dtype, size_t numel) { return Tensor(host_allocator(), dtype, numel); }
 
@@ -83,15 +85,17 @@ std::unique_ptr<Stream> CpuBackend::create_stream() { return make_cpu_stream(); 
 void CpuBackend::copy_async(const TensorView& dst, const TensorView& src, Stream&) { copy(dst, src); }
 
 void CpuBackend::embedding_forward(const TensorView& out, const TensorView& tokens, const TensorView& wte,
-                                   const TensorView& wpe, int B, int T, int C, int vocab_begin, int vocab_end) {
+                                   const TensorView& wpe, const TensorView& positions, int B, int T, int C,
+                                   int vocab_begin, int vocab_end) {
   cpu::encoder_forward(F(out, n(B * T, C)), I32(tokens, n(B, T)), F(wte, n(vocab_end - vocab_begin, C)),
-                       OF(wpe, n(T, C)), B, T, C, vocab_begin, vocab_end);
+                       OF(wpe, n(T, C)), B, T, C, vocab_begin, vocab_end, OI32(positions, n(B, T)));
 }
 
 void CpuBackend::embedding_backward(const TensorView& dwte, const TensorView& dwpe, const TensorView& dout,
-                                    const TensorView& tokens, int B, int T, int C, int vocab_begin, int vocab_end) {
+                                    const TensorView& tokens, const TensorView& positions, int B, int T, int C,
+                                    int vocab_begin, int vocab_end) {
   cpu::encoder_backward(F(dwte, n(vocab_end - vocab_begin, C)), OF(dwpe, n(T, C)), F(dout, n(B * T, C)),
-                        I32(tokens, n(B, T)), B, T, C, vocab_begin, vocab_end);
+                        I32(tokens, n(B, T)), B, T, C, vocab_begin, vocab_end, OI32(positions, n(B, T)));
 }
 
 void CpuBackend::layernorm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
@@ -181,7 +185,8 @@ void CpuBackend::attention_forward(const TensorView& out, const TensorView& stat
   FEAST_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0,
               "attention: " << s.n_head << " query heads do not share " << s.n_kv_head << " key/value heads evenly");
   cpu::attention_forward(F(out, s.rows() * n(s.out_width())), F(state, attention_state_size(s)),
-                         F(qkv, s.rows() * n(s.qkv_width())), s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
+                         F(qkv, s.rows() * n(s.qkv_width())), s.B, s.T, s.n_head, s.n_kv_head, s.head_dim,
+                         OI32(s.positions, s.rows()));
 }
 
 // The CPU keeps the probabilities themselves (state), so it does not need the forward's output.
@@ -191,7 +196,7 @@ void CpuBackend::attention_backward(const TensorView& dqkv, const TensorView& do
   float* ws = F(workspace, n(s.T, s.T));
   cpu::attention_backward(F(dqkv, s.rows() * n(s.qkv_width())), F(dout, s.rows() * n(s.out_width())),
                           F(qkv, s.rows() * n(s.qkv_width())), F(state, attention_state_size(s)), s.B, s.T, s.n_head,
-                          s.n_kv_head, s.head_dim, ws, static_cast<long>(workspace.numel));
+                          s.n_kv_head, s.head_dim, OI32(s.positions, s.rows()), ws, static_cast<long>(workspace.numel));
 }
 
 size_t CpuBackend::ring_attention_workspace_size(const AttentionShape& s) const {
@@ -233,13 +238,14 @@ void CpuBackend::ring_attention_unpack(const TensorView& dqkv, const TensorView&
 void CpuBackend::rope_forward(const TensorView& qkv, const TensorView& cos, const TensorView& sin,
                               const AttentionShape& s) {
   cpu::rope_forward(F(qkv, s.rows() * n(s.qkv_width())), F(cos, n(s.T, s.head_dim / 2)), F(sin, n(s.T, s.head_dim / 2)),
-                    s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
+                    s.B, s.T, s.n_head, s.n_kv_head, s.head_dim, OI32(s.positions, s.rows()));
 }
 
 void CpuBackend::rope_backward(const TensorView& dqkv, const TensorView& cos, const TensorView& sin,
                                const AttentionShape& s) {
   cpu::rope_backward(F(dqkv, s.rows() * n(s.qkv_width())), F(cos, n(s.T, s.head_dim / 2)),
-                     F(sin, n(s.T, s.head_dim / 2)), s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
+                     F(sin, n(s.T, s.head_dim / 2)), s.B, s.T, s.n_head, s.n_kv_head, s.head_dim,
+                     OI32(s.positions, s.rows()));
 }
 
 void CpuBackend::gelu_forward(const TensorView& out, const TensorView& inp, size_t count) {

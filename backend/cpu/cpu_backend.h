@@ -26,9 +26,9 @@ class CpuBackend final : public Backend {
   void copy_async(const TensorView& dst, const TensorView& src, Stream& on) override;
 
   void embedding_forward(const TensorView& out, const TensorView& tokens, const TensorView& wte, const TensorView& wpe,
-                         int B, int T, int C, int vocab_begin, int vocab_end) override;
+                         const TensorView& positions, int B, int T, int C, int vocab_begin, int vocab_end) override;
   void embedding_backward(const TensorView& dwte, const TensorView& dwpe, const TensorView& dout,
-                          const TensorView& tokens, int B, int T, int C, int vocab_begin, int vocab_end) override;
+                          const TensorView& tokens, const TensorView& positions, int B, int T, int C, int vocab_begin, int vocab_end) override;
   void layernorm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& inp,
                          const TensorView& weight, const TensorView& bias, int N, int C, float eps) override;
   void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,

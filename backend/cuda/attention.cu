@@ -11,6 +11,9 @@
 // state (float32, 2 B NH T): [0, B NH T) the log-sum-exp of row ((b NH + h) T + t), natural log
 // including the row's max; [B NH T, 2 B NH T) the backward's D = rowsum(dO * O) in the same order.
 //
+// Document masks (positions, each token's place in its document): query i sees keys
+// i - positions[i] .. i only. A warp skips the tiles wholly before its query's document.
+//
 // The backward is deterministic (no atomics): dq_kernel computes D and dq per query row, then
 // dkv_kernel, enqueued after it on the same stream, sums dk and dv per key row over the group's
 // query heads and the queries i >= j.
@@ -37,10 +40,17 @@ struct Shape {
   int W;      // qkv row width: (NH + 2 NKV) hs
   int C;      // out row width: NH hs
   float scale;
+  const int32_t* positions;  // (B, T) document positions, or null: one document per row
 };
 
-Shape make_shape(int T, int NH, int NKV, int hs) {
-  return Shape{T, NH, NKV, hs, NH / NKV, (NH + 2 * NKV) * hs, NH * hs, 1.0f / std::sqrt(static_cast<float>(hs))};
+Shape make_shape(int T, int NH, int NKV, int hs, const int32_t* positions) {
+  return Shape{T,       NH, NKV, hs, NH / NKV, (NH + 2 * NKV) * hs, NH * hs,
+               1.0f / std::sqrt(static_cast<float>(hs)), positions};
+}
+
+// The first key query i of batch row b sees: its document's first token, or the row's first.
+__device__ __forceinline__ int first_key(const Shape& s, int b, int i) {
+  return s.positions ? i - s.positions[static_cast<size_t>(b) * s.T + i] : 0;
 }
 
 // Row stride of a tile that lanes read row-wise (lane r reads row r at element d): odd, so the
@@ -132,6 +142,7 @@ __global__ void forward_kernel(T* out, float* lse, const T* qkv, Shape s) {
   const T* values = batch + s.C + s.NKV * s.hs + g * s.hs;
   float* q = q_rows + warp * s.hs;
   if (active) load_own_row(q, batch + static_cast<size_t>(i) * s.W + h * s.hs, s.hs);
+  const int lo = active ? first_key(s, b, i) : 0;
 
   float row_max = -INFINITY, row_sum = 0.0f;
   float acc[kChunks] = {};
@@ -141,11 +152,12 @@ __global__ void forward_kernel(T* out, float* lse, const T* qkv, Shape s) {
     load_rows(k_tile, stride, keys + static_cast<size_t>(j0) * s.W, s.W, rows, s.hs);
     load_rows(v_tile, s.hs, values + static_cast<size_t>(j0) * s.W, s.W, rows, s.hs);
     __syncthreads();
-    if (!active || j0 > i) continue;  // warp-uniform: this row is done or masked out of the tile
+    // Warp-uniform: this row is done, or the tile is masked out (past it, or before its document).
+    if (!active || j0 > i || j0 + kTile <= lo) continue;
     const int j = j0 + lane;
-    const bool causal = j <= i;  // implies j <= last, a loaded row
+    const bool causal = j <= i && j >= lo;  // implies j <= last, a loaded row
     const float score = causal ? dot(q, k_tile + lane * stride, s.hs) * s.scale : -INFINITY;
-    // The tile holds key j0 <= i, so the new max is finite.
+    // The first tile processed holds key max(j0, lo) <= i, so the new max is finite.
     const float new_max = fmaxf(row_max, warp_max(score));
     const float p = causal ? expf(score - new_max) : 0.0f;
     const float rescale = expf(row_max - new_max);  // 0 on the first tile
@@ -185,6 +197,7 @@ __global__ void dq_kernel(T* dqkv, float* D, const T* dout, const T* qkv, const 
   float* q = q_rows + warp * s.hs;
   float* dy = dout_rows + warp * s.hs;
   float row_lse = 0.0f;
+  const int lo = active ? first_key(s, b, i) : 0;
   if (active) {
     load_own_row(q, qkv + qkv_row0 + static_cast<size_t>(i) * s.W + h * s.hs, s.hs);
     load_own_row(dy, dout + (static_cast<size_t>(b) * s.T + i) * s.C + h * s.hs, s.hs);
@@ -200,10 +213,10 @@ __global__ void dq_kernel(T* dqkv, float* D, const T* dout, const T* qkv, const 
       load_rows(k_tile, stride, keys + static_cast<size_t>(j0) * s.W, s.W, rows, s.hs);
       load_rows(v_tile, stride, values + static_cast<size_t>(j0) * s.W, s.W, rows, s.hs);
       __syncthreads();
-      if (!active || j0 > i) continue;
+      if (!active || j0 > i || j0 + kTile <= lo) continue;
       const int j = j0 + lane;
       float p = 0.0f, dp = 0.0f;
-      if (j <= i) {
+      if (j <= i && j >= lo) {
         p = expf(dot(q, k_tile + lane * stride, s.hs) * s.scale - row_lse);
         dp = dot(dy, v_tile + lane * stride, s.hs);
       }
@@ -273,7 +286,7 @@ __global__ void dkv_kernel(T* dqkv, const T* dout, const T* qkv, const float* ls
       if (!active || i0 + rows <= j) continue;  // warp-uniform: no query of the tile sees key j
       const int i = i0 + lane;
       float p = 0.0f, ds = 0.0f;
-      if (i >= j && lane < rows) {
+      if (i >= j && lane < rows && j >= first_key(s, b, i)) {
         p = expf(dot(q_tile + lane * stride, k, s.hs) * s.scale - lse_tile[lane]);
         const float dp = dot(dout_tile + lane * stride, v, s.hs);
         ds = p * (dp - D_tile[lane]) * s.scale;
@@ -307,10 +320,10 @@ void check_head_dim(int head_dim) {
 size_t attention_state_floats(int B, int T, int n_head) { return 2 * static_cast<size_t>(B) * n_head * T; }
 
 void attention_forward(const CudaContext& ctx, DType dt, void* out, float* state, const void* qkv, int B, int T,
-                       int n_head, int n_kv_head, int head_dim) {
+                       int n_head, int n_kv_head, int head_dim, const int32_t* positions) {
   if (B == 0 || T == 0) return;
   check_head_dim(head_dim);
-  const Shape s = make_shape(T, n_head, n_kv_head, head_dim);
+  const Shape s = make_shape(T, n_head, n_kv_head, head_dim, positions);
   const unsigned int blocks = static_cast<unsigned int>(B) * n_head * row_blocks(T);
   dispatch_compute(dt, "attention_forward", [&](auto tag) {
     using Dt = decltype(tag);
@@ -321,10 +334,10 @@ void attention_forward(const CudaContext& ctx, DType dt, void* out, float* state
 }
 
 void attention_backward(const CudaContext& ctx, DType dt, void* dqkv, const void* dout, const void* qkv, float* state,
-                        int B, int T, int n_head, int n_kv_head, int head_dim) {
+                        int B, int T, int n_head, int n_kv_head, int head_dim, const int32_t* positions) {
   if (B == 0 || T == 0) return;
   check_head_dim(head_dim);
-  const Shape s = make_shape(T, n_head, n_kv_head, head_dim);
+  const Shape s = make_shape(T, n_head, n_kv_head, head_dim, positions);
   const float* lse = state;
   float* D = state + static_cast<size_t>(B) * n_head * T;
   dispatch_compute(dt, "attention_backward", [&](auto tag) {

@@ -191,8 +191,9 @@ CudnnAttention::~CudnnAttention() {
 }
 
 namespace {
+// Document masks (a.positions) take our own kernels: the graphs here are plain causal.
 bool eligible(DType dt, const AttentionShape& a) {
-  return dt == DType::kBFloat16 && a.head_dim % 8 == 0 && a.head_dim <= 256 && a.B > 0 && a.T > 0;
+  return !a.positions && dt == DType::kBFloat16 && a.head_dim % 8 == 0 && a.head_dim <= 256 && a.B > 0 && a.T > 0;
 }
 }  // namespace
 

@@ -60,12 +60,14 @@ cuda::RingAttentionCall ring_call(const RingBlock& b) {
           {b.kv_chunks[0], b.kv_chunks[1]}};
 }
 
-// A: an operand in the compute dtype; OA: optional; F / OF: float32; I32: int32 token ids.
+// A: an operand in the compute dtype; OA: optional; F / OF: float32; I32: int32 token ids; OI32:
+// optional int32 (document positions).
 #define A(v, count) operand(v, compute_, count, false, __func__, #v)
 #define OA(v, count) operand(v, compute_, count, true, __func__, #v)
 #define F(v, count) static_cast<float*>(operand(v, DType::kFloat32, count, false, __func__, #v))
 #define OF(v, count) static_cast<float*>(operand(v, DType::kFloat32, count, true, __func__, #v))
 #define I32(v, count) static_cast<const int32_t*>(operand(v, DType::kInt32, count, false, __func__, #v))
+#define OI32(v, count) static_cast<const int32_t*>(operand(v, DType::kInt32, count, true, __func__, #v))
 
 class CudaBackend final : public Backend {
  public:
@@ -134,14 +136,18 @@ class CudaBackend final : public Backend {
 
   // ---- ops: check, then launch ----------------------------------------------------------------
   void embedding_forward(const TensorView& out, const TensorView& tokens, const TensorView& wte,
-                         const TensorView& wpe, int B, int T, int C, int vocab_begin, int vocab_end) override {
+                         const TensorView& wpe, const TensorView& positions, int B, int T, int C, int vocab_begin,
+                         int vocab_end) override {
     cuda::embedding_forward(ctx_, compute_, A(out, n(B * T, C)), I32(tokens, n(B, T)),
-                            A(wte, n(vocab_end - vocab_begin, C)), OA(wpe, n(T, C)), B, T, C, vocab_begin, vocab_end);
+                            A(wte, n(vocab_end - vocab_begin, C)), OA(wpe, n(T, C)), OI32(positions, n(B, T)), B, T,
+                            C, vocab_begin, vocab_end);
   }
   void embedding_backward(const TensorView& dwte, const TensorView& dwpe, const TensorView& dout,
-                          const TensorView& tokens, int B, int T, int C, int vocab_begin, int vocab_end) override {
+                          const TensorView& tokens, const TensorView& positions, int B, int T, int C,
+                          int vocab_begin, int vocab_end) override {
     cuda::embedding_backward(ctx_, compute_, F(dwte, n(vocab_end - vocab_begin, C)), OF(dwpe, n(T, C)),
-                             A(dout, n(B * T, C)), I32(tokens, n(B, T)), B, T, C, vocab_begin, vocab_end);
+                             A(dout, n(B * T, C)), I32(tokens, n(B, T)), OI32(positions, n(B, T)), B, T, C,
+                             vocab_begin, vocab_end);
   }
   void layernorm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& inp,
                          const TensorView& weight, const TensorView& bias, int N, int C, float eps) override {
@@ -250,7 +256,8 @@ class CudaBackend final : public Backend {
       return;
     }
 #endif
-    cuda::attention_forward(ctx_, compute_, o, st, q, s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
+    cuda::attention_forward(ctx_, compute_, o, st, q, s.B, s.T, s.n_head, s.n_kv_head, s.head_dim,
+                            OI32(s.positions, s.rows()));
   }
   void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                           const TensorView& out, const TensorView& state, const TensorView&,
@@ -268,7 +275,8 @@ class CudaBackend final : public Backend {
 #else
     (void)out;
 #endif
-    cuda::attention_backward(ctx_, compute_, dq, dO, q, st, s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
+    cuda::attention_backward(ctx_, compute_, dq, dO, q, st, s.B, s.T, s.n_head, s.n_kv_head, s.head_dim,
+                             OI32(s.positions, s.rows()));
   }
   size_t ring_attention_workspace_size(const AttentionShape& s) const override {
     return s.head_rows();  // the backward's D = rowsum(dO * O), one per row and query head
@@ -305,13 +313,15 @@ class CudaBackend final : public Backend {
                     const AttentionShape& s) override {
     FEAST_CHECK(s.head_dim % 2 == 0, name() << " rope: head size " << s.head_dim << " is odd");
     cuda::rope_forward(ctx_, compute_, A(qkv, s.rows() * n(s.qkv_width())), F(cos, n(s.T, s.head_dim / 2)),
-                       F(sin, n(s.T, s.head_dim / 2)), s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
+                       F(sin, n(s.T, s.head_dim / 2)), OI32(s.positions, s.rows()), s.B, s.T, s.n_head, s.n_kv_head,
+                       s.head_dim);
   }
   void rope_backward(const TensorView& dqkv, const TensorView& cos, const TensorView& sin,
                      const AttentionShape& s) override {
     FEAST_CHECK(s.head_dim % 2 == 0, name() << " rope: head size " << s.head_dim << " is odd");
     cuda::rope_backward(ctx_, compute_, A(dqkv, s.rows() * n(s.qkv_width())), F(cos, n(s.T, s.head_dim / 2)),
-                        F(sin, n(s.T, s.head_dim / 2)), s.B, s.T, s.n_head, s.n_kv_head, s.head_dim);
+                        F(sin, n(s.T, s.head_dim / 2)), OI32(s.positions, s.rows()), s.B, s.T, s.n_head,
+                        s.n_kv_head, s.head_dim);
   }
   void gelu_forward(const TensorView& out, const TensorView& inp, size_t count) override {
     cuda::gelu_forward(ctx_, compute_, A(out, count), A(inp, count), count);

@@ -14,12 +14,13 @@ constexpr unsigned int kThreads = 256;
 // Blocks stride over the N rows, threads over a row's C channels.
 template <typename T>
 __global__ void embedding_forward_kernel(T* __restrict__ out, const int32_t* __restrict__ tokens,
-                                         const T* __restrict__ wte, const T* __restrict__ wpe, int N, int Tn, int C,
+                                         const T* __restrict__ wte, const T* __restrict__ wpe,
+                                         const int32_t* __restrict__ positions, int N, int Tn, int C,
                                          int vocab_begin, int vocab_end) {
   for (int bt = blockIdx.x; bt < N; bt += gridDim.x) {
     const int tok = tokens[bt];
     const T* e = tok >= vocab_begin && tok < vocab_end ? wte + size_t(tok - vocab_begin) * C : nullptr;
-    const T* p = wpe ? wpe + size_t(bt % Tn) * C : nullptr;
+    const T* p = wpe ? wpe + size_t(positions ? positions[bt] : bt % Tn) * C : nullptr;
     T* o = out + size_t(bt) * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
       float v = e ? to_float(e[c]) : 0.0f;
@@ -106,6 +107,27 @@ __global__ void embedding_backward_wpe_kernel(float* __restrict__ dwpe, const T*
   }
 }
 
+// The same with document positions (positions (B, T)): dwpe[p] += the rows whose position is p,
+// a thread per (p, c) walking the rows in order, as the CPU adds them. A row's position is at
+// most its t, so row b's search for p starts at t = p. O(B T^2 C) compares: the learned position
+// table meets document masks only when fine-tuning GPT-2 on packed data, at GPT-2's short windows.
+template <typename T>
+__global__ void embedding_backward_wpe_by_position_kernel(float* __restrict__ dwpe, const T* __restrict__ dout,
+                                                          const int32_t* __restrict__ positions, int B, int Tn,
+                                                          int C) {
+  const size_t count = size_t(Tn) * C;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    const int p = int(i / size_t(C)), c = int(i % size_t(C));
+    float acc = dwpe[i];
+    for (int b = 0; b < B; ++b)
+      for (int t = p; t < Tn; ++t) {
+        const size_t row = size_t(b) * Tn + t;
+        if (positions[row] == p) acc += to_float(dout[row * C + c]);
+      }
+    dwpe[i] = acc;
+  }
+}
+
 // Blocks of the wte backward, to fill the device: the channel chunks times as many vocabulary
 // classes as make up this many. The result does not depend on the split (every element adds
 // its tokens in order whichever block owns it); more classes only spread the work.
@@ -114,21 +136,23 @@ constexpr unsigned int kWteTargetBlocks = 1024;
 }  // namespace
 
 void embedding_forward(const CudaContext& ctx, DType dt, void* out, const int32_t* tokens, const void* wte,
-                       const void* wpe, int B, int T, int C, int vocab_begin, int vocab_end) {
+                       const void* wpe, const int32_t* positions, int B, int T, int C, int vocab_begin,
+                       int vocab_end) {
   const int N = B * T;
   if (N <= 0 || C <= 0) return;
   const unsigned int grid = std::min(static_cast<unsigned int>(N), 32u * static_cast<unsigned int>(ctx.sm_count));
   dispatch_compute(dt, "embedding_forward", [&](auto tag) {
     using Tc = decltype(tag);
     embedding_forward_kernel<Tc><<<grid, kThreads, 0, ctx.stream>>>(
-        static_cast<Tc*>(out), tokens, static_cast<const Tc*>(wte), static_cast<const Tc*>(wpe), N, T, C,
-        vocab_begin, vocab_end);
+        static_cast<Tc*>(out), tokens, static_cast<const Tc*>(wte), static_cast<const Tc*>(wpe), positions, N,
+        T, C, vocab_begin, vocab_end);
     FEAST_CUDA_LAUNCH_CHECK(embedding_forward_kernel);
   });
 }
 
 void embedding_backward(const CudaContext& ctx, DType dt, float* dwte, float* dwpe, const void* dout,
-                        const int32_t* tokens, int B, int T, int C, int vocab_begin, int vocab_end) {
+                        const int32_t* tokens, const int32_t* positions, int B, int T, int C, int vocab_begin,
+                        int vocab_end) {
   const int N = B * T;
   if (N <= 0 || C <= 0) return;
   const int rows = vocab_end - vocab_begin;
@@ -146,9 +170,15 @@ void embedding_backward(const CudaContext& ctx, DType dt, float* dwte, float* dw
       const size_t count = size_t(T) * C;
       const unsigned int grid =
           std::min(blocks_for(count, kThreads), 32u * static_cast<unsigned int>(ctx.sm_count));
-      embedding_backward_wpe_kernel<Tc><<<grid, kThreads, 0, ctx.stream>>>(dwpe, static_cast<const Tc*>(dout), B, T,
-                                                                           C);
-      FEAST_CUDA_LAUNCH_CHECK(embedding_backward_wpe_kernel);
+      if (positions) {
+        embedding_backward_wpe_by_position_kernel<Tc><<<grid, kThreads, 0, ctx.stream>>>(
+            dwpe, static_cast<const Tc*>(dout), positions, B, T, C);
+        FEAST_CUDA_LAUNCH_CHECK(embedding_backward_wpe_by_position_kernel);
+      } else {
+        embedding_backward_wpe_kernel<Tc><<<grid, kThreads, 0, ctx.stream>>>(dwpe, static_cast<const Tc*>(dout), B,
+                                                                             T, C);
+        FEAST_CUDA_LAUNCH_CHECK(embedding_backward_wpe_kernel);
+      }
     }
   });
 }

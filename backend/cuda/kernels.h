@@ -19,10 +19,13 @@
 namespace feast::cuda {
 
 // embedding.cu
+// (positions: null, or each row's document position, as AttentionShape::positions)
 void embedding_forward(const CudaContext& ctx, DType dt, void* out, const int32_t* tokens, const void* wte,
-                       const void* wpe, int B, int T, int C, int vocab_begin, int vocab_end);
+                       const void* wpe, const int32_t* positions, int B, int T, int C, int vocab_begin,
+                       int vocab_end);
 void embedding_backward(const CudaContext& ctx, DType dt, float* dwte, float* dwpe, const void* dout,
-                        const int32_t* tokens, int B, int T, int C, int vocab_begin, int vocab_end);
+                        const int32_t* tokens, const int32_t* positions, int B, int T, int C, int vocab_begin,
+                        int vocab_end);
 
 // layernorm.cu
 void layernorm_forward(const CudaContext& ctx, DType dt, void* out, float* mean, float* rstd, const void* inp,
@@ -61,12 +64,13 @@ void lora_backward(const CudaContext& ctx, DType dt, void* dinp, float* da, floa
 // nf4.cu (Backend::dequantize_nf4: out (rows, cols) in the compute dtype)
 void dequantize_nf4(const CudaContext& ctx, DType dt, void* out, const Nf4Piece& piece);
 
-// attention.cu (causal, grouped-query heads; qkv rows are [q heads | k heads | v heads])
+// attention.cu (causal, grouped-query heads; qkv rows are [q heads | k heads | v heads];
+// positions: null, or document positions as AttentionShape::positions)
 size_t attention_state_floats(int B, int T, int n_head);
 void attention_forward(const CudaContext& ctx, DType dt, void* out, float* state, const void* qkv, int B, int T,
-                       int n_head, int n_kv_head, int head_dim);
+                       int n_head, int n_kv_head, int head_dim, const int32_t* positions);
 void attention_backward(const CudaContext& ctx, DType dt, void* dqkv, const void* dout, const void* qkv, float* state,
-                        int B, int T, int n_head, int n_kv_head, int head_dim);
+                        int B, int T, int n_head, int n_kv_head, int head_dim, const int32_t* positions);
 
 // ring_attention.cu (context parallelism: one block of the ring; float32 output, log-sum-exp and
 // gradient accumulators; the workspace holds the backward's D = rowsum(dO * O), B NH T floats)
@@ -85,10 +89,10 @@ void ring_attention_backward(const CudaContext& ctx, DType dt, float* dq, float*
                              const RingAttentionCall& call);
 
 // rope.cu (in place on the q and k heads; cos, sin (maxT, hs/2))
-void rope_forward(const CudaContext& ctx, DType dt, void* qkv, const float* cos, const float* sin, int B, int T,
-                  int n_head, int n_kv_head, int head_dim);
-void rope_backward(const CudaContext& ctx, DType dt, void* dqkv, const float* cos, const float* sin, int B, int T,
-                   int n_head, int n_kv_head, int head_dim);
+void rope_forward(const CudaContext& ctx, DType dt, void* qkv, const float* cos, const float* sin,
+                  const int32_t* positions, int B, int T, int n_head, int n_kv_head, int head_dim);
+void rope_backward(const CudaContext& ctx, DType dt, void* dqkv, const float* cos, const float* sin,
+                   const int32_t* positions, int B, int T, int n_head, int n_kv_head, int head_dim);
 
 // gelu.cu
 void gelu_forward(const CudaContext& ctx, DType dt, void* out, const void* inp, size_t n);

@@ -48,7 +48,7 @@ void SelfAttention::core_backward(const LayerContext& ctx, size_t s, const Tenso
 void SelfAttention::forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int B,
                             int T) {
   const size_t s = size_t(slot);
-  const AttentionShape sh = shape(B, T);
+  const AttentionShape sh = shape(ctx, B, T);
   const int N = B * T;
   qkv_.forward(ctx, qkv_out_[s], x, N);
   if (cos_) ctx.backend.rope_forward(qkv_out_[s], cos_, sin_, sh);
@@ -57,13 +57,13 @@ void SelfAttention::forward(const LayerContext& ctx, int slot, const TensorView&
 }
 
 void SelfAttention::recompute_core(const LayerContext& ctx, int slot, int B, int T) {
-  core_forward(ctx, size_t(slot), shape(B, T));
+  core_forward(ctx, size_t(slot), shape(ctx, B, T));
 }
 
 void SelfAttention::backward(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx,
                              const TensorView& x, int B, int T, GradientSink& sink) {
   const size_t s = size_t(slot);
-  const AttentionShape sh = shape(B, T);
+  const AttentionShape sh = shape(ctx, B, T);
   const int N = B * T;
   const StageScratch& sc = ctx.scratch;
   proj_.backward(ctx, sc.dy, dout, y_[s], N, sink);
@@ -75,7 +75,7 @@ void SelfAttention::backward(const LayerContext& ctx, int slot, const TensorView
 void SelfAttention::backward_input(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx,
                                    int B, int T) {
   const size_t s = size_t(slot);
-  const AttentionShape sh = shape(B, T);
+  const AttentionShape sh = shape(ctx, B, T);
   const int N = B * T;
   const StageScratch& sc = ctx.scratch;
   proj_.backward_input(ctx, sc.dy, dout, N);

@@ -43,6 +43,12 @@ class SelfAttention {
 
   std::vector<FlatRange> grad_ranges() const;
   AttentionShape shape(int B, int T) const { return {B, T, n_head_, n_kv_head_, head_dim_}; }
+  // The shape of a call on a micro-batch: with its document positions under document masks.
+  AttentionShape shape(const LayerContext& ctx, int B, int T) const {
+    AttentionShape s = shape(B, T);
+    if (ctx.positions) s.positions = ctx.positions.first(s.rows());
+    return s;
+  }
 
  private:
   // The core: y and state of `slot` from its QKV output; its input gradient into dqkv.

@@ -32,6 +32,11 @@ void for_each_position_run(const LayerContext& ctx, int B, int T, int C, const T
         positions.slice(size_t(ctx.cp.position(half * c, T)) * size_t(C), size_t(c) * size_t(C)));
 }
 
+// Rows [row, row + rows)'s places in their documents under document masks; empty otherwise.
+TensorView document_positions(const LayerContext& ctx, size_t row, size_t rows) {
+  return ctx.positions ? ctx.positions.slice(row, rows) : TensorView{};
+}
+
 }  // namespace
 
 void TokenEmbedding::forward(const LayerContext& ctx, const TensorView& out, const TensorView& tokens, int B,
@@ -41,7 +46,8 @@ void TokenEmbedding::forward(const LayerContext& ctx, const TensorView& out, con
   for_each_position_run(ctx, B, T, C_, wpe, [&](size_t row, int b, int t, const TensorView& positions) {
     const size_t rows = size_t(b) * size_t(t);
     ctx.backend.embedding_forward(sum.slice(row * size_t(C_), rows * size_t(C_)), tokens.slice(row, rows), wte_view_,
-                                  positions, b, t, C_, vocab_begin_, vocab_begin_ + Vl_);
+                                  positions, document_positions(ctx, row, rows), b, t, C_, vocab_begin_,
+                                  vocab_begin_ + Vl_);
   });
   sum_partials(ctx, sum, out, B * T, C_);
 }
@@ -61,8 +67,8 @@ void TokenEmbedding::backward(const LayerContext& ctx, const TensorView& dout_ro
                           [&](size_t row, int b, int t, const TensorView& positions) {
                             const size_t rows = size_t(b) * size_t(t);
                             ctx.backend.embedding_backward(gwte, positions, dout.slice(row * size_t(C_), rows * size_t(C_)),
-                                                           tokens.slice(row, rows), b, t, C_, vocab_begin_ + r0,
-                                                           vocab_begin_ + r1);
+                                                           tokens.slice(row, rows), document_positions(ctx, row, rows),
+                                                           b, t, C_, vocab_begin_ + r0, vocab_begin_ + r1);
                           });
     sink.release(c.begin, c.end);
   }

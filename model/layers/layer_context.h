@@ -80,6 +80,9 @@ struct LayerContext {
   TensorParallel& tp;
   ContextParallel& cp;
   const StageScratch& scratch;
+  // Under document masks (data.document_mask): the micro-batch's int32 (B T) positions of each
+  // token within its document (AttentionShape::positions); empty otherwise.
+  TensorView positions = {};
 };
 
 // The two moves of tensor parallelism on a micro-batch's (N, C) activations, chosen here for

@@ -152,28 +152,35 @@ TEST(GradCheck, Residual) {
   for (size_t i = 0; i < n; ++i) EXPECT_DOUBLE_EQ(out[i], a[i] + b[i]);
 }
 
-// Attention with NH query heads sharing NKV key/value heads (NKV = NH: multi-head; 1: multi-query).
-void check_attention(int NH, int NKV, uint32_t seed) {
+// Attention with NH query heads sharing NKV key/value heads (NKV = NH: multi-head; 1: multi-query),
+// within the documents `positions` gives (null: one per row).
+void check_attention(int NH, int NKV, uint32_t seed, const int32_t* positions = nullptr) {
   const int B = 2, T = 5, hs = 3, W = (NH + 2 * NKV) * hs;
   auto qkv = random_vector(B * T * W, seed);
   const auto r = random_vector(B * T * NH * hs, seed + 1);
   std::vector<double> out(B * T * NH * hs), att(B * NH * T * T);
   auto loss = [&] {
-    cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, NKV, hs);
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, NKV, hs, positions);
     return dot(r, out.data());
   };
   loss();
   std::vector<double> dqkv(B * T * W, 7.0);  // overwritten, not accumulated
   std::vector<double> scratch(static_cast<size_t>(cpu::attention_scratch_size(T, 4)));
-  cpu::attention_backward(dqkv.data(), r.data(), qkv.data(), att.data(), B, T, NH, NKV, hs, scratch.data(),
-                          long(scratch.size()));
-  expect_gradient_matches("attention dqkv, " + std::to_string(NH) + " heads / " + std::to_string(NKV) + " kv", qkv,
-                          dqkv, loss);
+  cpu::attention_backward(dqkv.data(), r.data(), qkv.data(), att.data(), B, T, NH, NKV, hs, positions,
+                          scratch.data(), long(scratch.size()));
+  expect_gradient_matches("attention dqkv, " + std::to_string(NH) + " heads / " + std::to_string(NKV) + " kv" +
+                              (positions ? ", documents" : ""),
+                          qkv, dqkv, loss);
 }
 
 TEST(GradCheck, Attention) { check_attention(3, 3, 20); }
 TEST(GradCheck, GroupedQueryAttention) { check_attention(4, 2, 40); }
 TEST(GradCheck, MultiQueryAttention) { check_attention(3, 1, 45); }
+
+// Two rows of 5: documents of 2, 1 and 2 tokens; of 4 and 1 (the end of the window).
+const int32_t kDocumentPositions[] = {0, 1, 0, 0, 1, 0, 1, 2, 3, 0};
+TEST(GradCheck, AttentionWithinDocuments) { check_attention(4, 2, 41, kDocumentPositions); }
+
 
 TEST(GradCheck, AttentionIsCausal) {
   // Changing the last token's q, k, v must not change any earlier output.
@@ -213,11 +220,11 @@ TEST(GradCheck, AttentionBackwardRunsOnTheThreadsItsScratchHolds) {
   std::vector<double> out(B * T * NH * hs), att(B * NH * T * T), many(B * T * W), one(B * T * W);
   cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, NKV, hs);
   std::vector<double> big(static_cast<size_t>(cpu::attention_scratch_size(T, 8))), small(T * T), none(T * T - 1);
-  cpu::attention_backward(many.data(), r.data(), qkv.data(), att.data(), B, T, NH, NKV, hs, big.data(), long(big.size()));
-  cpu::attention_backward(one.data(), r.data(), qkv.data(), att.data(), B, T, NH, NKV, hs, small.data(),
+  cpu::attention_backward(many.data(), r.data(), qkv.data(), att.data(), B, T, NH, NKV, hs, nullptr, big.data(), long(big.size()));
+  cpu::attention_backward(one.data(), r.data(), qkv.data(), att.data(), B, T, NH, NKV, hs, nullptr, small.data(),
                           long(small.size()));
   EXPECT_EQ(many, one);
-  EXPECT_THROW(cpu::attention_backward(one.data(), r.data(), qkv.data(), att.data(), B, T, NH, NKV, hs, none.data(),
+  EXPECT_THROW(cpu::attention_backward(one.data(), r.data(), qkv.data(), att.data(), B, T, NH, NKV, hs, nullptr, none.data(),
                                        long(none.size())),
                Error);
 }
@@ -263,25 +270,29 @@ void rope_tables_double(int T, int hs, std::vector<double>& cos, std::vector<dou
   sin.assign(fs.begin(), fs.end());
 }
 
-TEST(GradCheck, Rope) {
+// Rotary embedding at each row's position t, or its document position (null: t).
+void check_rope(const int32_t* positions, uint32_t seed) {
   const int B = 2, T = 5, NH = 2, NKV = 1, hs = 6, W = (NH + 2 * NKV) * hs;
   std::vector<double> cos, sin;
   rope_tables_double(T, hs, cos, sin);
-  auto x = random_vector(B * T * W, 60);
-  const auto r = random_vector(B * T * W, 61);
+  auto x = random_vector(B * T * W, seed);
+  const auto r = random_vector(B * T * W, seed + 1);
   std::vector<double> y(B * T * W);
   auto loss = [&] {
     y = x;
-    cpu::rope_forward(y.data(), cos.data(), sin.data(), B, T, NH, NKV, hs);
+    cpu::rope_forward(y.data(), cos.data(), sin.data(), B, T, NH, NKV, hs, positions);
     return dot(r, y.data());
   };
   std::vector<double> dx = r;
-  cpu::rope_backward(dx.data(), cos.data(), sin.data(), B, T, NH, NKV, hs);
-  expect_gradient_matches("rope", x, dx, loss);
-  // Position 0 does not turn; v heads never turn; pairs keep their length.
+  cpu::rope_backward(dx.data(), cos.data(), sin.data(), B, T, NH, NKV, hs, positions);
+  expect_gradient_matches(positions ? "rope, documents" : "rope", x, dx, loss);
+  // Position 0 (a row's, or a document's, first token) does not turn; v heads never turn; pairs
+  // keep their length.
   loss();
-  for (int b = 0; b < B; ++b)
-    for (int c = 0; c < W; ++c) EXPECT_DOUBLE_EQ(y[size_t(b) * T * W + c], x[size_t(b) * T * W + c]);
+  for (int bt = 0; bt < B * T; ++bt) {
+    if ((positions ? positions[bt] : bt % T) != 0) continue;
+    for (int c = 0; c < W; ++c) EXPECT_DOUBLE_EQ(y[size_t(bt) * W + c], x[size_t(bt) * W + c]);
+  }
   for (int bt = 0; bt < B * T; ++bt)
     for (int c = (NH + NKV) * hs; c < W; ++c) EXPECT_DOUBLE_EQ(y[size_t(bt) * W + c], x[size_t(bt) * W + c]);
   for (int bt = 0; bt < B * T; ++bt)
@@ -291,6 +302,8 @@ TEST(GradCheck, Rope) {
         EXPECT_NEAR(y[a] * y[a] + y[p] * y[p], x[a] * x[a] + x[p] * x[p], 1e-5);  // cos, sin from float32
       }
 }
+
+TEST(GradCheck, Rope) { check_rope(nullptr, 60); }
 
 TEST(GradCheck, SwiGlu) {
   const int N = 3, I = 7;
@@ -327,6 +340,69 @@ TEST(GradCheck, Encoder) {
   cpu::encoder_backward(dwte.data(), dwpe.data(), r.data(), tokens.data(), B, T, C);
   expect_gradient_matches("encoder dwte", wte, dwte, loss);
   expect_gradient_matches("encoder dwpe", wpe, dwpe, loss);
+}
+
+TEST(GradCheck, EncoderWithDocumentPositions) {
+  const int B = 2, T = 5, C = 3, Vp = 4;
+  const std::vector<int32_t> tokens = {1, 3, 1, 0, 2, 3, 3, 0, 1, 2};
+  auto wte = random_vector(Vp * C, 30), wpe = random_vector(T * C, 31);
+  const auto r = random_vector(B * T * C, 32);
+  std::vector<double> out(B * T * C);
+  auto loss = [&] {
+    cpu::encoder_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C, 0, Vp, kDocumentPositions);
+    return dot(r, out.data());
+  };
+  std::vector<double> dwte(Vp * C), dwpe(T * C);
+  cpu::encoder_backward(dwte.data(), dwpe.data(), r.data(), tokens.data(), B, T, C, 0, Vp, kDocumentPositions);
+  expect_gradient_matches("encoder dwte, documents", wte, dwte, loss);
+  expect_gradient_matches("encoder dwpe, documents", wpe, dwpe, loss);
+  for (int c = 0; c < C; ++c) EXPECT_EQ(dwpe[size_t(4 * C + c)], 0.0);  // no document reaches position 4
+}
+
+TEST(GradCheck, RopeWithDocumentPositions) { check_rope(kDocumentPositions, 62); }
+
+TEST(GradCheck, DocumentMasksComputeWhatEachDocumentAloneWould) {
+  // A row packing documents of 3, 1 and 4 tokens gives, at each token, the attention output, the
+  // rotary embedding and the learned-position embedding of that document run alone; and the
+  // gradients of the packed row are those of the documents alone, side by side.
+  const int T = 8, NH = 2, NKV = 1, hs = 4, W = (NH + 2 * NKV) * hs, C = NH * hs;
+  const std::vector<int> lengths = {3, 1, 4};
+  const std::vector<int32_t> positions = {0, 1, 2, 0, 0, 1, 2, 3};
+  const auto qkv = random_vector(T * W, 26), dout = random_vector(T * C, 27);
+  std::vector<double> cos, sin;
+  rope_tables_double(T, hs, cos, sin);
+  std::vector<double> packed = qkv, out(T * C), att(NH * T * T), dqkv(T * W);
+  cpu::rope_forward(packed.data(), cos.data(), sin.data(), 1, T, NH, NKV, hs, positions.data());
+  cpu::attention_forward(out.data(), att.data(), packed.data(), 1, T, NH, NKV, hs, positions.data());
+  std::vector<double> scratch(static_cast<size_t>(cpu::attention_scratch_size(T, 4)));
+  cpu::attention_backward(dqkv.data(), dout.data(), packed.data(), att.data(), 1, T, NH, NKV, hs, positions.data(),
+                          scratch.data(), long(scratch.size()));
+  cpu::rope_backward(dqkv.data(), cos.data(), sin.data(), 1, T, NH, NKV, hs, positions.data());
+  const int Vp = 3;
+  const std::vector<int32_t> tokens = {1, 2, 0, 1, 2, 2, 0, 1};
+  const auto wte = random_vector(Vp * C, 28), wpe = random_vector(T * C, 29);
+  std::vector<double> embedded(T * C);
+  cpu::encoder_forward(embedded.data(), tokens.data(), wte.data(), wpe.data(), 1, T, C, 0, Vp, positions.data());
+  int first = 0;
+  for (const int n : lengths) {
+    std::vector<double> alone(qkv.begin() + first * W, qkv.begin() + (first + n) * W), y(size_t(n) * C),
+        p(size_t(NH) * n * n), d(size_t(n) * W), e(size_t(n) * C);
+    const std::vector<double> dy(dout.begin() + first * C, dout.begin() + (first + n) * C);
+    cpu::rope_forward(alone.data(), cos.data(), sin.data(), 1, n, NH, NKV, hs);
+    cpu::attention_forward(y.data(), p.data(), alone.data(), 1, n, NH, NKV, hs);
+    std::vector<double> small_scratch(static_cast<size_t>(cpu::attention_scratch_size(n, 4)));
+    cpu::attention_backward(d.data(), dy.data(), alone.data(), p.data(), 1, n, NH, NKV, hs, nullptr,
+                            small_scratch.data(), long(small_scratch.size()));
+    cpu::rope_backward(d.data(), cos.data(), sin.data(), 1, n, NH, NKV, hs);
+    cpu::encoder_forward(e.data(), tokens.data() + first, wte.data(), wpe.data(), 1, n, C, 0, Vp);
+    for (int i = 0; i < n * C; ++i) {
+      EXPECT_NEAR(out[size_t(first * C + i)], y[size_t(i)], 1e-12) << "document at " << first << ", element " << i;
+      EXPECT_EQ(embedded[size_t(first * C + i)], e[size_t(i)]) << "document at " << first << ", element " << i;
+    }
+    for (int i = 0; i < n * W; ++i)
+      EXPECT_NEAR(dqkv[size_t(first * W + i)], d[size_t(i)], 1e-12) << "document at " << first << ", element " << i;
+    first += n;
+  }
 }
 
 TEST(GradCheck, CrossEntropyOverPaddedVocabulary) {

@@ -33,7 +33,7 @@ void check_ring(int cp, int NH, int NKV, int c, uint32_t seed) {
   std::vector<double> ref_out(size_t(B) * Tw * C), att(size_t(B) * NH * Tw * Tw), ref_dqkv(size_t(B) * Tw * W);
   cpu::attention_forward(ref_out.data(), att.data(), qkv.data(), B, Tw, NH, NKV, hs);
   std::vector<double> scratch(size_t(cpu::attention_scratch_size(Tw, 4)));
-  cpu::attention_backward(ref_dqkv.data(), dout.data(), qkv.data(), att.data(), B, Tw, NH, NKV, hs, scratch.data(),
+  cpu::attention_backward(ref_dqkv.data(), dout.data(), qkv.data(), att.data(), B, Tw, NH, NKV, hs, nullptr, scratch.data(),
                           long(scratch.size()));
 
   // Each rank's rows of a (B, Tw, width) tensor.

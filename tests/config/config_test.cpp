@@ -312,6 +312,20 @@ TEST(ConfigErrors, LoraKeys) {
             (std::vector<std::string>{"q", "v"}));
 }
 
+TEST(ConfigErrors, DocumentMaskKeys) {
+  // Ring attention has no document boundaries; the end-of-text id must be a token of the model.
+  EXPECT_EQ(error_of("[data]\ntrain = \"t.bin\"\ndocument_mask = true\n[parallel]\ncp = 2\n"),
+            "demo.toml:3: data.document_mask = true needs every document's keys on one rank, but parallel.cp = 2 "
+            "(demo.toml:5) splits each sequence over ranks whose ring attention has no document boundaries; set "
+            "parallel.cp = 1 or data.document_mask = false");
+  EXPECT_EQ(error_of("[data]\ntrain = \"t.bin\"\neos_id = 256\n"),
+            "demo.toml:3: data.eos_id = 256 must be < model.vocab_size = 256 (default)");
+  EXPECT_NE(error_of("[data]\ntrain = \"t.bin\"\neos_id = -2\n").find("data.eos_id"), std::string::npos);
+  const Config c = parse(kData, {"data.document_mask=true", "data.eos_id=10"});
+  EXPECT_TRUE(c.data.document_mask);
+  EXPECT_EQ(c.data.eos_id, 10);
+}
+
 // A default that no longer fits follows the key it depends on; a value someone wrote does not.
 TEST(ConfigDefaults, SeqLenFollowsAShorterContext) {
   const Config c = parse("[model]\nmax_seq_len = 32\n");

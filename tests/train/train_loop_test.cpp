@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,7 +15,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/dataset.h"
 #include "data/prepare.h"
+#include "data/sampler.h"
 #include "comm/self_communicator.h"
 
 namespace feast {
@@ -150,6 +153,45 @@ TEST_F(TrainLoop, ValidationLossDoesNotDependOnTheMicroBatchSplit) {
   const TrainSummary a = train(whole, make_self_communicator()), b = train(split, make_self_communicator());
   ASSERT_TRUE(a.final_val_loss && b.final_val_loss);
   EXPECT_NEAR(*a.final_val_loss, *b.final_val_loss, 1e-5 * *a.final_val_loss);
+}
+
+TEST_F(TrainLoop, LossIsTheMeanOverTheStepsCountedTargetsWhateverTheSplit) {
+  // Document masks on the corpus's spaces leave out a different number of targets in each row,
+  // so the micro-batches of a step count unevenly; the loss is still the mean over every counted
+  // target of the step (not a mean of micro-batch means), so one micro-batch of 8 rows and 8 of
+  // one give the same losses and gradient norms.
+  Config whole = small_config("docs_whole"), split = small_config("docs_split");
+  for (Config* c : {&whole, &split}) {
+    c->training.steps = 3;
+    c->training.eval_interval = 3;
+    c->data.document_mask = true;
+    c->data.eos_id = ' ';
+  }
+  split.parallel.micro_batch_size = 1;
+  split.parallel.num_micro_batches = 8;
+  const Dataset data(whole.data.train, Split::kTrain);
+  const TrainSampler sampler(data, whole.training.seed, whole.training.seq_len, ' ');
+  std::vector<int64_t> counts;
+  for (int row = 0; row < 8; ++row) counts.push_back(sampler.counted_targets(0, row, 1));
+  ASSERT_NE(*std::min_element(counts.begin(), counts.end()), *std::max_element(counts.begin(), counts.end()))
+      << "the rows of step 0 should count different numbers of targets";
+  std::vector<double> losses[2], norms[2];
+  int i = 0;
+  for (const Config* c : {&whole, &split}) {
+    TrainHooks hooks;
+    hooks.after_step = [&, i](TrainingRun&, const StepResult& r) {
+      losses[i].push_back(r.loss);
+      norms[i].push_back(r.grad_norm);
+    };
+    train(*c, make_self_communicator(), hooks);
+    ++i;
+  }
+  ASSERT_EQ(losses[0].size(), 3u);
+  ASSERT_EQ(losses[1].size(), 3u);
+  for (size_t s = 0; s < 3; ++s) {
+    EXPECT_NEAR(losses[0][s], losses[1][s], 1e-6 * losses[0][s]) << "step " << s + 1;
+    EXPECT_NEAR(norms[0][s], norms[1][s], 1e-5 * norms[0][s]) << "step " << s + 1;
+  }
 }
 
 TEST_F(TrainLoop, MissingDataIsAnErrorNamingTheKey) {

@@ -91,12 +91,11 @@ Config config_for(const std::string& init_from, std::vector<std::string> overrid
   return parse_config("", "hf_mpi_test", overrides);
 }
 
-// The reference tokens as a validation split: one shard per sequence of T + 1 tokens, so that
-// validation window k is sequence k.
-std::string reference_val_split(const std::string& model) {
-  const std::string dir = shared_dir("val_" + model);
+// Windows (rows of T + 1 tokens) as a validation split: one shard per window, so that
+// validation window k is row k.
+std::string val_split_of(const std::string& split_name, const testing::FixtureArray& t) {
+  const std::string dir = shared_dir("val_" + split_name);
   if (world_rank() == 0) {
-    const testing::FixtureArray& t = ref(model, "tokens");
     const int64_t rows = t.shape[0], len = t.shape[1];
     for (int64_t r = 0; r < rows; ++r) {
       std::vector<int32_t> ids(static_cast<size_t>(len));
@@ -109,6 +108,9 @@ std::string reference_val_split(const std::string& model) {
   MPI_Barrier(MPI_COMM_WORLD);
   return dir + "/val_*.bin";
 }
+
+// The reference tokens as a validation split.
+std::string reference_val_split(const std::string& model) { return val_split_of(model, ref(model, "tokens")); }
 
 double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
 
@@ -495,6 +497,44 @@ TEST_P(QloraModels, FineTuningFollowsPeftOverTheDequantizedBase) {
   expect_steps_follow(run, qlora_ref(model + ".qlora.losses").data, qlora_ref(model + ".qlora.grad_norms").data,
                       model + " over NF4, PEFT over the dequantized base");
 }
+
+// Packed windows with document masks against transformers (tests/fixtures/hf/packing.bin, made by
+// make_packing_fixtures.py): two windows of 33 tokens packing 7 documents each ended by the
+// model's eos (the last cut by the window) give the token-weighted mean of the documents' own
+// losses within 1e-6; without document masks the same windows give transformers' plain causal
+// loss, which differs.
+class PackedWindows : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PackedWindows, GiveTheMeanOfTheirDocumentsAlone) {
+  const std::string model = GetParam();
+  static const auto packing = testing::read_fixture(kFixtures + "/packing.bin");
+  const std::string split = val_split_of("packed_" + model, packing.at(model + ".tokens"));
+  const int eos = int(packing.at(model + ".eos").data[0]);
+  for (const bool masks : {true, false}) {
+    std::vector<std::string> o;
+    for (const std::string& s : layout_overrides(kFixtures + "/" + model))
+      if (s.rfind("training.seq_len", 0) != 0) o.push_back(s);
+    for (const std::string& s : {"model.init_from=\"" + kFixtures + "/" + model + "\"", "data.val=\"" + split + "\"",
+                                 std::string("training.seq_len=32"), std::string("training.eval_batches=0"),
+                                 "data.document_mask=" + std::string(masks ? "true" : "false"),
+                                 "data.eos_id=" + std::to_string(eos)})
+      o.push_back(s);
+    const Config c = parse_config("", "hf_mpi_test", o);
+    const log::Quiet quiet;
+    const std::unique_ptr<TrainingRun> owner = imported_run(c, RunPurpose::kEvaluate);
+    const double loss = owner->validate().value();
+    const double expected = packing.at(model + (masks ? ".loss" : ".unmasked")).data[0];
+    EXPECT_LT(relative(loss, expected), masks ? 1e-6 : 1e-5)
+        << model << (masks ? " with" : " without") << " document masks: loss " << loss << ", transformers "
+        << expected;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, PackedWindows, ::testing::Values("gpt2-tiny", "llama-tiny"), [](const auto& param_info) {
+  std::string n = param_info.param;
+  for (char& ch : n) ch = ch == '-' ? '_' : ch;
+  return n;
+});
 
 INSTANTIATE_TEST_SUITE_P(Tiny, QloraModels, ::testing::Values("gpt2-tiny", "llama-tiny"), [](const auto& param_info) {
   std::string n = param_info.param;
