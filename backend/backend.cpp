@@ -17,6 +17,13 @@ void LoraShape::check(const std::string& op) const {
               op << ": adapter columns [" << col << ", " << col + OC << ") of an output " << out_ld << " wide");
 }
 
+void check_dropout(const DropoutShape& s, const std::string& op) {
+  FEAST_CHECK(s.p >= 0 && s.p < 1 && s.N >= 0 && s.C >= 0 && s.T >= 1 && s.N % s.T == 0 && s.first_sequence >= 0 &&
+                  s.col0 >= 0 && s.col0 + s.C <= s.columns,
+              op << ": p " << s.p << ", " << s.N << " rows of sequences of " << s.T << ", columns [" << s.col0 << ", "
+                 << s.col0 + s.C << ") of " << s.columns);
+}
+
 void Nf4Piece::check(const std::string& op) const {
   const size_t r = size_t(rows), c = size_t(cols);
   FEAST_CHECK(codes.dtype == DType::kUInt8 && codes.numel >= (r * c + 1) / 2,

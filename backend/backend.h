@@ -22,6 +22,7 @@
 
 #include "core/stream.h"
 #include "core/tensor.h"
+#include "backend/dropout_mask.h"
 #include "backend/scalar_math.h"
 
 namespace feast {
@@ -55,6 +56,10 @@ struct Nf4Piece {
   // Throws naming `op` when the views are too small for the shape or of the wrong dtypes.
   void check(const std::string& op) const;
 };
+
+// Throws naming `op` when a dropout call's shape is not one (p outside [0, 1), rows that are not
+// whole sequences, columns outside the product's).
+void check_dropout(const DropoutShape& s, const std::string& op);
 
 // One attention call's shape on this rank: n_head query heads and n_kv_head key/value heads of
 // head_dim channels each, laid out in a QKV row as [q heads | k heads | v heads].
@@ -201,6 +206,12 @@ class Backend {
   virtual void lora_backward(const TensorView& dinp, const TensorView& da, const TensorView& db, const TensorView& h,
                              const TensorView& dh, const TensorView& dout, const TensorView& inp, const TensorView& a,
                              const TensorView& b, const LoraShape& s) = 0;
+
+  // ---- LoRA dropout (PEFT's lora_dropout on an adapter's input; the mask: backend/dropout_mask.h) --
+  // out (N, C) = inp * keep / (1 - p), in the compute dtype.
+  virtual void dropout_forward(const TensorView& out, const TensorView& inp, const DropoutShape& s) = 0;
+  // dinp (N, C) += dout * keep / (1 - p): the same elements kept.
+  virtual void dropout_backward(const TensorView& dinp, const TensorView& dout, const DropoutShape& s) = 0;
 
   // ---- a quantized frozen base (QLoRA) -----------------------------------------------------------
   // out (rows, cols) in the compute dtype = the piece dequantized: code_book[code] * its block's

@@ -53,6 +53,8 @@ LoraSpec lora_spec(const Config& config) {
   const std::string& base = config.lora.base_dtype;
   spec.base = base == "nf4" ? BaseFormat::kNf4 : base == "bf16" ? BaseFormat::kBf16 : BaseFormat::kCompute;
   spec.double_quant = config.lora.double_quant;
+  spec.dropout = float(config.lora.dropout);
+  spec.seed = config.training.seed;
   return spec;
 }
 

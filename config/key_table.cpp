@@ -421,9 +421,12 @@ const std::vector<KeyDesc>& keys() {
        "See [finetune.md](finetune.md)"},
       {FEAST_KEY(lora, alpha), above(0), "LoRA scale numerator: the update is alpha / rank",
        "LoRA's alpha: the adapters' update is scaled by alpha / rank (PEFT's `lora_alpha`)"},
-      {FEAST_KEY(lora, dropout), half_open(0, 1), "LoRA dropout on the adapters' input (only 0 for now)",
-       "dropout on the adapters' input (PEFT's `lora_dropout`); only 0 is implemented: a nonzero value "
-       "is refused"},
+      {FEAST_KEY(lora, dropout), half_open(0, 1), "dropout on the adapters' input while training",
+       "PEFT's `lora_dropout`: while training, each adapter's input has this share of its elements "
+       "zeroed and the rest scaled by 1 / (1 - dropout), before A. The masks are counter-based: drawn from "
+       "`training.seed`, the step, the adapter and each element's place in the step's batch, so every "
+       "layout drops the same elements, and a resumed run the same ones as an uninterrupted run. "
+       "Evaluation drops nothing. Not with `parallel.cp` > 1"},
       {FEAST_KEY(lora, targets), any(), "products to adapt; empty = the family's default",
        "the products that get adapters, by the Hugging Face module's name: Llama family `q`, `k`, `v`, "
        "`o`, `gate`, `up`, `down`; GPT-2 `qkv` (c_attn), `proj` (attn.c_proj), `fc` (mlp.c_fc), "

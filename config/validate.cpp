@@ -53,9 +53,11 @@ void validate_lora(const Config& c) {
                                "): no adapters; set lora.rank (for example 8) to fine-tune with LoRA, or remove " + key);
     return;
   }
-  if (l.dropout > 0)
+  if (l.dropout > 0 && c.parallel.cp > 1)
     fail(c.where("lora.dropout"), "lora.dropout = " + config_table::format_double(l.dropout) +
-                                      ": dropout on the adapters' input is not implemented; set it to 0");
+                                      " draws its masks by each token's place in its sequence, which parallel.cp = " +
+                                      std::to_string(c.parallel.cp) + " (" + c.where("parallel.cp") +
+                                      ") splits over ranks; set parallel.cp = 1 or lora.dropout = 0");
   try {
     (void)lora_param_table(c.model, lora_spec(c));
   } catch (const ConfigError& e) {

@@ -174,7 +174,16 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
     scratch_.lora_h = take(dt, rows * size_t(lora.rank));
     scratch_.lora_dh = take(dt, rows * size_t(lora.rank));
     scratch_.lora_grads = take(DType::kFloat32, widest * size_t(lora.rank));
+    if (lora.dropout > 0) {
+      // The widest adapter input: the block's width, or the MLP's rank-local width (down's).
+      const size_t in = size_t(std::max(C, config.mlp_width() / t));
+      scratch_.lora_dropped = take(dt, rows * in);
+      scratch_.lora_dropped_grad = take(dt, rows * in);
+    }
   }
+  dropout_ = lora.enabled() ? lora.dropout : 0.0f;
+  dropout_seed_ = lora.seed;
+  places_.assign(size_t(slots()), SlotPlace{});
   if (apart_) scratch_.dequantized = take(dt, apart_->max_local_numel());
   if (shape.split_backward) {
     scratch_.norm_weight_stand_in = take(dt, size_t(C));
@@ -257,8 +266,12 @@ void DecoderStage::check_micro_batch(int slot, int B, int T) const {
                                   << " sequence-parallel ranks");
 }
 
-float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale) {
+float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale,
+                           const MicroBatchPlace& place) {
   check_micro_batch(slot, B, T);
+  // A training forward (and its backward) draws dropout's masks from the micro-batch's place;
+  // an evaluation has none.
+  places_[size_t(slot)] = {loss_scale != 0 ? place : MicroBatchPlace{}, T};
   if (document_masks()) {
     const std::vector<int32_t> positions = document_positions(tokens, B, T, shape_.document_eos);
     backend_.copy(positions_[size_t(slot)].first(positions.size()), host_view(positions.data(), positions.size()));

@@ -88,7 +88,8 @@ class DecoderStage final : public PipelineStage {
   }
 
   bool reads_batch(int slot) const override { return document_masks() || embeds(slot) || heads(slot); }
-  float forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale) override;
+  float forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale,
+                const MicroBatchPlace& place) override;
   void backward(int slot, int B, int T) override;
   void backward_input(int slot, int B, int T) override;
   void backward_weight(int slot, int B, int T) override;
@@ -100,10 +101,14 @@ class DecoderStage final : public PipelineStage {
 
  private:
   LayerContext context() { return {backend_, tp_, cp_, scratch_}; }
-  // The context of stage slot `slot`'s micro-batch: with its document positions, if any.
+  // The context of stage slot `slot`'s micro-batch: with its document positions, and LoRA
+  // dropout while it trains, if any.
   LayerContext context(int slot) {
     LayerContext ctx = context();
     if (document_masks()) ctx.positions = positions_[size_t(slot)];
+    const SlotPlace& at = places_[size_t(slot)];
+    if (dropout_ > 0 && at.place.step >= 0)
+      ctx.dropout = {dropout_, dropout_seed_, at.place.step, at.place.first_sequence, at.T};
     return ctx;
   }
   bool document_masks() const { return shape_.document_eos >= 0; }
@@ -160,6 +165,15 @@ class DecoderStage final : public PipelineStage {
   // first stage, (N) last stage.
   std::vector<TensorView> input_, tokens_, targets_;
   std::vector<TensorView> input_grad_kept_;  // per slot (N, C), first stage, split backward: the embedding's
+  // LoRA dropout's probability (0: none) and seed, and each stage slot's micro-batch place (step
+  // -1: not training).
+  float dropout_ = 0;
+  uint64_t dropout_seed_ = 0;
+  struct SlotPlace {
+    MicroBatchPlace place;
+    int T = 1;  // its tokens per sequence
+  };
+  std::vector<SlotPlace> places_;
   // Document masks: per stage slot (every chunk's), (N) int32 positions within documents.
   Tensor positions_buffer_;
   std::vector<TensorView> positions_;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace feast {
 
@@ -46,6 +47,13 @@ std::vector<const LoraTarget*> chosen_lora_targets(const ModelConfig& config, co
   for (const LoraTarget& t : lora_targets(config))
     if (std::find(lora.targets.begin(), lora.targets.end(), t.name) != lora.targets.end()) out.push_back(&t);
   return out;
+}
+
+uint64_t lora_dropout_stream(uint64_t seed, int64_t step, int layer, int target) {
+  // "LORADROP": apart from every other consumer of the run's seed.
+  constexpr uint64_t kLoraDropoutStream = 0x4C4F524144524F50ull;
+  return hash_combine(hash_combine(hash_combine(seed, kLoraDropoutStream), uint64_t(step)),
+                      uint64_t(layer) * 64 + uint64_t(target));
 }
 
 std::string lora_a_name(int layer, const std::string& target) {

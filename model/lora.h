@@ -36,6 +36,10 @@ enum class BaseFormat { kCompute, kBf16, kNf4 };
 struct LoraSpec {
   int rank = 0;  // 0: no adapters
   double alpha = 16;
+  // PEFT's lora_dropout on each adapter's input while training (backend/dropout_mask.h); its
+  // masks are drawn from `seed` (the run's), the step, the adapter and each element's place.
+  float dropout = 0;
+  uint64_t seed = 0;
   std::vector<std::string> targets;
   BaseFormat base = BaseFormat::kCompute;
   bool double_quant = false;  // kNf4: the blocks' scales in 8 bits too
@@ -52,6 +56,10 @@ struct LoraTarget {
   bool row_parallel = false;
   std::string hf_module;  // the Hugging Face module's path in a block: "self_attn.q_proj", "attn.c_attn"
 };
+
+// The stream of layer `layer`'s adapter on target `target` (its index in lora_targets) for
+// step `step`: what its dropout masks are drawn from.
+uint64_t lora_dropout_stream(uint64_t seed, int64_t step, int layer, int target);
 
 // The family's targets, in flat-buffer order.
 const std::vector<LoraTarget>& lora_targets(const ModelConfig& config);

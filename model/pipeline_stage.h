@@ -43,6 +43,14 @@ struct ActivationBytes {
 
 class QuantizedBase;
 
+// Where a micro-batch sits in the run: the training step and the step's global index of its
+// first sequence (step -1: unknown, as in an evaluation). LoRA dropout's masks are drawn from it,
+// so every layout drops the same elements of the same rows.
+struct MicroBatchPlace {
+  int64_t step = -1;
+  int64_t first_sequence = 0;
+};
+
 class PipelineStage {
  public:
   virtual ~PipelineStage() = default;
@@ -103,7 +111,9 @@ class PipelineStage {
   // first stage reads tokens; the last reads targets, computes the loss and, when
   // loss_scale != 0, already turns its logits into their gradient for d(loss_scale * sum of
   // token losses). Returns the micro-batch's mean token loss on the last stage, 0 elsewhere.
-  virtual float forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale) = 0;
+  // A training forward (loss_scale != 0) at a known place draws LoRA dropout's masks from it.
+  virtual float forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale,
+                        const MicroBatchPlace& place) = 0;
   // Backward of the micro-batch in `slot` (forwarded with a non-zero loss_scale). Non-last
   // stages first receive the output gradient into output_grad(). Parameter gradients are added
   // through the sink; non-first stages leave the input gradient in input_grad().

@@ -222,8 +222,11 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   // LoRA: each adapter's (N, r) intermediate and its gradient, and a replicated matrix's partial
   // gradient (r, widest product); a base stored apart: its largest weight in the compute dtype.
   const double widest = std::max({C, double((mc.n_head + 2 * mc.kv_heads()) * mc.head_dim()), double(mc.mlp_width())});
+  // Under dropout, an adapter's dropped input and its gradient (N, its widest input).
   const double lora_scratch =
-      lora.enabled() ? 2 * rows * lora.rank * e + widest * lora.rank * f32 + double(apart.max_local_numel) * e : 0.0;
+      lora.enabled() ? 2 * rows * lora.rank * e + widest * lora.rank * f32 + double(apart.max_local_numel) * e +
+                           (lora.dropout > 0 ? 2 * rows * std::max(C, Il) * e : 0.0)
+                     : 0.0;
   mem.activations = slots * per_slot + recompute_set;
   mem.workspace = scratch + lora_scratch;
   mem.activations_per_micro_batch = per_slot;

@@ -192,12 +192,14 @@ train() {
     done
   done
   # LoRA on every Llama product over the frozen model: the adapters' cuBLAS products, the frozen
-  # layers' input-gradient-only backward; then QLoRA, the same over a base quantized to NF4 with
+  # layers' input-gradient-only backward; then with dropout (the counter-based mask kernel, drawn
+  # again in the backward); then QLoRA, the same over a base quantized to NF4 with
   # double-quantized scales, dequantized by the NF4 kernel before each product, forward and backward.
   local lora=(--set lora.rank=8 --set lora.alpha=16 --set 'lora.targets=["q","k","v","o","gate","up","down"]')
   local variant extra
-  for variant in lora qlora; do
+  for variant in lora lora-dropout qlora; do
     extra=()
+    [ $variant = lora-dropout ] && extra=(--set lora.dropout=0.1)
     [ $variant = qlora ] && extra=(--set lora.base_dtype=nf4 --set lora.double_quant=true)
     # shellcheck disable=SC2046
     "$trainer" configs/demo.toml $(small_model llama) --set logging.interval=1 "${lora[@]}" "${extra[@]}" \

@@ -562,7 +562,8 @@ StepResult TrainingRun::step(const StopVote& vote) {
   const int64_t global_rows = int64_t{layout.dp()} * m * B;
   const int64_t counted = std::max<int64_t>(1, sampler_->counted_targets(state_.data_step(), 0, int(global_rows)));
   const float loss_scale = float(1.0 / double(counted));
-  const double local_loss = executor_->train(fill, sync_->sink(), loss_scale);
+  const double local_loss =
+      executor_->train(fill, sync_->sink(), loss_scale, state_.data_step(), int64_t{me_.dp} * m * B);
   sync_->progress();  // before the cool-down's barrier: reductions that finished meanwhile are seen now
   const double backward_waits = sync_->take_wait_seconds();  // ZeRO 2 waiting inside the backward
   // 1F1B's cool-down: the later stages finish their backwards before the first stage does. That

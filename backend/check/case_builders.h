@@ -64,6 +64,8 @@ OpCase gelu_backward_case(size_t n, bool in_place);  // in place: dinp = dout
 OpCase swiglu_forward_case(int N, int I);
 OpCase swiglu_backward_case(int N, int I);
 OpCase add_case(size_t n, bool in_place);  // in place: out = b, as the residual stream
+OpCase dropout_forward_case(const DropoutShape& s);
+OpCase dropout_backward_case(const DropoutShape& s);
 
 // ---- vocab-parallel cross-entropy (cases_cross_entropy.cpp) --------------------------------------------
 // Rows of Vl logit columns [vocab_begin, vocab_begin + Vl) of a vocabulary of V; one target per

@@ -1,10 +1,12 @@
 // The cases of the element-wise ops against the float64 templates of backend/cpu/gelu.h and
 // swiglu.h, and the residual add against a plain double loop; in place where the model calls
-// them in place (gelu_backward's dinp = dout, add's out = b).
+// them in place (gelu_backward's dinp = dout, add's out = b); LoRA dropout against
+// backend/cpu/dropout.h (the same mask on both sides, backend/dropout_mask.h).
 #include <string>
 #include <vector>
 
 #include "backend/check/case_builders.h"
+#include "backend/cpu/dropout.h"
 #include "backend/cpu/gelu.h"
 #include "backend/cpu/swiglu.h"
 
@@ -35,6 +37,31 @@ void gelu_backward(CheckHarness& h, size_t n, bool in_place) {
   h.backend().gelu_backward(dinp.view(), x.view(), dout.view(), n);
   std::vector<double> want(n);
   cpu::gelu_backward(want.data(), x.data(), dout.data(), n);
+  h.compare("dinp", dinp, want);
+}
+
+std::string dropout_shape(const DropoutShape& s) {
+  return "N=" + std::to_string(s.N) + " C=" + std::to_string(s.C) + " T=" + std::to_string(s.T) + " cols [" +
+         std::to_string(s.col0) + "," + std::to_string(s.col0 + s.C) + ") of " + std::to_string(s.columns) +
+         " p=" + std::to_string(s.p).substr(0, 4);
+}
+
+void dropout_forward(CheckHarness& h, const DropoutShape& s) {
+  const size_t n = size_t(s.N) * size_t(s.C);
+  const Operand x = h.activations(n), out = h.activations(n);
+  h.backend().dropout_forward(out.view(), x.view(), s);
+  std::vector<double> want(n);
+  cpu::dropout_forward(want.data(), x.data(), s);
+  h.compare("out", out, want);
+}
+
+// dinp accumulates: both sides start from the same values.
+void dropout_backward(CheckHarness& h, const DropoutShape& s) {
+  const size_t n = size_t(s.N) * size_t(s.C);
+  const Operand dout = h.activations(n), dinp = h.activations(n);
+  std::vector<double> want = dinp.values;
+  h.backend().dropout_backward(dinp.view(), dout.view(), s);
+  cpu::dropout_backward(want.data(), dout.data(), s);
   h.compare("dinp", dinp, want);
 }
 
@@ -69,6 +96,13 @@ void add(CheckHarness& h, size_t n, bool in_place) {
 
 }  // namespace
 
+OpCase dropout_forward_case(const DropoutShape& s) {
+  return {"dropout_forward", dropout_shape(s), HeldTo::kComputeDtype, [s](CheckHarness& h) { dropout_forward(h, s); }};
+}
+OpCase dropout_backward_case(const DropoutShape& s) {
+  return {"dropout_backward", dropout_shape(s), HeldTo::kComputeDtype,
+          [s](CheckHarness& h) { dropout_backward(h, s); }};
+}
 OpCase gelu_forward_case(size_t n) {
   return {"gelu_forward", count_shape(n), HeldTo::kComputeDtype, [n](CheckHarness& h) { gelu_forward(h, n); }};
 }

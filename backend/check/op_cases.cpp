@@ -101,6 +101,20 @@ std::vector<OpCase> make_cases() {
     add(gelu_backward_case(n, true));
     add(add_case(n, n == 370));
   }
+  // LoRA dropout: a whole input; a row-parallel slice of the columns of sequences further in the
+  // batch; p = 0.5 on rows of one token.
+  {
+    DropoutShape whole;
+    whole.N = 34, whole.C = 67, whole.T = 17, whole.columns = 67, whole.stream = 11, whole.p = 0.1f;
+    DropoutShape slice = whole;
+    slice.N = 8, slice.C = 131, slice.T = 4, slice.first_sequence = 5, slice.col0 = 131, slice.columns = 262;
+    DropoutShape tokens = whole;
+    tokens.N = 5, tokens.C = 4099, tokens.T = 1, tokens.columns = 4099, tokens.p = 0.5f;
+    for (const DropoutShape& s : {whole, slice, tokens}) {
+      add(dropout_forward_case(s));
+      add(dropout_backward_case(s));
+    }
+  }
   // N, I (gate and up each I wide).
   for (const auto& [N, I] : {std::pair{5, 37}, std::pair{1, 4099}, std::pair{17, 1031}}) {
     add(swiglu_forward_case(N, I));

@@ -21,6 +21,7 @@
 #include "backend/cpu/residual.h"
 #include "backend/cpu/rmsnorm.h"
 #include "backend/cpu/ring_attention.h"
+#include "backend/cpu/dropout.h"
 #include "backend/cpu/rope.h"
 #include "backend/cpu/swiglu.h"
 
@@ -163,6 +164,16 @@ void CpuBackend::lora_backward(const TensorView& dinp, const TensorView& da, con
   cpu::lora_backward(OF(dinp, n(s.N, s.C)), F(da, n(s.r, s.C)), F(db, n(s.OC, s.r)), F(h, n(s.N, s.r)),
                      F(dh, n(s.N, s.r)), F(dout, n(s.N, s.out_ld)), F(inp, n(s.N, s.C)), F(a, n(s.r, s.C)),
                      F(b, n(s.OC, s.r)), s);
+}
+
+void CpuBackend::dropout_forward(const TensorView& out, const TensorView& inp, const DropoutShape& s) {
+  check_dropout(s, "cpu backend dropout_forward");
+  cpu::dropout_forward(F(out, n(s.N, s.C)), F(inp, n(s.N, s.C)), s);
+}
+
+void CpuBackend::dropout_backward(const TensorView& dinp, const TensorView& dout, const DropoutShape& s) {
+  check_dropout(s, "cpu backend dropout_backward");
+  cpu::dropout_backward(F(dinp, n(s.N, s.C)), F(dout, n(s.N, s.C)), s);
 }
 
 void CpuBackend::dequantize_nf4(const TensorView& out, const Nf4Piece& piece) {

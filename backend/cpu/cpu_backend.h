@@ -53,6 +53,8 @@ class CpuBackend final : public Backend {
   void lora_backward(const TensorView& dinp, const TensorView& da, const TensorView& db, const TensorView& h,
                      const TensorView& dh, const TensorView& dout, const TensorView& inp, const TensorView& a,
                      const TensorView& b, const LoraShape& s) override;
+  void dropout_forward(const TensorView& out, const TensorView& inp, const DropoutShape& s) override;
+  void dropout_backward(const TensorView& dinp, const TensorView& dout, const DropoutShape& s) override;
   void dequantize_nf4(const TensorView& out, const Nf4Piece& piece) override;
   size_t attention_state_size(const AttentionShape& s) const override;
   size_t attention_workspace_size(const AttentionShape& s) const override;

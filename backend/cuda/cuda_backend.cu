@@ -231,6 +231,14 @@ class CudaBackend final : public Backend {
                         A(h, n(s.N, s.r)), A(dh, n(s.N, s.r)), A(dout, n(s.N, s.out_ld)), A(inp, n(s.N, s.C)),
                         A(a, n(s.r, s.C)), A(b, n(s.OC, s.r)), s);
   }
+  void dropout_forward(const TensorView& out, const TensorView& inp, const DropoutShape& s) override {
+    check_dropout(s, "dropout_forward");
+    cuda::dropout_forward(ctx_, compute_, A(out, n(s.N, s.C)), A(inp, n(s.N, s.C)), s);
+  }
+  void dropout_backward(const TensorView& dinp, const TensorView& dout, const DropoutShape& s) override {
+    check_dropout(s, "dropout_backward");
+    cuda::dropout_backward(ctx_, compute_, A(dinp, n(s.N, s.C)), A(dout, n(s.N, s.C)), s);
+  }
   void dequantize_nf4(const TensorView& out, const Nf4Piece& piece) override {
     piece.check(name() + " dequantize_nf4");
     for (const TensorView* v : {&piece.codes, &piece.scales, &piece.absmax2, &piece.scale_code})

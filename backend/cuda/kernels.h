@@ -61,6 +61,10 @@ void lora_forward(const CudaContext& ctx, DType dt, void* out, void* h, const vo
 void lora_backward(const CudaContext& ctx, DType dt, void* dinp, float* da, float* db, void* h, void* dh,
                    const void* dout, const void* inp, const void* a, const void* b, const LoraShape& s);
 
+// dropout.cu (LoRA dropout: out = inp * keep / (1 - p); the backward adds dout's kept elements into dinp)
+void dropout_forward(const CudaContext& ctx, DType dt, void* out, const void* inp, const DropoutShape& s);
+void dropout_backward(const CudaContext& ctx, DType dt, void* dinp, const void* dout, const DropoutShape& s);
+
 // nf4.cu (Backend::dequantize_nf4: out (rows, cols) in the compute dtype)
 void dequantize_nf4(const CudaContext& ctx, DType dt, void* out, const Nf4Piece& piece);
 

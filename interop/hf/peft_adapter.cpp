@@ -1,6 +1,7 @@
 #include "interop/hf/peft_adapter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -126,7 +127,8 @@ int write_peft_adapter(const std::string& folder, const ModelConfig& config, con
   c["layers_pattern"] = nullptr;
   c["layers_to_transform"] = nullptr;
   c["lora_alpha"] = spec.alpha;
-  c["lora_dropout"] = 0.0;
+  // The spec holds it as float32: written back at the config's precision (0.05, not 0.0500000007).
+  c["lora_dropout"] = std::round(double(spec.dropout) * 1e6) / 1e6;
   c["modules_to_save"] = nullptr;
   c["peft_type"] = "LORA";
   c["r"] = spec.rank;

@@ -49,6 +49,8 @@ struct StageScratch {
   // and (r, widest product) float32 for a replicated adapter matrix's partial gradient, summed
   // over the tensor-parallel group before it is added.
   TensorView lora_h, lora_dh, lora_grads;
+  // LoRA dropout: an adapter's dropped input (N, in) and its gradient.
+  TensorView lora_dropped, lora_dropped_grad;
   // A base stored apart (QLoRA, model/quantized_base.h): the product's weight turned back into
   // the compute dtype, as large as the stage's largest such weight.
   TensorView dequantized;
@@ -75,6 +77,17 @@ struct LayerParams {
   bool has_adapters() const { return adapters.table != nullptr; }
 };
 
+// LoRA dropout while training a micro-batch (model/lora.h): p > 0, and where the micro-batch sits
+// in the run, which its masks are drawn from.
+struct LoraDropout {
+  float p = 0;
+  uint64_t seed = 0;
+  int64_t step = 0;
+  int64_t first_sequence = 0;  // the step's global index of the micro-batch's first sequence
+  int T = 1;                   // tokens per sequence
+  bool active() const { return p > 0; }
+};
+
 struct LayerContext {
   Backend& backend;
   TensorParallel& tp;
@@ -83,6 +96,8 @@ struct LayerContext {
   // Under document masks (data.document_mask): the micro-batch's int32 (B T) positions of each
   // token within its document (AttentionShape::positions); empty otherwise.
   TensorView positions = {};
+  // Training a micro-batch under LoRA dropout; inactive otherwise (evaluation, no dropout).
+  LoraDropout dropout = {};
 };
 
 // The two moves of tensor parallelism on a micro-batch's (N, C) activations, chosen here for

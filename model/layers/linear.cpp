@@ -10,7 +10,9 @@ std::vector<LoraAdapter> find_adapters(const LayerParams& p, int layer, const st
   if (!p.has_adapters()) return out;
   const LocalTable& table = *p.adapters.table;
   const std::string weight = "layers." + std::to_string(layer) + "." + linear + ".weight";
-  for (const LoraTarget& t : lora_targets(p.config)) {
+  const std::vector<LoraTarget>& targets = lora_targets(p.config);
+  for (size_t target = 0; target < targets.size(); ++target) {
+    const LoraTarget& t = targets[target];
     if (t.linear != linear || !table.contains(lora_a_name(layer, t.name))) continue;
     LoraAdapter a;
     a.a = &table.at(lora_a_name(layer, t.name));
@@ -23,6 +25,12 @@ std::vector<LoraAdapter> find_adapters(const LayerParams& p, int layer, const st
     for (int i = 0; i < t.block; ++i) col += int(p.base.at(weight).spec->blocks[size_t(i)] / a.b->tp);
     a.shape = {0, in, int(a.a->shape[0]), int(a.b->shape[0]), out_local, col, p.lora.scale()};
     FEAST_CHECK(a.a->shape[1] == in, a.a->spec->name << " has " << a.a->shape[1] << " columns, the product " << in);
+    a.layer = layer;
+    a.target = int(target);
+    // A row-parallel product's A is split by input columns: this rank's are its slice's.
+    const bool split = a.a->spec->split != TpSplit::kReplicated;
+    a.col0 = split ? a.a->tp_rank * in : 0;
+    a.columns = split ? a.a->tp * in : in;
     a.shape.check(a.b->spec->name);
     out.push_back(a);
   }
@@ -31,12 +39,35 @@ std::vector<LoraAdapter> find_adapters(const LayerParams& p, int layer, const st
 
 namespace {
 
+// The adapter's dropout on the micro-batch's N rows.
+DropoutShape dropout_of(const LayerContext& ctx, const LoraAdapter& a, int N) {
+  const LoraDropout& d = ctx.dropout;
+  DropoutShape s;
+  s.N = N;
+  s.C = a.shape.C;
+  s.T = d.T;
+  s.first_sequence = d.first_sequence;
+  s.col0 = a.col0;
+  s.columns = a.columns;
+  s.stream = lora_dropout_stream(d.seed, d.step, a.layer, a.target);
+  s.p = d.p;
+  return s;
+}
+
+// The adapter's input: x, or under dropout x with the adapter's mask applied, in the scratch.
+TensorView adapter_input(const LayerContext& ctx, const LoraAdapter& a, const TensorView& x, int N) {
+  if (!ctx.dropout.active()) return x;
+  const TensorView dropped = ctx.scratch.lora_dropped.first(size_t(N) * size_t(a.shape.C));
+  ctx.backend.dropout_forward(dropped, x, dropout_of(ctx, a, N));
+  return dropped;
+}
+
 void adapters_forward(const LayerContext& ctx, const std::vector<LoraAdapter>& adapters, const TensorView& out,
                       const TensorView& x, int N) {
   for (const LoraAdapter& a : adapters) {
     LoraShape s = a.shape;
     s.N = N;
-    ctx.backend.lora_forward(out, ctx.scratch.lora_h, x, a.a_view, a.b_view, s);
+    ctx.backend.lora_forward(out, ctx.scratch.lora_h, adapter_input(ctx, a, x, N), a.a_view, a.b_view, s);
   }
 }
 
@@ -57,7 +88,16 @@ void adapters_backward(const LayerContext& ctx, const std::vector<LoraAdapter>& 
     }
     LoraShape s = a.shape;
     s.N = N;
-    ctx.backend.lora_backward(dx, da, db, ctx.scratch.lora_h, ctx.scratch.lora_dh, dout, x, a.a_view, a.b_view, s);
+    // Under dropout the adapter saw the dropped input (drawn again here): its input gradient
+    // goes through the same mask into dx.
+    const TensorView in = adapter_input(ctx, a, x, N);
+    TensorView din = dx;
+    if (ctx.dropout.active() && dx) {
+      din = ctx.scratch.lora_dropped_grad.first(size_t(N) * size_t(a.shape.C));
+      ctx.backend.zero(din);
+    }
+    ctx.backend.lora_backward(din, da, db, ctx.scratch.lora_h, ctx.scratch.lora_dh, dout, in, a.a_view, a.b_view, s);
+    if (ctx.dropout.active() && dx) ctx.backend.dropout_backward(dx, din, dropout_of(ctx, a, N));
     if (whole) {
       ctx.tp.allreduce(*whole, ReduceOp::kSum);
       ctx.backend.add(into, into, *whole, into.numel);

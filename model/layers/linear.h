@@ -34,6 +34,9 @@ struct LoraAdapter {
   TensorView a_view, b_view;
   FlatRange range;  // A then B
   LoraShape shape;
+  // Dropout's place of the adapter: its layer, its target's index in lora_targets, and this
+  // rank's input columns [col0, col0 + in) of the product's whole input, `columns` wide.
+  int layer = 0, target = 0, col0 = 0, columns = 0;
 };
 
 // The adapters of product `linear` ("attn.qkv") of `layer` that p.adapters holds, in target

@@ -108,7 +108,8 @@ double PipelineExecutor::compute_seconds(const Timer& t) {
   return t.seconds();
 }
 
-double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float loss_scale) {
+double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float loss_scale, int64_t step,
+                               int64_t first_sequence) {
   double loss_sum = 0;
   // Backwards so far per chunk: a chunk's last one is the last to write its gradients (the
   // sink reduces them during it).
@@ -133,7 +134,8 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
           times_.data += load.seconds();
         }
         Timer t;
-        loss_sum += stage_.forward(slot, tokens_.data(), targets_.data(), B_, T_, loss_scale);
+        loss_sum += stage_.forward(slot, tokens_.data(), targets_.data(), B_, T_, loss_scale,
+                                   MicroBatchPlace{step, first_sequence + int64_t{k} * B_});
         times_.compute += compute_seconds(t);
         break;
       }
@@ -215,7 +217,7 @@ double PipelineExecutor::evaluate(int n, const BatchFill& fill) {
       wait_send(act_sends_[size_t(slot)]);
       if (upstream(c) >= 0) recv(stage_.input(slot), upstream(c), activation_tag(k, upstream_chunk(c)));
       if (stage_.reads_batch(slot)) fill(k, tokens_.data(), targets_.data());
-      loss_sum += stage_.forward(slot, tokens_.data(), targets_.data(), B_, T_, 0.0f);
+      loss_sum += stage_.forward(slot, tokens_.data(), targets_.data(), B_, T_, 0.0f, MicroBatchPlace{});
       if (downstream(c) >= 0) act_sends_[size_t(slot)] = send(stage_.output(slot), downstream(c), activation_tag(k, c));
     }
   for (WorkHandle& h : act_sends_) wait_send(h);

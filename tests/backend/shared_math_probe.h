@@ -1,5 +1,5 @@
 // The scalar formulas both backends share (FEAST_HD: core/bfloat16.h, core/rng.h,
-// backend/scalar_math.h) evaluated at fixed arguments. The test compiles this once with the C++
+// backend/scalar_math.h, backend/dropout_mask.h) evaluated at fixed arguments. The test compiles this once with the C++
 // compiler and once with nvcc as CUDA C++20 (shared_math_cuda.cu) and compares the two lists, so
 // the headers a CUDA kernel includes compile under nvcc and compute what the CPU computes.
 // Everything here has internal linkage: each translation unit keeps its own compiled copy.
@@ -10,6 +10,7 @@
 
 #include "core/bfloat16.h"
 #include "core/rng.h"
+#include "backend/dropout_mask.h"
 #include "backend/scalar_math.h"
 
 namespace feast::testing {
@@ -36,6 +37,11 @@ inline std::vector<double> shared_math_probe() {
     out.push_back(normal_at(1337, 42, i));
     out.push_back(double(uniform_index(1337, 42, i, 1000003)));
   }
+  DropoutShape d;
+  d.N = 6, d.C = 5, d.T = 3, d.first_sequence = 7, d.col0 = 5, d.columns = 20, d.stream = 99, d.p = 0.3f;
+  for (int r = 0; r < d.N; ++r)
+    for (int c = 0; c < d.C; ++c) out.push_back(dropout_keeps(d, r, c) ? 1.0 : 0.0);
+  out.push_back(dropout_scale(0.3f));
   return out;
 }
 

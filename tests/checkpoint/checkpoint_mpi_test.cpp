@@ -225,12 +225,15 @@ TEST(Checkpoint, TheOffloadedOptimizerSavesAndResumesAsTheOther) {
 
 // LoRA: a checkpoint holds the adapters and their optimizer state alone (the frozen model is not
 // in it: a reader of the model's tensors refuses it), a run stopped at step 10 resumes bit for bit
-// the uninterrupted run, and the checkpoint reshards to other tp, pp, dp and ZeRO.
+// the uninterrupted run, and the checkpoint reshards to other tp, pp, dp and ZeRO. With dropout:
+// its masks are drawn from the step and each row's place, so the resumed and resharded runs drop
+// what the uninterrupted run dropped.
 TEST(Checkpoint, LoraSavesTheAdaptersAloneResumesExactlyAndReshards) {
   auto lora = [](Config c) {
     c.lora.rank = 4;
     c.lora.alpha = 8;
     c.lora.targets = {"q", "k", "v", "o", "gate", "up", "down"};
+    c.lora.dropout = 0.1;
     c.training.lr = 1e-2;
     return c;
   };

@@ -18,7 +18,8 @@ ops="embedding_forward embedding_backward layernorm_forward layernorm_backward r
      matmul_forward matmul_backward matmul_backward_input matmul_backward_weight_rows attention_forward
      attention_backward rope_forward rope_backward gelu_forward gelu_backward swiglu_forward swiglu_backward add
      cross_entropy_row_max cross_entropy_partials cross_entropy_finish sum adamw_step sum_of_squares sums_of_squares
-     cast copy zero reserve allocate_host copy_async lora_forward lora_backward dequantize_nf4"
+     cast copy zero reserve allocate_host copy_async lora_forward lora_backward dequantize_nf4
+     dropout_forward dropout_backward"
 # A table row: op, output, shape, dtype, max rel err, NMSE, tolerance, result.
 row='^[a-z0-9_]+ [^ ]+ .* (fp32|bf16) +[0-9.]+e[-+][0-9]+ +[0-9.]+e[-+][0-9]+ +[0-9]e-0[0-9]  (ok|FAIL)$'
 
@@ -39,7 +40,7 @@ cpu)
     grep -E "^${family}_[a-z_]+ .* fp32 +[0-9.]+e[-+][0-9]+ " "$work/out" | grep -qvE ' fp32 +0\.000e\+00 ' ||
       fail "every $family error is exactly 0: the comparison is not against float64"
   done
-  grep -qE "^check-backend: all $rows comparisons of 37 ops on cpu \(fp32\) within tolerance$" "$work/out" ||
+  grep -qE "^check-backend: all $rows comparisons of 39 ops on cpu \(fp32\) within tolerance$" "$work/out" ||
     fail "no summary line for $rows rows: $(tail -1 "$work/out")"
   [[ ! -s $work/err ]] || fail "stderr not empty: $(cat "$work/err")"
   echo "ok: $rows comparisons, every op, every row within tolerance of float64"
@@ -68,7 +69,7 @@ cuda)
     code=$?
     cat "$work/out"
     [[ $code -eq 0 ]] || fail "a GPU is visible and check-backend exited $code: $(cat "$work/err")"
-    grep -qE "^check-backend: all [0-9]+ comparisons of 37 ops on cuda:[0-9]+ \(fp32 and bf16\) within tolerance$" \
+    grep -qE "^check-backend: all [0-9]+ comparisons of 39 ops on cuda:[0-9]+ \(fp32 and bf16\) within tolerance$" \
       "$work/out" || fail "no passing summary"
     echo "ok: the CUDA backend matches the float64 reference in fp32 and bf16"
     exit 0

@@ -280,8 +280,10 @@ TEST(ConfigErrors, LoraKeys) {
        "demo.toml:5: lora.targets names \"qkv\", which a llama model does not have; its products are q, k, v, o, "
        "gate, up, down"},
       {"[lora]\nrank = 8\ntargets = [\"qkv\", \"qkv\"]\n", "demo.toml:3: lora.targets names \"qkv\" twice"},
-      {"[lora]\nrank = 8\ndropout = 0.05\n",
-       "demo.toml:3: lora.dropout = 0.05: dropout on the adapters' input is not implemented; set it to 0"},
+      {"[lora]\nrank = 8\ndropout = 0.05\n[parallel]\ncp = 2\n",
+       "demo.toml:3: lora.dropout = 0.05 draws its masks by each token's place in its sequence, which parallel.cp = 2 "
+       "(demo.toml:5) splits over ranks; set parallel.cp = 1 or lora.dropout = 0"},
+      {"[lora]\nrank = 8\ndropout = 1.0\n", "lora.dropout"},
       {"[lora]\ntargets = [\"qkv\"]\n",
        "demo.toml:2: lora.targets is set but lora.rank = 0 (default): no adapters; set lora.rank (for example 8) "
        "to fine-tune with LoRA, or remove lora.targets"},

@@ -127,11 +127,14 @@ Config base_config(const std::string& model_name, int batch) {
   c.logging.interval = 1000;
   // LoRA on every product of the family over the frozen (seed-initialised) model; QLoRA: its
   // block weights in NF4 with double-quantized scales, each rank keeping its slice of every block.
-  if (model_name.ends_with("-lora") || model_name.ends_with("-qlora")) {
+  if (model_name.ends_with("-lora") || model_name.ends_with("-qlora") || model_name.ends_with("-lora-dropout")) {
     c.lora.rank = 4;
     c.lora.alpha = 8;
     for (const LoraTarget& t : lora_targets(c.model)) c.lora.targets.push_back(t.name);
   }
+  // LoRA dropout: every layout must drop the same elements of the same rows (the row-parallel
+  // products' inputs are split by columns over tp, the rows over micro-batches and dp).
+  if (model_name.ends_with("-lora-dropout")) c.lora.dropout = 0.25;
   if (model_name.ends_with("-qlora")) {
     c.lora.base_dtype = "nf4";
     c.lora.double_quant = true;
@@ -472,6 +475,14 @@ std::vector<Case> cases() {
   // with pipeline stages, data parallelism and ZeRO.
   if (n == 4) out.push_back({"llama-qlora", 2, 2, 1, 0, "1f1b", 1});
   if (n == 8) out.push_back({"gpt2-qlora", 2, 2, 2, 1, "1f1b", 2});
+  // LoRA dropout, both families: with tp (A of o/down split by input columns), sequence
+  // parallelism, pp, dp with ZeRO and micro-batches of one and two sequences, and recomputation
+  // (the forward drawn again).
+  if (n == 2) out.push_back({"gpt2-lora-dropout", 2, 1, 1, 0, "1f1b", 2});
+  if (n == 2) out.push_back({"llama-lora-dropout", 1, 1, 2, 1, "1f1b", 1});
+  if (n == 4) out.push_back(sp({"llama-lora-dropout", 2, 2, 1, 0, "1f1b", 1, "tp-dp-pp", {}, "full"}));
+  if (n == 4) out.push_back({"gpt2-lora-dropout", 1, 2, 2, 2, "gpipe", 1, "tp-dp-pp", {}, "selective"});
+  if (n == 8) out.push_back({"llama-lora-dropout", 2, 2, 2, 1, "1f1b", 2});
   // Document masks, both families (learned positions gathered by document position; rotary ones
   // turned by it): every stage derives the positions from the tokens, so with tensor and sequence
   // parallelism, pipeline stages under each schedule, data parallelism with ZeRO (the loss's

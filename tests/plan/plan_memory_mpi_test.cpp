@@ -41,8 +41,9 @@ struct Case {
   int cp = 1;
   int virtual_stages = 1;  // interleaved-1f1b
   // LoRA (rank 4, every product adapted) over a base kept in: "auto", "bf16", "nf4", "nf4-dq";
-  // empty: no LoRA.
+  // empty: no LoRA. lora_dropout: its dropped input and gradient buffers.
   std::string lora_base = "";
+  double lora_dropout = 0;
 };
 
 Config case_config(const Case& k, const std::string& corpus) {
@@ -80,6 +81,7 @@ Config case_config(const Case& k, const std::string& corpus) {
                                              : std::vector<std::string>{"qkv", "proj", "fc", "fc_proj"};
     c.lora.base_dtype = k.lora_base.substr(0, k.lora_base.find('-'));
     c.lora.double_quant = k.lora_base.ends_with("-dq");
+    c.lora.dropout = k.lora_dropout;
   }
   return c;
 }
@@ -93,7 +95,7 @@ std::string label(const Case& k, int micro_batches) {
          (k.offload ? " offload" : "") + (k.sequence_parallel ? " sp" : "") +
          (k.cp > 1 ? " cp" + std::to_string(k.cp) : "") +
          (k.virtual_stages > 1 ? " v" + std::to_string(k.virtual_stages) : "") +
-         (k.lora_base.empty() ? "" : " lora-" + k.lora_base);
+         (k.lora_base.empty() ? "" : " lora-" + k.lora_base) + (k.lora_dropout > 0 ? " dropout" : "");
 }
 
 double relative_error(double planned, double real) {
@@ -203,6 +205,12 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
   Case lora_zero{"llama", 1, 1, 4, 2};
   lora_zero.lora_base = "nf4";
   cases.push_back(lora_zero);
+  for (const char* arch : {"gpt2", "llama"}) {  // dropout: down's input is the MLP's rank-local width
+    Case d{arch, 2, 2, 1, 0};
+    d.lora_base = "auto";
+    d.lora_dropout = 0.1;
+    cases.push_back(d);
+  }
   // Gradients travelling in bf16: the wire buffers count.
   for (int zero = 0; zero <= 2; ++zero) cases.push_back({"gpt2", 1, 1, 4, zero, "1f1b", 2, "allreduce", false, "bf16"});
   double worst = 0;

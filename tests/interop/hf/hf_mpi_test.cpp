@@ -390,6 +390,29 @@ TEST_P(LoraModels, FineTuningFollowsPeftAndExportsItsAdapter) {
   }
 }
 
+// LoRA dropout against PEFT drawing feast's masks (tests/fixtures/hf/lora/dropout.bin, made by
+// make_lora_dropout_fixtures.py: PEFT's lora_dropout modules replaced by feast's counter-based
+// mask, reproduced in numpy): 5 steps at p = 0.25 from the same initial adapter follow PEFT +
+// AdamW within 1e-4, at one rank and at tp 2 x pp 2 (the row-parallel products' inputs split
+// by columns, so each rank draws its slice of the mask).
+TEST_P(LoraModels, DropoutFollowsPeftDrawingTheSameMasks) {
+  const std::string model = GetParam();
+  static const auto dropout = testing::read_fixture(kFixtures + "/lora/dropout.bin");
+  std::vector<std::string> overrides = lora_overrides(model);
+  overrides.push_back("lora.init_from=\"" + kFixtures + "/lora/" + model + "-init\"");
+  overrides.push_back("lora.dropout=" + std::to_string(dropout.at(model + ".dropout").data[0]));
+  const Config c = config_for(kFixtures + "/" + model, overrides);
+  ASSERT_EQ(c.training.seed, 1337u) << "the fixture draws its masks from the default seed";
+  const log::Quiet quiet;
+  const std::unique_ptr<TrainingRun> owner = imported_run(c);
+  owner->import_initial_adapters();
+  expect_steps_follow(*owner, dropout.at(model + ".losses").data, dropout.at(model + ".grad_norms").data,
+                      model + ", PEFT with dropout");
+  // Without dropout the same run follows the other trajectory (the dropout changes the steps).
+  const testing::FixtureArray& plain = lora_ref(model, "losses");
+  EXPECT_GT(relative(dropout.at(model + ".losses").data[4], plain.data[4]), 1e-3);
+}
+
 // ---- QLoRA against the numpy reference of bitsandbytes (tests/fixtures/hf/qlora, made by
 // make_qlora_fixtures.py) -------------------------------------------------------------------------
 
