@@ -25,12 +25,27 @@ struct DropoutShape {
   float p = 0;                  // the probability of dropping; kept elements are scaled by 1 / (1 - p)
 };
 
-// Whether element (row, col) of the call is kept: a 24-bit draw at or above p * 2^24.
-FEAST_HD bool dropout_keeps(const DropoutShape& s, int row, int col) {
+// The draws of a row come from one hash of (stream, the row's global index), and each pair of
+// columns (2j, 2j + 1) shares one mix of it with j: column 2j takes bits 8..31 of the mix, 2j + 1
+// its top 24 bits. An element is kept when its 24-bit draw is at least p * 2^24. (A mix per pair
+// of elements keeps the CPU's cost a fraction of a full hash per element.)
+FEAST_HD uint64_t dropout_row_stream(const DropoutShape& s, int row) {
   const uint64_t global_row = uint64_t(s.first_sequence + row / s.T) * uint64_t(s.T) + uint64_t(row % s.T);
-  const uint64_t key = global_row * uint64_t(s.columns) + uint64_t(s.col0 + col);
-  const auto draw = static_cast<uint32_t>(hash_combine(s.stream, key) >> 40);
-  return draw >= static_cast<uint32_t>(s.p * 16777216.0f);
+  return hash_combine(s.stream, global_row);
+}
+FEAST_HD uint64_t dropout_pair_bits(uint64_t row_stream, int64_t global_col) {
+  return mix64(row_stream + uint64_t(global_col >> 1));
+}
+FEAST_HD uint32_t dropout_draw(uint64_t pair_bits, int64_t global_col) {
+  return static_cast<uint32_t>((global_col & 1) ? pair_bits >> 40 : (pair_bits >> 8) & 0xFFFFFFu);
+}
+FEAST_HD uint32_t dropout_threshold(float p) { return static_cast<uint32_t>(p * 16777216.0f); }
+
+// Whether element (row, col) of the call is kept.
+FEAST_HD bool dropout_keeps(const DropoutShape& s, int row, int col) {
+  const int64_t global_col = int64_t(s.col0) + col;
+  return dropout_draw(dropout_pair_bits(dropout_row_stream(s, row), global_col), global_col) >=
+         dropout_threshold(s.p);
 }
 
 // What a kept element is multiplied by (float32, as torch's dropout scales).
