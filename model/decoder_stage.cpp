@@ -127,11 +127,10 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   if (spec.has_embedding) tokens_ = activations_.take(true, DType::kInt32, rows);
   if (spec.has_embedding) input_grad_kept_ = activations_.take_output_grads(dt, region_NC);
   if (spec.has_head) targets_ = activations_.take(true, DType::kInt32, rows);
-  if (document_masks()) {
+  if (document_masks()) {  // every chunk's slots, in stage-slot order (as input_)
     FEAST_CHECK(shape.cp == 1, "document masks do not run under context parallelism");
-    positions_buffer_ = backend.allocate(DType::kInt32, size_t(slots()) * rows);
-    for (int slot = 0; slot < slots(); ++slot)
-      positions_.push_back(positions_buffer_.view().slice(size_t(slot) * rows, rows));
+    for (size_t chunk = 0; chunk < spec.chunks.size(); ++chunk)
+      for (const TensorView& v : activations_.take(true, DType::kInt32, rows)) positions_.push_back(v);
   }
 
   // Scratch shared by the layers (one runs at a time).

@@ -175,7 +175,6 @@ class DecoderStage final : public PipelineStage {
   };
   std::vector<SlotPlace> places_;
   // Document masks: per stage slot (every chunk's), (N) int32 positions within documents.
-  Tensor positions_buffer_;
   std::vector<TensorView> positions_;
   std::vector<Tensor> scratch_tensors_;
   StageScratch scratch_;

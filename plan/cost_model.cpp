@@ -210,6 +210,7 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   if (split && spec.has_head) per_slot += region * C * e;
   if (split && spec.has_embedding) per_slot += region * C * e;
   if (spec.has_embedding) per_slot += rows * i32;                              // tokens
+  if (config.data.document_mask) per_slot += double(spec.chunks.size()) * rows * i32;  // document positions
   if (spec.has_head) per_slot += rows * i32 + norm + rows * Vl * e + rows * f32;  // targets, ln_f, logits, losses
   // tmp and dres (a region's rows), the products' gradients, the loss's statistics; with
   // sequence parallelism the gathered rows and the partial sums (N, C) and a norm's gradients.

@@ -44,6 +44,7 @@ struct Case {
   // empty: no LoRA. lora_dropout: its dropped input and gradient buffers.
   std::string lora_base = "";
   double lora_dropout = 0;
+  bool document_mask = false;  // every stage keeps each slot's document positions
 };
 
 Config case_config(const Case& k, const std::string& corpus) {
@@ -75,6 +76,10 @@ Config case_config(const Case& k, const std::string& corpus) {
   c.training.seq_len = 32;
   c.training.threads = 1;
   c.data.train = corpus + "/train_*.bin";
+  if (k.document_mask) {
+    c.data.document_mask = true;
+    c.data.eos_id = ' ';
+  }
   if (!k.lora_base.empty()) {
     c.lora.rank = 4;
     c.lora.targets = c.model.arch == "llama" ? std::vector<std::string>{"q", "k", "v", "o", "gate", "up", "down"}
@@ -95,7 +100,8 @@ std::string label(const Case& k, int micro_batches) {
          (k.offload ? " offload" : "") + (k.sequence_parallel ? " sp" : "") +
          (k.cp > 1 ? " cp" + std::to_string(k.cp) : "") +
          (k.virtual_stages > 1 ? " v" + std::to_string(k.virtual_stages) : "") +
-         (k.lora_base.empty() ? "" : " lora-" + k.lora_base) + (k.lora_dropout > 0 ? " dropout" : "");
+         (k.lora_base.empty() ? "" : " lora-" + k.lora_base) + (k.lora_dropout > 0 ? " dropout" : "") +
+         (k.document_mask ? " docs" : "");
 }
 
 double relative_error(double planned, double real) {
@@ -205,6 +211,10 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
   Case lora_zero{"llama", 1, 1, 4, 2};
   lora_zero.lora_base = "nf4";
   cases.push_back(lora_zero);
+  Case docs{"gpt2-L8", 1, 4, 1, 0, "interleaved-1f1b"};  // positions in every chunk's slots
+  docs.virtual_stages = 2;
+  docs.document_mask = true;
+  cases.push_back(docs);
   for (const char* arch : {"gpt2", "llama"}) {  // dropout: down's input is the MLP's rank-local width
     Case d{arch, 2, 2, 1, 0};
     d.lora_base = "auto";
