@@ -13,7 +13,8 @@ namespace feast::cpu {
 // qkv (B, T, W) holds [q | k | v]: NH heads of q, then NKV heads of k, then NKV heads of v.
 // out (B, T, NH hs) = softmax(q k^T / sqrt(hs), causal) v per query head, heads concatenated;
 // att (B, NH, T, T) keeps the softmax probabilities for the backward pass (zeros above the
-// diagonal). positions (B, T), or null: each token's place in its document (document masks):
+// diagonal; under document masks only the documents' blocks on the diagonal are written, and
+// read back). positions (B, T), or null: each token's place in its document (document masks):
 // query t then sees keys t - positions[t] .. t only, never an earlier document's.
 template <typename T>
 void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int NH, int NKV, int hs,
