@@ -93,7 +93,7 @@ struct TrainingConfig {
 struct DataConfig {
   std::string train;  // token shards: a file, a directory, or a glob such as "dir/train_*.bin"
   std::string val;    // same forms; empty = no validation
-  // Document masks (model/document_positions.h): attention and positions stay inside the
+  // Document masks (data/sampler.h, AttentionShape::positions): attention and positions stay inside the
   // documents that end-of-text tokens end, and the target after one is not counted.
   bool document_mask = false;
   int64_t eos_id = -1;  // that token; -1 = the eos_id the training data's meta.json records

@@ -129,6 +129,7 @@ Dataset::Dataset(const std::string& pattern, Split split) : pattern_(pattern) {
   // (read_dataset_meta), and set_vocab_limit compares the vocabulary it records with the model's.
   std::vector<fs::path> dirs;
   std::string packed_from;  // the first directory's meta.json, for a packing mismatch
+  bool starts_recorded = false;
   for (const Shard& s : shards_) {
     const fs::path dir = fs::path(s.path()).parent_path();
     if (std::find(dirs.begin(), dirs.end(), dir) != dirs.end()) continue;
@@ -138,6 +139,7 @@ Dataset::Dataset(const std::string& pattern, Split split) : pattern_(pattern) {
       meta_vocab_.emplace_back(path, *vocab);
     if (meta && meta_path_.empty()) meta_path_ = path;
     if (meta && !eos_id_) eos_id_ = meta->eos_id();
+    if (meta && meta->records_document_starts()) starts_recorded = true;
     const std::optional<int64_t> window = meta ? meta->packed_window() : std::nullopt;
     if (dirs.empty()) {
       packed_window_ = window;
@@ -158,6 +160,18 @@ Dataset::Dataset(const std::string& pattern, Split split) : pattern_(pattern) {
         throw DataError(s.path() + " holds " + std::to_string(s.size()) + " tokens, not whole packed windows of " +
                         std::to_string(*packed_window_) + " (its meta.json says it was packed): the shard is "
                         "truncated or not prepare-data's; prepare the data again");
+  // Packed data's document starts, beside every shard (packing is all or none, and writes them).
+  if (starts_recorded) {
+    starts_.reserve(shards_.size());
+    for (const Shard& sh : shards_) {
+      const std::string path = document_starts_path(sh.path());
+      std::error_code ec;
+      if (!fs::exists(path, ec))
+        throw DataError(sh.path() + ": no document starts " + path + ", though its meta.json records them; re-run "
+                        "`trainer prepare-data --force`");
+      starts_.emplace_back(path, sh);
+    }
+  }
   // Masks are all or none: a split where only some shards have one would count the prompts of
   // the others in the loss, silently.
   std::vector<bool> has(shards_.size());

@@ -62,6 +62,11 @@ class Dataset {
   // end-of-text id, and the window length of packed data (`prepare-data --pack`: every shard is
   // whole windows of that many tokens). Packing is all or none across a split's directories.
   std::optional<int32_t> recorded_eos_id() const { return eos_id_; }
+  // Packed data's document starts (X.docs beside every shard, as its meta.json records): where
+  // each sample begins, which document masks use instead of end-of-text tokens (a chat template
+  // may end every turn with one).
+  bool has_document_starts() const { return !starts_.empty(); }
+  const LossMask& document_starts(size_t i) const { return starts_.at(i); }
   std::optional<int64_t> packed_window() const { return packed_window_; }
   const std::string& meta_path() const { return meta_path_; }  // "" when no directory has one
   // The mask of shard i; only when has_loss_mask().
@@ -93,6 +98,7 @@ class Dataset {
   std::string pattern_;
   std::vector<Shard> shards_;
   std::vector<LossMask> masks_;  // one per shard, or empty
+  std::vector<LossMask> starts_;  // one per shard, or empty
   int64_t total_tokens_ = 0;
   int64_t vocab_limit_ = 0;
   std::string vocab_limit_from_;

@@ -33,6 +33,8 @@ class DatasetMeta {
   // `prepare-data --pack`: the tokens of each packed window (training.seq_len + 1: the last
   // is a target only); every shard then holds whole windows, each starting at a multiple of it.
   std::optional<int64_t> packed_window() const;
+  // Whether the shards have document starts beside them (X.docs: packed data).
+  bool records_document_starts() const { return json_.value("document_starts", false); }
 
  private:
   nlohmann::json json_;

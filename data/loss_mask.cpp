@@ -20,12 +20,21 @@ namespace {
 
 }  // namespace
 
-std::string loss_mask_path(const std::string& shard_path) {
+namespace {
+
+// "dir/train_000.bin" -> "dir/train_000" + extension (a name not ending in ".bin" keeps it).
+std::string beside_shard(const std::string& shard_path, const std::string& extension) {
   const std::string bin = ".bin";
   if (shard_path.size() > bin.size() && shard_path.compare(shard_path.size() - bin.size(), bin.size(), bin) == 0)
-    return shard_path.substr(0, shard_path.size() - bin.size()) + ".mask";
-  return shard_path + ".mask";
+    return shard_path.substr(0, shard_path.size() - bin.size()) + extension;
+  return shard_path + extension;
 }
+
+}  // namespace
+
+std::string loss_mask_path(const std::string& shard_path) { return beside_shard(shard_path, ".mask"); }
+
+std::string document_starts_path(const std::string& shard_path) { return beside_shard(shard_path, ".docs"); }
 
 void write_loss_mask(const std::string& path, std::span<const uint8_t> mask, Durability durability) {
   if (mask.size() > static_cast<size_t>(INT32_MAX)) {

@@ -20,6 +20,9 @@ inline constexpr int32_t kLossMaskVersion = 1;
 // The mask file of a shard: "dir/train_000.bin" -> "dir/train_000.mask" (a name not ending in
 // ".bin" gets ".mask" appended).
 std::string loss_mask_path(const std::string& shard_path);
+// Packed data's document starts beside a shard, in the same byte-per-token format (1 = a
+// document starts at that token; `prepare-data --pack` writes them): "dir/train_000.docs".
+std::string document_starts_path(const std::string& shard_path);
 
 // Writes path.tmp, then renames it over path (as write_shard does). Throws DataError naming
 // the path and the entry when an entry is neither 0 nor 1.

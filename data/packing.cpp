@@ -65,7 +65,8 @@ void DocumentPacker::append(std::span<const int32_t> tokens, std::span<const uin
     counted_.insert(counted_.end(), counted.begin(), counted.end());
 }
 
-PackedSplit DocumentPacker::write(ShardStream& stream, size_t first, size_t last, int32_t pad) const {
+PackedSplit DocumentPacker::write(ShardStream& stream, size_t first, size_t last, int32_t pad,
+                                  std::vector<uint8_t>& starts) const {
   PackedSplit out;
   // The pieces to place: [begin, begin + length) of the token buffer.
   std::vector<int64_t> begins, lengths;
@@ -88,10 +89,16 @@ PackedSplit DocumentPacker::write(ShardStream& stream, size_t first, size_t last
     for (const size_t i : items) {
       const auto at = static_cast<size_t>(begins[i]), n = static_cast<size_t>(lengths[i]);
       stream.append(std::span(tokens_).subspan(at, n), std::span(counted_).subspan(at, n));
+      starts.push_back(1);
+      starts.insert(starts.end(), n - 1, uint8_t{0});
       used += lengths[i];
     }
     const auto rest = static_cast<size_t>(window_ - used);
-    if (rest > 0) stream.append(std::span(padding).first(rest), std::span(not_counted).first(rest));
+    if (rest > 0) {
+      stream.append(std::span(padding).first(rest), std::span(not_counted).first(rest));
+      starts.push_back(1);
+      starts.insert(starts.end(), rest - 1, uint8_t{0});
+    }
     out.padding_tokens += window_ - used;
     ++out.windows;
   }

@@ -41,8 +41,9 @@ class DocumentPacker final : public DocumentSink {
 
   // Packs samples [first, last) into windows appended to `stream`, each padded to the window
   // with `pad` (mask 0). A sample longer than the window is cut into pieces of the window (the
-  // last shorter), each placed as a sample of its own.
-  PackedSplit write(ShardStream& stream, size_t first, size_t last, int32_t pad) const;
+  // last shorter), each placed as a sample of its own. Appends to `starts` a byte per token
+  // written: 1 where a sample, a piece or the padding begins (the data's document starts).
+  PackedSplit write(ShardStream& stream, size_t first, size_t last, int32_t pad, std::vector<uint8_t>& starts) const;
 
  private:
   int64_t window_;

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <tuple>
 #include <utility>
@@ -127,6 +128,7 @@ std::optional<PreparedData> find_reusable(const PrepareOptions& o, const json& p
       for (const auto& p : *list) {
         if (!fs::is_regular_file(p)) return std::nullopt;
         if (d.has_loss_mask && !fs::is_regular_file(loss_mask_path(p))) return std::nullopt;
+        if (meta.value("document_starts", false) && !fs::is_regular_file(document_starts_path(p))) return std::nullopt;
       }
     }
     d.reused = true;
@@ -217,9 +219,10 @@ int64_t train_size(int64_t n, const PrepareOptions& o, const std::vector<int64_t
   return cut;
 }
 
-// Writes the shards (see ShardStream::finish), then meta.json last.
+// Writes the shards (see ShardStream::finish), packed data's document starts beside them (a
+// byte per token of the whole stream, train then val), then meta.json last.
 PreparedData write_prepared(ShardStream& stream, int64_t n_train, const TokenizerInfo& t, const PrepareOptions& o,
-                            const json& params, json extra) {
+                            const json& params, json extra, const std::vector<uint8_t>* document_starts = nullptr) {
   const fs::path dir(o.out_dir);
   const int64_t vocab = t.tokenizer->vocab_size();
   json meta = std::move(extra);
@@ -234,6 +237,22 @@ PreparedData write_prepared(ShardStream& stream, int64_t n_train, const Tokenize
   meta["shard_magic"] = format.magic;
   meta["shard_version"] = format.version;
   std::tie(meta["train"], meta["val"]) = stream.finish(n_train);
+  if (document_starts) {
+    size_t at = 0;
+    for (const char* split : {"train", "val"})
+      for (const auto& name : meta[split]["shards"]) {
+        const std::string shard = (dir / name.get<std::string>()).string();
+        const auto n = static_cast<size_t>(Shard(shard).size());
+        FEAST_CHECK(at + n <= document_starts->size(), "document starts for " << document_starts->size()
+                                                                               << " tokens, the shards hold more");
+        write_loss_mask(document_starts_path(shard), std::span(*document_starts).subspan(at, n),
+                        Durability::kByCaller);
+        at += n;
+      }
+    FEAST_CHECK(at == document_starts->size(), "document starts for " << document_starts->size() << " tokens, the "
+                                                                       << "shards hold " << at);
+    meta["document_starts"] = true;
+  }
 
   // The shards were written without a sync each (thousands of small ones would cost two fsyncs
   // apiece): one sync of their file system puts them on the disk before meta.json, written last,
@@ -246,7 +265,7 @@ PreparedData write_prepared(ShardStream& stream, int64_t n_train, const Tokenize
 // --pack: the samples before the val cut (train_size's, moved to a sample's start) packed into
 // windows, then the rest; meta.json's "packing" into extra. Returns the train split's tokens.
 int64_t pack_splits(const DocumentPacker& packer, ShardStream& stream, const std::vector<int64_t>& doc_starts,
-                    const PrepareOptions& o, int32_t pad, json& extra) {
+                    const PrepareOptions& o, int32_t pad, json& extra, std::vector<uint8_t>& starts) {
   const size_t n = packer.documents();
   if (n < 2)
     throw DataError("prepare-data --pack: the input holds " + std::to_string(n) +
@@ -256,7 +275,7 @@ int64_t pack_splits(const DocumentPacker& packer, ShardStream& stream, const std
   size_t train = static_cast<size_t>(std::lower_bound(doc_starts.begin(), doc_starts.end(), cut) - doc_starts.begin());
   train = std::clamp<size_t>(train, 1, n - 1);
   const int64_t window = o.pack_seq_len + 1;
-  const PackedSplit t = packer.write(stream, 0, train, pad), v = packer.write(stream, train, n, pad);
+  const PackedSplit t = packer.write(stream, 0, train, pad, starts), v = packer.write(stream, train, n, pad, starts);
   extra["packing"] = {{"window", window},
                       {"seq_len", o.pack_seq_len},
                       {"train_windows", t.windows},
@@ -353,12 +372,14 @@ PreparedData prepare_text(const std::vector<std::string>& files, const PrepareOp
                     c.notes.front() + (c.notes.size() > 1 ? ", ..." : "") + ")");
   json extra = {{"documents", c.documents}, {"instruction_examples", c.instruction_examples}};
   int64_t n_train = 0;
+  std::vector<uint8_t> document_starts;  // packed data's
   if (packer) {
-    n_train = pack_splits(*packer, stream, c.doc_starts, options, *eos, extra);
+    n_train = pack_splits(*packer, stream, c.doc_starts, options, *eos, extra, document_starts);
   } else {
     n_train = train_size(stream.size(), options, c.doc_starts, eos.has_value());
   }
-  PreparedData d = write_prepared(stream, n_train, tok, options, params, extra);
+  PreparedData d =
+      write_prepared(stream, n_train, tok, options, params, extra, packer ? &document_starts : nullptr);
   d.files_kept = kept;
   d.files_skipped = skipped;
   d.input_notes = c.notes;

@@ -49,16 +49,27 @@ std::pair<size_t, int64_t> locate(const std::vector<int64_t>& sums, int64_t i) {
 }
 
 // inputs = tokens [start, start + T), targets = tokens [start + 1, start + T + 1), read once
-// (so the vocabulary check sees each id once), then targets whose mask entry is 0, or whose
-// input ends a document (document_eos >= 0), set to -1.
+// (so the vocabulary check sees each id once), then targets whose mask entry is 0 set to -1.
+// Under document masks (document_eos >= 0) a document starts at the window's first token and at
+// each of the data's document starts (packed data), or else after each end-of-text token; the
+// target that is a document's first token is -1, and positions (when given) count each token's
+// place in its document.
 void copy_window(const Dataset& data, size_t shard, int64_t start, int seq_len, int32_t document_eos,
-                 int32_t* inputs, int32_t* targets) {
+                 int32_t* inputs, int32_t* targets, int32_t* positions) {
   data.read(shard, start, seq_len, inputs);
   std::copy(inputs + 1, inputs + seq_len, targets);
   data.read(shard, start + seq_len, 1, targets + seq_len - 1);
-  if (document_eos >= 0)
-    for (int i = 0; i < seq_len; ++i)
-      if (inputs[i] == document_eos) targets[i] = -1;
+  if (document_eos >= 0) {
+    // starts_at(i): whether token start + i begins a document.
+    const std::span<const uint8_t> starts = data.has_document_starts()
+                                                ? data.document_starts(shard).window(start, seq_len + 1)
+                                                : std::span<const uint8_t>{};
+    auto starts_at = [&](int i) { return starts.empty() ? inputs[i - 1] == document_eos : starts[size_t(i)] != 0; };
+    for (int i = 0; i < seq_len; ++i) {
+      if (positions) positions[i] = i == 0 || starts_at(i) ? 0 : positions[i - 1] + 1;
+      if (starts.empty() ? inputs[i] == document_eos : starts[size_t(i) + 1] != 0) targets[i] = -1;
+    }
+  }
   if (!data.has_loss_mask()) return;
   const std::span<const uint8_t> mask = data.loss_mask(shard).window(start + 1, seq_len);
   for (int i = 0; i < seq_len; ++i)
@@ -69,7 +80,7 @@ int64_t counted_in_window(const Dataset& data, size_t shard, int64_t start, int 
   if (document_eos < 0)
     return data.has_loss_mask() ? data.loss_mask(shard).counted(start + 1, seq_len) : seq_len;
   std::vector<int32_t> inputs(static_cast<size_t>(seq_len)), targets(inputs.size());
-  copy_window(data, shard, start, seq_len, document_eos, inputs.data(), targets.data());
+  copy_window(data, shard, start, seq_len, document_eos, inputs.data(), targets.data(), nullptr);
   return std::count_if(targets.begin(), targets.end(), [](int32_t t) { return t >= 0; });
 }
 
@@ -100,15 +111,16 @@ TrainSampler::TrainSampler(const Dataset& dataset, uint64_t seed, int seq_len, i
   num_starts_ = first_start_.back();
 }
 
-void TrainSampler::fill(int64_t step, int64_t first_sequence, int count, int32_t* inputs,
-                        int32_t* targets) const {
+void TrainSampler::fill(int64_t step, int64_t first_sequence, int count, int32_t* inputs, int32_t* targets,
+                        int32_t* positions) const {
   FEAST_CHECK(step >= 0 && first_sequence >= 0 && count >= 0,
               "TrainSampler::fill: step " << step << ", first_sequence " << first_sequence
                                           << ", count " << count << " must be >= 0");
   for (int r = 0; r < count; ++r) {
     const auto [shard, start] = window(step, first_sequence + r);
     const size_t row = static_cast<size_t>(r) * static_cast<size_t>(seq_len_);
-    copy_window(dataset_, shard, start, seq_len_, document_eos_, inputs + row, targets + row);
+    copy_window(dataset_, shard, start, seq_len_, document_eos_, inputs + row, targets + row,
+                positions ? positions + row : nullptr);
   }
 }
 
@@ -143,13 +155,14 @@ ValSampler::ValSampler(const Dataset& dataset, int seq_len, int32_t document_eos
   num_windows_ = first_window_.back();
 }
 
-void ValSampler::fill(int64_t first_window, int count, int32_t* inputs, int32_t* targets) const {
+void ValSampler::fill(int64_t first_window, int count, int32_t* inputs, int32_t* targets, int32_t* positions) const {
   FEAST_CHECK(first_window >= 0 && count >= 0,
               "ValSampler::fill: first_window " << first_window << " and count " << count << " must be >= 0");
   for (int r = 0; r < count; ++r) {
     const auto [shard, start] = window(first_window + r);
     const size_t row = static_cast<size_t>(r) * static_cast<size_t>(seq_len_);
-    copy_window(dataset_, shard, start, seq_len_, document_eos_, inputs + row, targets + row);
+    copy_window(dataset_, shard, start, seq_len_, document_eos_, inputs + row, targets + row,
+                positions ? positions + row : nullptr);
   }
 }
 

@@ -4,8 +4,10 @@
 // mask entry is 0 reads -1 (Hugging Face's -100 role): cross-entropy skips it, and the loss is
 // normalised by the global count of counted targets (counted_targets). With document masks
 // (document_eos >= 0) a target whose input is that end-of-text token (the next document's first
-// token, which no document predicts on its own) reads -1 too. Packed data (Dataset::
-// packed_window) is read in its whole windows only, so no window cuts a sample.
+// token, which no document predicts on its own) reads -1 too; packed data's recorded document
+// starts (Dataset::document_starts) take the end-of-text token's place there, since a chat
+// template may end every turn with it. Packed data (Dataset::packed_window) is read in its whole
+// windows only, so no window cuts a sample.
 #pragma once
 
 #include <cstdint>
@@ -31,9 +33,10 @@ class TrainSampler {
   // Row j's start is uniform_index(seed, hash_combine(step, tag), j, num_starts()), so a rank
   // can fill its slice alone and get the rows the full batch would have. When the dataset has
   // loss masks, target i of the window starting at p is -1 where the mask of token p + 1 + i
-  // is 0.
-  void fill(int64_t step, int64_t first_sequence, int count, int32_t* inputs,
-            int32_t* targets) const;
+  // is 0. positions (count, T), when given under document masks: each token's place in its
+  // document (what the model's attention and positions read).
+  void fill(int64_t step, int64_t first_sequence, int count, int32_t* inputs, int32_t* targets,
+            int32_t* positions = nullptr) const;
 
   // How many targets of those rows count in the loss (are not -1): count * T without masks.
   // Reads only mask bytes (and, with document masks, the row's tokens), so every rank can count
@@ -67,8 +70,8 @@ class ValSampler {
   ValSampler(const Dataset& dataset, int seq_len, int32_t document_eos = -1);
 
   // Windows first_window .. first_window + count - 1 into inputs, targets: (count, T) row-major.
-  // Masked targets read -1, as in TrainSampler::fill.
-  void fill(int64_t first_window, int count, int32_t* inputs, int32_t* targets) const;
+  // Masked targets read -1, and positions are filled, as in TrainSampler::fill.
+  void fill(int64_t first_window, int count, int32_t* inputs, int32_t* targets, int32_t* positions = nullptr) const;
 
   // How many targets of those windows count in the loss: count * T without masks.
   int64_t counted_targets(int64_t first_window, int count) const;

@@ -28,7 +28,7 @@ std::string shard_name(const std::string& split, size_t index, const char* ext =
 // of an earlier run, which the trainer's train_*.bin glob would otherwise pick up.
 void clear_previous(const fs::path& dir) {
   fs::remove(dataset_meta_path(dir.string()));
-  static const std::regex shard_re(R"((train|val)_\d+\.(bin|mask)(\.tmp)?)");
+  static const std::regex shard_re(R"((train|val)_\d+\.(bin|mask|docs)(\.tmp)?)");
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (std::regex_match(entry.path().filename().string(), shard_re)) fs::remove(entry.path());
   }

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "core/error.h"
-#include "model/document_positions.h"
 #include "model/rope.h"
 
 namespace feast {
@@ -265,15 +264,16 @@ void DecoderStage::check_micro_batch(int slot, int B, int T) const {
                                   << " sequence-parallel ranks");
 }
 
-float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale,
-                           const MicroBatchPlace& place) {
+float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targets, const int32_t* positions, int B,
+                           int T, float loss_scale, const MicroBatchPlace& place) {
   check_micro_batch(slot, B, T);
   // A training forward (and its backward) draws dropout's masks from the micro-batch's place;
   // an evaluation has none.
   places_[size_t(slot)] = {loss_scale != 0 ? place : MicroBatchPlace{}, T};
   if (document_masks()) {
-    const std::vector<int32_t> positions = document_positions(tokens, B, T, shape_.document_eos);
-    backend_.copy(positions_[size_t(slot)].first(positions.size()), host_view(positions.data(), positions.size()));
+    FEAST_CHECK(positions, "a stage built for document masks got a micro-batch without positions");
+    const size_t N = size_t(B) * size_t(T);
+    backend_.copy(positions_[size_t(slot)].first(N), host_view(positions, N));
   }
   const LayerContext ctx = context(slot);
   // The chunk's part of the model runs; its blocks, embedding and head keep slot j's activations.

@@ -43,10 +43,9 @@ struct StageShape {
   // parallel.cp (model/context_parallel.h): this rank is cp_rank of cp sharing every sequence;
   // max_seq and each micro-batch's T count its own tokens (the whole sequence's / cp).
   int cp = 1, cp_rank = 0;
-  // data.document_mask: the end-of-text id that ends each document of a window (-1: no document
-  // masks). Every stage then reads each micro-batch's tokens and derives the positions of its
-  // tokens within their documents (AttentionShape::positions) from them.
-  int document_eos = -1;
+  // data.document_mask: every stage reads each micro-batch's positions of its tokens within
+  // their documents (AttentionShape::positions), which the data loader derives.
+  bool document_masks = false;
 };
 
 class DecoderStage final : public PipelineStage {
@@ -88,8 +87,8 @@ class DecoderStage final : public PipelineStage {
   }
 
   bool reads_batch(int slot) const override { return document_masks() || embeds(slot) || heads(slot); }
-  float forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale,
-                const MicroBatchPlace& place) override;
+  float forward(int slot, const int32_t* tokens, const int32_t* targets, const int32_t* positions, int B, int T,
+                float loss_scale, const MicroBatchPlace& place) override;
   void backward(int slot, int B, int T) override;
   void backward_input(int slot, int B, int T) override;
   void backward_weight(int slot, int B, int T) override;
@@ -111,7 +110,7 @@ class DecoderStage final : public PipelineStage {
       ctx.dropout = {dropout_, dropout_seed_, at.place.step, at.place.first_sequence, at.T};
     return ctx;
   }
-  bool document_masks() const { return shape_.document_eos >= 0; }
+  bool document_masks() const { return shape_.document_masks; }
   int chunks() const { return int(spec_.chunks.size()); }
   // A stage slot's chunk, and its slot within the chunk (what its blocks, embedding and head use).
   int chunk_of(int slot) const { return slot / shape_.slots; }

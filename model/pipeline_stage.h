@@ -112,8 +112,10 @@ class PipelineStage {
   // loss_scale != 0, already turns its logits into their gradient for d(loss_scale * sum of
   // token losses). Returns the micro-batch's mean token loss on the last stage, 0 elsewhere.
   // A training forward (loss_scale != 0) at a known place draws LoRA dropout's masks from it.
-  virtual float forward(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale,
-                        const MicroBatchPlace& place) = 0;
+  // positions (B, T), host memory: under document masks each token's place in its document
+  // (data/sampler.h), which every stage reads; null otherwise.
+  virtual float forward(int slot, const int32_t* tokens, const int32_t* targets, const int32_t* positions, int B,
+                        int T, float loss_scale, const MicroBatchPlace& place) = 0;
   // Backward of the micro-batch in `slot` (forwarded with a non-zero loss_scale). Non-last
   // stages first receive the output gradient into output_grad(). Parameter gradients are added
   // through the sink; non-first stages leave the input gradient in input_grad().

@@ -142,7 +142,7 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
                          plan_.schedule == ScheduleKind::kZeroBubble,
                          layout.cp(),
                          me_.cp,
-                         document_eos_};
+                         document_eos_ >= 0};
   stage_ = std::make_unique<DecoderStage>(config.model, spec, shape, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr,
                                           layout.cp() > 1 ? groups_.cp.get() : nullptr, lora_spec(config));
@@ -384,9 +384,10 @@ void TrainingRun::report_parameter_server() {
 BatchFill TrainingRun::context_share(BatchFill whole) {
   const int cp = plan_.layout.cp();
   if (cp == 1) return whole;
-  return [this, whole = std::move(whole), cp](int k, int32_t* x, int32_t* y) {
+  // Document masks are refused under context parallelism: no positions to share.
+  return [this, whole = std::move(whole), cp](int k, int32_t* x, int32_t* y, int32_t*) {
     const int B = config_.parallel.micro_batch_size, T = config_.training.seq_len;
-    whole(k, whole_tokens_.data(), whole_targets_.data());
+    whole(k, whole_tokens_.data(), whole_targets_.data(), nullptr);
     take_context_share(whole_tokens_.data(), x, B, T, me_.cp, cp);
     take_context_share(whole_targets_.data(), y, B, T, me_.cp, cp);
   };
@@ -553,8 +554,8 @@ StepResult TrainingRun::step(const StopVote& vote) {
     ps_->pull_rows(tokens, stage_->parameters());
     dp_seconds += pull.seconds();
   }
-  const BatchFill fill = context_share([&](int k, int32_t* x, int32_t* y) {
-    sampler_->fill(state_.data_step(), (int64_t{me_.dp} * m + k) * B, B, x, y);
+  const BatchFill fill = context_share([&](int k, int32_t* x, int32_t* y, int32_t* positions) {
+    sampler_->fill(state_.data_step(), (int64_t{me_.dp} * m + k) * B, B, x, y, positions);
   });
   // The loss is the mean over the step's counted targets (all of them, unless a loss mask leaves
   // prompt tokens out), as Hugging Face's mean over labels != -100: every rank counts the whole
@@ -680,10 +681,10 @@ std::optional<double> TrainingRun::validate() {
   // last batch past the end get no targets.
   const int64_t global = int64_t{layout.dp()} * m * B, windows = validation_windows();
   const int64_t batches = (windows + global - 1) / global;
-  const BatchFill val_fill = context_share([&](int k, int32_t* x, int32_t* y) {
+  const BatchFill val_fill = context_share([&](int k, int32_t* x, int32_t* y, int32_t* positions) {
     const int64_t batch = k / m, micro = k % m;
     const int64_t first = batch * global + (int64_t{me_.dp} * m + micro) * B;
-    val_sampler_->fill(first, B, x, y);
+    val_sampler_->fill(first, B, x, y, positions);
     for (int64_t row = std::max<int64_t>(0, windows - first); row < B; ++row)
       std::fill(y + row * T, y + (row + 1) * T, -1);
   });

@@ -39,6 +39,7 @@ PipelineExecutor::PipelineExecutor(PipelineStage& stage, Communicator* pp, Sched
               "a split backward's stage needs an arrival buffer (StageShape::split_backward)");
   tokens_.resize(size_t(B) * size_t(T));
   targets_.resize(size_t(B) * size_t(T));
+  positions_.resize(size_t(B) * size_t(T));
   act_sends_.resize(size_t(stage.slots()));
 }
 
@@ -130,11 +131,11 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
           stage_.backend().copy(stage_.input(slot).first(act_elems_), stage_.arrival().first(act_elems_));
         if (stage_.reads_batch(slot)) {
           Timer load;
-          fill(k, tokens_.data(), targets_.data());  // the stage keeps its own copy for the backward
+          fill(k, tokens_.data(), targets_.data(), positions_.data());  // the stage keeps its own copies
           times_.data += load.seconds();
         }
         Timer t;
-        loss_sum += stage_.forward(slot, tokens_.data(), targets_.data(), B_, T_, loss_scale,
+        loss_sum += stage_.forward(slot, tokens_.data(), targets_.data(), positions_.data(), B_, T_, loss_scale,
                                    MicroBatchPlace{step, first_sequence + int64_t{k} * B_});
         times_.compute += compute_seconds(t);
         break;
@@ -216,8 +217,9 @@ double PipelineExecutor::evaluate(int n, const BatchFill& fill) {
       const int slot = slot_of(0, c);
       wait_send(act_sends_[size_t(slot)]);
       if (upstream(c) >= 0) recv(stage_.input(slot), upstream(c), activation_tag(k, upstream_chunk(c)));
-      if (stage_.reads_batch(slot)) fill(k, tokens_.data(), targets_.data());
-      loss_sum += stage_.forward(slot, tokens_.data(), targets_.data(), B_, T_, 0.0f, MicroBatchPlace{});
+      if (stage_.reads_batch(slot)) fill(k, tokens_.data(), targets_.data(), positions_.data());
+      loss_sum += stage_.forward(slot, tokens_.data(), targets_.data(), positions_.data(), B_, T_, 0.0f,
+                                 MicroBatchPlace{});
       if (downstream(c) >= 0) act_sends_[size_t(slot)] = send(stage_.output(slot), downstream(c), activation_tag(k, c));
     }
   for (WorkHandle& h : act_sends_) wait_send(h);

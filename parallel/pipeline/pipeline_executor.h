@@ -35,8 +35,9 @@ struct StageTimes {
   double data = 0;        // filling micro-batches' tokens and targets (the data loader)
 };
 
-// Fills micro-batch k's tokens and targets, each (B, T).
-using BatchFill = std::function<void(int k, int32_t* tokens, int32_t* targets)>;
+// Fills micro-batch k's tokens, targets and, under document masks, positions (each token's place
+// in its document), each (B, T).
+using BatchFill = std::function<void(int k, int32_t* tokens, int32_t* targets, int32_t* positions)>;
 
 class PipelineExecutor {
  public:
@@ -101,7 +102,7 @@ class PipelineExecutor {
   std::vector<Action> train_actions_;
   int micro_batches_, B_, T_, virtual_stages_, stages_ = 1, stage_index_ = 0, slots_per_chunk_ = 1;
   size_t act_elems_;                       // one micro-batch's (B, T, C) activation
-  std::vector<int32_t> tokens_, targets_;  // (B, T): the micro-batch being filled
+  std::vector<int32_t> tokens_, targets_, positions_;  // (B, T): the micro-batch being filled
   std::vector<WorkHandle> act_sends_;      // per slot: the pending send of its output
   WorkHandle grad_send_;                   // the pending send of the input gradient
   // Interleaved 1F1B: input gradients leave from copies of their own, so that no receive or

@@ -12,6 +12,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -208,6 +209,72 @@ TEST(PreparePack, WindowsHoldWholeSamplesPaddedWithEndOfTextThatDoesNotCount) {
   EXPECT_NE(wrong.find("windows of 64 tokens"), std::string::npos) << wrong;
   EXPECT_NE(wrong.find("training.seq_len = 63"), std::string::npos) << wrong;
   EXPECT_EQ(ValSampler(Dataset(dir.file("packed"), Split::kVal), 63).num_windows(), p.val_windows);
+}
+
+// Chat data: SmolLM2's template ends every turn with <|im_end|>, its end-of-text token, so only
+// the recorded document starts (X.docs) keep a conversation one document. Under document masks
+// the samplers restart positions exactly there, not after every turn.
+TEST(PreparePack, ConversationsStayOneDocumentThoughEveryTurnEndsWithEndOfText) {
+  TempDir dir;
+  const std::string folder = std::string(FEAST_SOURCE_DIR) + "/tests/fixtures/hf/chat/smollm2";
+  {
+    std::ofstream f(dir.file("chats.jsonl"));
+    for (int k = 0; k < 24; ++k) {
+      nlohmann::json messages = nlohmann::json::array();
+      for (int turn = 0; turn < 1 + k % 3; ++turn) {
+        messages.push_back({{"role", "user"}, {"content", "question " + std::to_string(k)}});
+        messages.push_back({{"role", "assistant"}, {"content", "answer " + std::to_string(turn)}});
+      }
+      f << nlohmann::json{{"messages", messages}}.dump() << "\n";
+    }
+  }
+  PrepareOptions o{dir.file("packed"), 0.2};
+  o.tokenizer = folder;
+  o.pack_seq_len = 255;
+  const PreparedData d = prepare_text({dir.file("chats.jsonl")}, o);
+  ASSERT_TRUE(d.packing);
+  EXPECT_EQ(d.packing->split_documents, 0);
+  const auto tok = load_tokenizer(folder);
+  const int32_t eos = *tok->eos_id();
+  // Every shard has its starts; they mark each conversation and each window's padding, and the
+  // end-of-text token occurs inside conversations (after each turn).
+  int64_t conversation_starts = 0, inner_eos = 0;
+  for (const auto* shards : {&d.train_shards, &d.val_shards})
+    for (const std::string& shard : *shards) {
+      const std::vector<int32_t> t = tokens_of(shard);
+      const std::vector<uint8_t> starts = [&] {
+        const Shard sh(shard);
+        const LossMask m(document_starts_path(shard), sh);
+        const auto w = m.window(0, m.size());
+        return std::vector<uint8_t>(w.begin(), w.end());
+      }();
+      ASSERT_EQ(starts.size(), t.size());
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (i % 256 == 0) {
+          EXPECT_EQ(starts[i], 1) << "a window starts a document";
+        }
+        if (starts[i] && t[i] != eos) ++conversation_starts;
+        if (t[i] == eos && i + 1 < t.size() && (i + 1) % 256 != 0 && !starts[i + 1]) ++inner_eos;
+      }
+    }
+  EXPECT_EQ(conversation_starts, 24);
+  EXPECT_GT(inner_eos, 24) << "the template should end every turn with the end-of-text token";
+  // The validation windows' positions restart exactly at the recorded starts.
+  const Dataset val(dir.file("packed"), Split::kVal);
+  ASSERT_TRUE(val.has_document_starts());
+  const ValSampler v(val, 255, eos);
+  std::vector<int32_t> in(255), tg(255), pos(255);
+  for (int64_t w = 0; w < v.num_windows(); ++w) {
+    v.fill(w, 1, in.data(), tg.data(), pos.data());
+    const auto [shard, start] = std::pair<size_t, int64_t>{0, w * 256};
+    const auto starts = val.document_starts(shard).window(start, 256);
+    for (int i = 0; i < 255; ++i) {
+      EXPECT_EQ(pos[size_t(i)] == 0, i == 0 || starts[size_t(i)] != 0) << "window " << w << " token " << i;
+      if (starts[size_t(i) + 1]) {
+        EXPECT_EQ(tg[size_t(i)], -1) << "a conversation's first token is no target";
+      }
+    }
+  }
 }
 
 TEST(PreparePack, NeedsAnEndOfTextTokenAndTwoSamples) {

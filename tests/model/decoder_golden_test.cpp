@@ -76,7 +76,7 @@ TEST_P(DecoderGolden, LogitsLossAndGradientsOfFirstStep) {
   FlatGradientSink sink(grads.view());
   model->set_gradient_sink(&sink);
   const auto x = tokens("inputs.0"), y = tokens("targets.0");
-  const float eval_loss = model->forward(0, x.data(), y.data(), B_, T_, 0.0f, MicroBatchPlace{});
+  const float eval_loss = model->forward(0, x.data(), y.data(), nullptr, B_, T_, 0.0f, MicroBatchPlace{});
   EXPECT_NEAR(eval_loss, fx_.at("losses").data[0], 2e-5);
   // Logits: compare the real vocabulary columns of each row.
   const int V = cfg_.vocab_size, Vp = cfg_.padded_vocab();
@@ -85,7 +85,7 @@ TEST_P(DecoderGolden, LogitsLossAndGradientsOfFirstStep) {
   for (int r = 0; r < B_ * T_; ++r) std::copy_n(all.begin() + long(r) * Vp, V, logits.begin() + long(r) * V);
   expect_close("logits", logits, fx_.at("logits.0").data, 2e-5, 1e-4);
 
-  const float loss = model->forward(0, x.data(), y.data(), B_, T_, 1.0f / float(B_ * T_), MicroBatchPlace{});
+  const float loss = model->forward(0, x.data(), y.data(), nullptr, B_, T_, 1.0f / float(B_ * T_), MicroBatchPlace{});
   model->backward(0, B_, T_);
   EXPECT_NEAR(loss, fx_.at("losses").data[0], 2e-5);
   const std::vector<float> g = host(grads.view());
@@ -115,7 +115,7 @@ TEST_P(DecoderGolden, ThreeAdamWStepsWithClipping) {
   for (int s = 0; s < steps_; ++s) {
     const auto x = tokens("inputs." + std::to_string(s)), y = tokens("targets." + std::to_string(s));
     backend_->zero(grads.view());
-    const float loss = model->forward(0, x.data(), y.data(), B_, T_, 1.0f / float(B_ * T_), MicroBatchPlace{});
+    const float loss = model->forward(0, x.data(), y.data(), nullptr, B_, T_, 1.0f / float(B_ * T_), MicroBatchPlace{});
     model->backward(0, B_, T_);
     EXPECT_NEAR(loss, fx_.at("losses").data[size_t(s)], 5e-5) << "step " << s;
     const double norm = std::sqrt(counted_sum_of_squares(*backend_, model->table(), grads.view(), 0, n));

@@ -136,7 +136,7 @@ TEST_P(KvCacheGolden, MatchesFloat32TrainingForward) {
   }
   const auto& in = fx_.at("inputs.0").data;
   const std::vector<int32_t> x(in.begin(), in.end()), y(x.size(), 0);
-  model.forward(0, x.data(), y.data(), B_, T_, 0.0f, MicroBatchPlace{});
+  model.forward(0, x.data(), y.data(), nullptr, B_, T_, 0.0f, MicroBatchPlace{});
   const TensorView lv = model.logits(0);
   std::vector<float> all(lv.numel);
   backend->copy(host_view(all.data(), all.size()), lv);

@@ -78,7 +78,7 @@ class StepRig {
       const bool first = t_ == 0;
       Timer timer;
       backend_->zero(grads_.view());
-      const float loss = model_->forward(0, x.data(), y.data(), s.B, s.T, 1.0f / float(n), MicroBatchPlace{});
+      const float loss = model_->forward(0, x.data(), y.data(), nullptr, s.B, s.T, 1.0f / float(n), MicroBatchPlace{});
       model_->backward(0, s.B, s.T);
       const double norm = std::sqrt(counted_sum_of_squares(*backend_, model_->table(), grads_.view(), 0, n_total_));
       opt_->step(grads_.view(), ++t_, 3e-4, norm);
