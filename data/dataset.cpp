@@ -140,6 +140,7 @@ Dataset::Dataset(const std::string& pattern, Split split) : pattern_(pattern) {
     if (meta && meta_path_.empty()) meta_path_ = path;
     if (meta && !eos_id_) eos_id_ = meta->eos_id();
     if (meta && meta->records_document_starts()) starts_recorded = true;
+    if (meta) eos_inside_documents_ += meta->eos_inside_documents();
     const std::optional<int64_t> window = meta ? meta->packed_window() : std::nullopt;
     if (dirs.empty()) {
       packed_window_ = window;

@@ -66,6 +66,8 @@ class Dataset {
   // each sample begins, which document masks use instead of end-of-text tokens (a chat template
   // may end every turn with one).
   bool has_document_starts() const { return !starts_.empty(); }
+  // Documents whose end-of-text token also occurs inside them, as the meta.json files record.
+  int64_t eos_inside_documents() const { return eos_inside_documents_; }
   const LossMask& document_starts(size_t i) const { return starts_.at(i); }
   std::optional<int64_t> packed_window() const { return packed_window_; }
   const std::string& meta_path() const { return meta_path_; }  // "" when no directory has one
@@ -104,6 +106,7 @@ class Dataset {
   std::string vocab_limit_from_;
   std::vector<std::pair<std::string, int64_t>> meta_vocab_;  // (meta.json path, its vocab_size)
   std::optional<int32_t> eos_id_;
+  int64_t eos_inside_documents_ = 0;
   std::optional<int64_t> packed_window_;
   std::string meta_path_;
 };

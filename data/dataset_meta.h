@@ -35,6 +35,8 @@ class DatasetMeta {
   std::optional<int64_t> packed_window() const;
   // Whether the shards have document starts beside them (X.docs: packed data).
   bool records_document_starts() const { return json_.value("document_starts", false); }
+  // How many documents hold the end-of-text token before their end (0 when not recorded).
+  int64_t eos_inside_documents() const { return json_.value("eos_inside_documents", int64_t{0}); }
 
  private:
   nlohmann::json json_;

@@ -371,6 +371,7 @@ PreparedData prepare_text(const std::vector<std::string>& files, const PrepareOp
     throw DataError("prepare-data: none of the " + std::to_string(files.size()) + " input file(s) is text (" +
                     c.notes.front() + (c.notes.size() > 1 ? ", ..." : "") + ")");
   json extra = {{"documents", c.documents}, {"instruction_examples", c.instruction_examples}};
+  if (eos) extra["eos_inside_documents"] = c.eos_inside_documents;
   int64_t n_train = 0;
   std::vector<uint8_t> document_starts;  // packed data's
   if (packer) {

@@ -3,6 +3,8 @@
 // index and appended in input order, so the output does not depend on the thread count.
 #include "data/tokenize_pipeline.h"
 
+#include <algorithm>
+
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -178,6 +180,7 @@ class Tokenizing {
     if (!e.note.empty()) out_.notes.push_back(e.note);
     if (e.tokens.empty()) return;
     ++out_.documents;
+    if (eos_ && std::find(e.tokens.begin(), e.tokens.end() - 1, *eos_) != e.tokens.end() - 1) ++out_.eos_inside_documents;
     out_.doc_starts.push_back(stream_.size());
     if (!e.counted.empty()) ++out_.instruction_examples;
     stream_.append(e.tokens, e.counted);

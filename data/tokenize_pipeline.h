@@ -49,6 +49,9 @@ class Progress {
 struct Corpus {
   std::vector<int64_t> doc_starts;   // token offset of each document
   int64_t documents = 0, instruction_examples = 0;
+  // Documents holding the end-of-text token before their end (a chat template that ends every
+  // turn with it): document masks cannot find their boundaries by that token.
+  int64_t eos_inside_documents = 0;
   std::vector<bool> skipped;         // per input file
   std::vector<std::string> notes;
 };

@@ -50,13 +50,24 @@ Dataset open_split(const Config& config, const std::string& key, const std::stri
 // the one the split's meta.json records.
 int32_t document_eos(const Config& config, const Dataset& data, const std::string& key) {
   if (!config.data.document_mask) return -1;
-  if (config.data.eos_id >= 0) return int32_t(config.data.eos_id);
-  if (const std::optional<int32_t> eos = data.recorded_eos_id()) return *eos;
-  throw ConfigError("data.document_mask = true (" + config.where("data.document_mask") +
-                    ") needs the end-of-text id that ends each document, and " +
-                    (data.meta_path().empty() ? "the shards of " + key + " have no meta.json"
-                                              : data.meta_path() + " records none (the byte tokenizer has none)") +
-                    ": set data.eos_id, or prepare the data with `trainer prepare-data --tokenizer MODEL`");
+  const std::optional<int32_t> recorded = data.recorded_eos_id();
+  const int32_t eos = config.data.eos_id >= 0 ? int32_t(config.data.eos_id) : recorded.value_or(-1);
+  // Unpacked data's documents end at the end-of-text token: wrong where it occurs inside them
+  // (chat templates end every turn with it), which packed data's recorded starts avoid.
+  if (eos >= 0 && recorded == eos && !data.has_document_starts() && data.eos_inside_documents() > 0)
+    throw DataError("data.document_mask = true (" + config.where("data.document_mask") +
+                    ") starts a document after each end-of-text token (id " + std::to_string(eos) + "), but " +
+                    std::to_string(data.eos_inside_documents()) + " of the documents of " + key + " (" +
+                    data.meta_path() + ") hold it before their end (a chat template ends every turn with it): "
+                    "each turn would become a document that cannot see the turns before it; prepare the data "
+                    "with `trainer prepare-data --pack --seq-len N`, which records where each sample starts, or "
+                    "set data.document_mask = false");
+  if (eos >= 0) return eos;
+  throw DataError("data.document_mask = true (" + config.where("data.document_mask") +
+                  ") needs the end-of-text id that ends each document, and " +
+                  (data.meta_path().empty() ? "the shards of " + key + " have no meta.json"
+                                            : data.meta_path() + " records none (the byte tokenizer has none)") +
+                  ": set data.eos_id, or prepare the data with `trainer prepare-data --tokenizer MODEL`");
 }
 
 }  // namespace

@@ -194,6 +194,38 @@ TEST_F(TrainLoop, LossIsTheMeanOverTheStepsCountedTargetsWhateverTheSplit) {
   }
 }
 
+TEST_F(TrainLoop, DocumentMasksOnUnpackedChatDataAreRefused) {
+  // SmolLM2's template ends every turn with <|im_end|>, its end-of-text token: unpacked, a turn
+  // would become a document of its own. prepare-data records that; the run refuses, naming the fix.
+  PrepareOptions o;
+  o.out_dir = *dir_ + "/chat";
+  o.tokenizer = std::string(FEAST_SOURCE_DIR) + "/tests/fixtures/hf/chat/smollm2";
+  o.val_fraction = 0.2;
+  const std::string input = *dir_ + "/chats.jsonl";
+  {
+    std::ofstream f(input);
+    for (int k = 0; k < 8; ++k)
+      f << R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello there"}]})"
+        << "\n";
+  }
+  const PreparedData d = prepare_text({input}, o);
+  Config c = small_config("chat_masks");
+  c.model.vocab_size = int(d.vocab_size);
+  c.training.seq_len = 8;
+  c.data.train = o.out_dir;
+  c.data.val = "";
+  c.data.document_mask = true;
+  try {
+    train(c, make_self_communicator());
+    FAIL() << "expected an error";
+  } catch (const AgreedError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("data.document_mask"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("of the documents of data.train"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("prepare-data --pack"), std::string::npos) << msg;
+  }
+}
+
 TEST_F(TrainLoop, MissingDataIsAnErrorNamingTheKey) {
   Config c = small_config("missing");
   c.data.train = *dir_ + "/nothing/train_*.bin";
