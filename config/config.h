@@ -93,8 +93,9 @@ struct TrainingConfig {
 struct DataConfig {
   std::string train;  // token shards: a file, a directory, or a glob such as "dir/train_*.bin"
   std::string val;    // same forms; empty = no validation
-  // Document masks (data/sampler.h, AttentionShape::positions): attention and positions stay inside the
-  // documents that end-of-text tokens end, and the target after one is not counted.
+  // Document masks (data/sampler.h, AttentionShape::positions): attention and positions stay inside
+  // each document (packed data's recorded samples, or else what end-of-text tokens end), and a
+  // document's first token is not counted as a target.
   bool document_mask = false;
   int64_t eos_id = -1;  // that token; -1 = the eos_id the training data's meta.json records
 };

@@ -346,11 +346,12 @@ const std::vector<KeyDesc>& keys() {
       {FEAST_KEY(data, val), any(), "validation shards; empty = no validation",
        "validation shards, same forms; empty = no validation"},
       {FEAST_KEY(data, document_mask), any(), "attention and positions stay inside each document",
-       "packed windows compute exactly what each document alone would: attention never crosses an "
-       "end-of-text token, positions (rotary or learned) restart after each, and the target after an "
-       "end-of-text token (the next document's first token) is not counted in the loss. For windows "
-       "`trainer prepare-data --pack` made, and for any data whose documents end in end-of-text tokens; "
-       "not with `parallel.cp` > 1 (see [finetune.md](finetune.md))"},
+       "packed windows compute exactly what each document alone would: attention never crosses from "
+       "one document into another, positions (rotary or learned) restart at each, and a document's first "
+       "token is not counted as a target. Documents are the samples `trainer prepare-data --pack` "
+       "recorded, or in unpacked data what each end-of-text token ends (refused where the data's "
+       "documents hold that token inside, as chat templates do); not with `parallel.cp` > 1 (see "
+       "[finetune.md](finetune.md))"},
       {FEAST_KEY(data, eos_id), at_least(-1), "the end-of-text id ending documents; -1 = meta.json's",
        "the token id that ends each document, for `document_mask`: -1 takes the `eos_id` that "
        "`prepare-data` recorded in the training data's meta.json (the tokenizer's end-of-text token)",

@@ -128,7 +128,7 @@ std::optional<PreparedData> find_reusable(const PrepareOptions& o, const json& p
       for (const auto& p : *list) {
         if (!fs::is_regular_file(p)) return std::nullopt;
         if (d.has_loss_mask && !fs::is_regular_file(loss_mask_path(p))) return std::nullopt;
-        if (meta.value("document_starts", false) && !fs::is_regular_file(document_starts_path(p))) return std::nullopt;
+        if (found->records_document_starts() && !fs::is_regular_file(document_starts_path(p))) return std::nullopt;
       }
     }
     d.reused = true;

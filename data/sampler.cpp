@@ -48,26 +48,28 @@ std::pair<size_t, int64_t> locate(const std::vector<int64_t>& sums, int64_t i) {
   return {shard, i - sums[shard]};
 }
 
+// The recorded document starts of tokens [start, start + T] (packed data), or empty.
+std::span<const uint8_t> recorded_starts(const Dataset& data, size_t shard, int64_t start, int seq_len) {
+  return data.has_document_starts() ? data.document_starts(shard).window(start, seq_len + 1)
+                                    : std::span<const uint8_t>{};
+}
+
 // inputs = tokens [start, start + T), targets = tokens [start + 1, start + T + 1), read once
 // (so the vocabulary check sees each id once), then targets whose mask entry is 0 set to -1.
-// Under document masks (document_eos >= 0) a document starts at the window's first token and at
-// each of the data's document starts (packed data), or else after each end-of-text token; the
-// target that is a document's first token is -1, and positions (when given) count each token's
-// place in its document.
+// Under document masks (document_eos >= 0) token start + i (0 < i <= T) begins a document where
+// the data records one (packed data), or else after an end-of-text token; a target that begins a
+// document is -1, and positions (when given) count each token's place in its document.
 void copy_window(const Dataset& data, size_t shard, int64_t start, int seq_len, int32_t document_eos,
                  int32_t* inputs, int32_t* targets, int32_t* positions) {
   data.read(shard, start, seq_len, inputs);
   std::copy(inputs + 1, inputs + seq_len, targets);
   data.read(shard, start + seq_len, 1, targets + seq_len - 1);
   if (document_eos >= 0) {
-    // starts_at(i): whether token start + i begins a document.
-    const std::span<const uint8_t> starts = data.has_document_starts()
-                                                ? data.document_starts(shard).window(start, seq_len + 1)
-                                                : std::span<const uint8_t>{};
-    auto starts_at = [&](int i) { return starts.empty() ? inputs[i - 1] == document_eos : starts[size_t(i)] != 0; };
+    const std::span<const uint8_t> starts = recorded_starts(data, shard, start, seq_len);
+    auto begins = [&](int i) { return starts.empty() ? inputs[i - 1] == document_eos : starts[size_t(i)] != 0; };
     for (int i = 0; i < seq_len; ++i) {
-      if (positions) positions[i] = i == 0 || starts_at(i) ? 0 : positions[i - 1] + 1;
-      if (starts.empty() ? inputs[i] == document_eos : starts[size_t(i) + 1] != 0) targets[i] = -1;
+      if (positions) positions[i] = i == 0 || begins(i) ? 0 : positions[i - 1] + 1;
+      if (begins(i + 1)) targets[i] = -1;
     }
   }
   if (!data.has_loss_mask()) return;
@@ -76,9 +78,19 @@ void copy_window(const Dataset& data, size_t shard, int64_t start, int seq_len, 
     if (mask[size_t(i)] == 0) targets[i] = -1;
 }
 
+// The counted targets of a window. Recorded document starts and masks are bytes to count; the
+// end-of-text rule needs the window's tokens.
 int64_t counted_in_window(const Dataset& data, size_t shard, int64_t start, int seq_len, int32_t document_eos) {
   if (document_eos < 0)
     return data.has_loss_mask() ? data.loss_mask(shard).counted(start + 1, seq_len) : seq_len;
+  if (data.has_document_starts()) {
+    const std::span<const uint8_t> starts = recorded_starts(data, shard, start, seq_len);
+    const std::span<const uint8_t> mask =
+        data.has_loss_mask() ? data.loss_mask(shard).window(start + 1, seq_len) : std::span<const uint8_t>{};
+    int64_t counted = 0;
+    for (int i = 0; i < seq_len; ++i) counted += starts[size_t(i) + 1] == 0 && (mask.empty() || mask[size_t(i)] != 0);
+    return counted;
+  }
   std::vector<int32_t> inputs(static_cast<size_t>(seq_len)), targets(inputs.size());
   copy_window(data, shard, start, seq_len, document_eos, inputs.data(), targets.data(), nullptr);
   return std::count_if(targets.begin(), targets.end(), [](int32_t t) { return t >= 0; });

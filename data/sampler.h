@@ -39,7 +39,8 @@ class TrainSampler {
             int32_t* positions = nullptr) const;
 
   // How many targets of those rows count in the loss (are not -1): count * T without masks.
-  // Reads only mask bytes (and, with document masks, the row's tokens), so every rank can count
+  // Reads only mask bytes (and, with document masks, the recorded document starts, or without
+  // them the row's tokens), so every rank can count
   // a whole global step (the loss's denominator) for the cost of a window per row.
   int64_t counted_targets(int64_t step, int64_t first_sequence, int count) const;
 

@@ -327,10 +327,13 @@ void TrainingRun::open_data() {
       }
     val_sampler_.emplace(*val_data_, tc.seq_len, document_eos_);
   }
-  if (document_eos_ >= 0)
-    log::info("data: document masks: attention and positions restart after each end-of-text token (id " +
-              std::to_string(document_eos_) + "), whose next target is not counted");
   const Dataset* data = train_data_ ? &*train_data_ : val_data_ ? &*val_data_ : nullptr;
+  if (document_eos_ >= 0)
+    log::info(std::string("data: document masks: attention and positions restart at each document, ") +
+              (data && data->has_document_starts() ? "where the packed data records its samples start"
+                                                   : "after each end-of-text token (id " +
+                                                         std::to_string(document_eos_) + ")") +
+              "; a document's first token is not counted as a target");
   if (data && data->packed_window())
     log::info("data: packed windows of " + std::to_string(*data->packed_window()) + " tokens (" + data->meta_path() +
               ")" + (document_eos_ < 0 ? "; data.document_mask = false lets their samples attend to each other" : ""));

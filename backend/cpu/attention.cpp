@@ -23,11 +23,13 @@ namespace {
 // at 0 (document masks), else the whole row. Queries attend within their document only, so each
 // document is a causal attention of its own: blocks on the diagonal of the (T, T) matrix, and
 // nothing outside them is computed or read.
-std::vector<std::pair<int, int>> documents_of(const int32_t* positions, int b, int Tn) {
+using Documents = std::vector<std::pair<int, int>>;
+
+Documents documents_of(const int32_t* positions, int b, int Tn) {
   if (!positions) return {{0, Tn}};
   const int32_t* p = positions + static_cast<size_t>(b) * Tn;
   FEAST_CHECK(Tn == 0 || p[0] == 0, "attention: row " << b << " starts at document position " << p[0] << ", not 0");
-  std::vector<std::pair<int, int>> docs;
+  Documents docs;
   for (int t = 0; t < Tn; ++t) {
     if (p[t] == 0) {
       if (!docs.empty()) docs.back().second = t;
@@ -37,6 +39,14 @@ std::vector<std::pair<int, int>> documents_of(const int32_t* positions, int b, i
                                                           << p[t - 1] << ": document positions count up from 0");
     }
   }
+  return docs;
+}
+
+// Every row's documents, found once for all the heads that read them.
+std::vector<Documents> documents_of_rows(const int32_t* positions, int B, int Tn) {
+  std::vector<Documents> docs;
+  docs.reserve(size_t(B));
+  for (int b = 0; b < B; ++b) docs.push_back(documents_of(positions, b, Tn));
   return docs;
 }
 
@@ -50,13 +60,14 @@ void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int NH, int 
   const T scale = T(1) / std::sqrt(T(hs));
   // One (batch, query head) per iteration; OpenBLAS runs single-threaded inside the parallel
   // region, so the GEMMs of different heads run side by side.
+  const std::vector<Documents> docs = documents_of_rows(positions, B, Tn);
 #pragma omp parallel for schedule(static)
   for (int bh = 0; bh < B * NH; ++bh) {
     const int b = bh / NH, h = bh % NH, g = h / group;
     const T* row0 = qkv + static_cast<size_t>(b) * Tn * W;
     T* p = att + static_cast<size_t>(bh) * Tn * Tn;          // (T, T)
     T* y = out + static_cast<size_t>(b) * Tn * C + h * hs;  // (T, hs), row stride C
-    for (const auto& [s, e] : documents_of(positions, b, Tn)) {
+    for (const auto& [s, e] : docs[size_t(b)]) {
       const int n = e - s;
       const T* q = row0 + static_cast<size_t>(s) * W + h * hs;  // (n, hs), row stride W
       const T* k = row0 + static_cast<size_t>(s) * W + C + g * hs;
@@ -95,11 +106,12 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int 
   // One (batch, key/value head) per iteration: the query heads of a group add into the same dk
   // and dv, so they run in order on one thread (deterministic, no races). Every row belongs to
   // one document, so each block's products write its rows of dq, dk and dv.
+  const std::vector<Documents> docs = documents_of_rows(positions, B, Tn);
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int bg = 0; bg < B * NKV; ++bg) {
     const int b = bg / NKV, g = bg % NKV;
     T* ds = scratch + static_cast<size_t>(omp_get_thread_num()) * per_thread;  // (n, n) blocks, row stride n
-    for (const auto& [s, e] : documents_of(positions, b, Tn)) {
+    for (const auto& [s, e] : docs[size_t(b)]) {
       const int n = e - s;
       const size_t row0 = (static_cast<size_t>(b) * Tn + s) * W;
       const T* k = qkv + row0 + C + g * hs;

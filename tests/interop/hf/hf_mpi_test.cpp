@@ -330,6 +330,18 @@ void expect_steps_follow(TrainingRun& run, const std::vector<float>& losses, con
   }
 }
 
+// The tiny model with `overrides`, its adapters started from PEFT's initial adapter
+// (tests/fixtures/hf/lora/<model>-init); and a run of such a config, which must outlive it.
+Config peft_init_config(const std::string& model, std::vector<std::string> overrides) {
+  overrides.push_back("lora.init_from=\"" + kFixtures + "/lora/" + model + "-init\"");
+  return config_for(kFixtures + "/" + model, overrides);
+}
+std::unique_ptr<TrainingRun> from_peft_init(const Config& c) {
+  std::unique_ptr<TrainingRun> run = imported_run(c);
+  run->import_initial_adapters();
+  return run;
+}
+
 class LoraModels : public ::testing::TestWithParam<std::string> {};
 
 // 5 LoRA steps from PEFT's initial adapter (every product adapted, rank 4, alpha 8) follow PEFT +
@@ -339,13 +351,10 @@ class LoraModels : public ::testing::TestWithParam<std::string> {};
 // PEFT's trained A and B.
 TEST_P(LoraModels, FineTuningFollowsPeftAndExportsItsAdapter) {
   const std::string model = GetParam();
-  std::vector<std::string> overrides = lora_overrides(model);
-  overrides.push_back("lora.init_from=\"" + kFixtures + "/lora/" + model + "-init\"");
-  const Config c = config_for(kFixtures + "/" + model, overrides);
+  const Config c = peft_init_config(model, lora_overrides(model));
   const log::Quiet quiet;
-  const std::unique_ptr<TrainingRun> owner = imported_run(c);
+  const std::unique_ptr<TrainingRun> owner = from_peft_init(c);
   TrainingRun& run = *owner;
-  run.import_initial_adapters();
   // The stage trains the adapters only: 2 layers x targets x (A, B), none of the model's tensors.
   for (const LocalParam& p : run.stage().table().params()) EXPECT_NE(p.spec->name.find(".lora."), std::string::npos);
   ASSERT_NE(run.stage().frozen_table(), nullptr);
@@ -399,13 +408,11 @@ TEST_P(LoraModels, DropoutFollowsPeftDrawingTheSameMasks) {
   const std::string model = GetParam();
   static const auto dropout = testing::read_fixture(kFixtures + "/lora/dropout.bin");
   std::vector<std::string> overrides = lora_overrides(model);
-  overrides.push_back("lora.init_from=\"" + kFixtures + "/lora/" + model + "-init\"");
   overrides.push_back("lora.dropout=" + std::to_string(dropout.at(model + ".dropout").data[0]));
-  const Config c = config_for(kFixtures + "/" + model, overrides);
+  const Config c = peft_init_config(model, overrides);
   ASSERT_EQ(c.training.seed, 1337u) << "the fixture draws its masks from the default seed";
   const log::Quiet quiet;
-  const std::unique_ptr<TrainingRun> owner = imported_run(c);
-  owner->import_initial_adapters();
+  const std::unique_ptr<TrainingRun> owner = from_peft_init(c);
   expect_steps_follow(*owner, dropout.at(model + ".losses").data, dropout.at(model + ".grad_norms").data,
                       model + ", PEFT with dropout");
   // Without dropout the same run follows the other trajectory (the dropout changes the steps).
@@ -510,14 +517,10 @@ TEST_P(QloraModels, AnNf4BaseGivesTheLossOfTheDequantizedReference) {
 // 1e-4 in loss and gradient norm, at one rank and at tp 2 x pp 2.
 TEST_P(QloraModels, FineTuningFollowsPeftOverTheDequantizedBase) {
   const std::string model = GetParam();
-  std::vector<std::string> o = qlora_overrides(model);
-  o.push_back("lora.init_from=\"" + kFixtures + "/lora/" + model + "-init\"");
-  const Config c = config_for(kFixtures + "/" + model, o);
+  const Config c = peft_init_config(model, qlora_overrides(model));
   const log::Quiet quiet;
-  const std::unique_ptr<TrainingRun> owner = imported_run(c);
-  TrainingRun& run = *owner;
-  run.import_initial_adapters();
-  expect_steps_follow(run, qlora_ref(model + ".qlora.losses").data, qlora_ref(model + ".qlora.grad_norms").data,
+  const std::unique_ptr<TrainingRun> owner = from_peft_init(c);
+  expect_steps_follow(*owner, qlora_ref(model + ".qlora.losses").data, qlora_ref(model + ".qlora.grad_norms").data,
                       model + " over NF4, PEFT over the dequantized base");
 }
 
