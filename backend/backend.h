@@ -218,6 +218,39 @@ class Backend {
   // scale, each product in float32 (as bitsandbytes' dequantize_4bit), then rounded.
   virtual void dequantize_nf4(const TensorView& out, const Nf4Piece& piece) = 0;
 
+  // ---- mixture of experts (model/layers/moe.h) ------------------------------------------------------
+  // The router, from its logits (N, E) in the compute dtype: probs (N, E) = softmax over the experts
+  // and lse (N) = logsumexp, float32; expert (N, k) int32 = each row's k most probable experts, most
+  // probable first (ties: the lower index); weight (N, k) float32 = their probabilities, divided by
+  // their sum when renormalize; prob_sum (E) float32 = probs summed over the rows (in row order).
+  virtual void moe_route(const TensorView& probs, const TensorView& lse, const TensorView& expert,
+                         const TensorView& weight, const TensorView& prob_sum, const TensorView& logits, int N, int E,
+                         int k, bool renormalize) = 0;
+  // dlogits (N, E) in the compute dtype = d loss / d logits, from dweight (N, k) float32 (d loss /
+  // d weight), dprob (E) float32 (d loss / d probs[n, e], the same for every row: the load-balancing
+  // loss's) and z_scale (d loss / d lse[n] = 2 z_scale lse[n]: the z-loss's).
+  virtual void moe_route_backward(const TensorView& dlogits, const TensorView& probs, const TensorView& lse,
+                                  const TensorView& expert, const TensorView& weight, const TensorView& dweight,
+                                  const TensorView& dprob, float z_scale, int N, int E, int k, bool renormalize) = 0;
+  // rows (M, C) = the rows token (M) int32 of inp (N, C): the tokens each expert takes, expert by expert.
+  virtual void moe_gather(const TensorView& rows, const TensorView& inp, const TensorView& token, int M, int C) = 0;
+  // dinp (N, C) += the rows of drows that slot (N, k) int32 names for each token's choices (< 0: none).
+  virtual void moe_gather_backward(const TensorView& dinp, const TensorView& drows, const TensorView& slot, int N,
+                                   int k, int C) = 0;
+  // out (N, C) += sum over a token's choices j of weight[n, j] (float32) * rows row slot[n, j]
+  // (slots < 0 skipped), in choice order.
+  virtual void moe_combine(const TensorView& out, const TensorView& rows, const TensorView& slot,
+                           const TensorView& weight, int N, int k, int C) = 0;
+  // drows row slot[n, j] = weight[n, j] * dout row n; dweight[n, j] (float32) = dout row n . rows
+  // row slot[n, j], 0 for a skipped choice.
+  virtual void moe_combine_backward(const TensorView& drows, const TensorView& dweight, const TensorView& dout,
+                                    const TensorView& rows, const TensorView& slot, const TensorView& weight, int N,
+                                    int k, int C) = 0;
+  // The shared experts' gate (Qwen2-MoE): gate (N) float32 = sigmoid(logits (N), compute dtype); and
+  // dlogits (N) = dgate (float32) * gate * (1 - gate).
+  virtual void moe_shared_gate(const TensorView& gate, const TensorView& logits, int N) = 0;
+  virtual void moe_shared_gate_backward(const TensorView& dlogits, const TensorView& gate, const TensorView& dgate,
+                                        int N) = 0;
   // ---- attention -------------------------------------------------------------------------------
   // Elements the forward keeps for the backward (the CPU keeps the softmax probabilities; a
   // fused kernel would keep the log-sum-exp), and of the backward's workspace.

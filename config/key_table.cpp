@@ -68,9 +68,8 @@ std::vector<std::string> axis_orders() {
 }  // namespace
 
 // In the order to_toml prints them; a dotted section is a sub-table of the one before it.
-const std::vector<std::string> kSections = {"model",    "model.rope_scaling", "parallel", "training",
-                                            "data",     "checkpoint",         "logging",
-                                            "fault",    "lora"};
+const std::vector<std::string> kSections = {"model", "model.rope_scaling", "model.moe", "parallel", "training",
+                                            "data",  "checkpoint",         "logging",   "fault",    "lora"};
 
 
 bool is_section(const std::string& name) {
@@ -80,6 +79,8 @@ bool is_section(const std::string& name) {
 // Stringifying the member keeps every key name identical to its struct field.
 #define FEAST_KEY(section, name) \
   #section, #name, &member<&Config::section, &decltype(Config::section)::name>
+#define FEAST_MOE_KEY(name) \
+  "model.moe", #name, &member<&Config::model, &ModelConfig::moe, &MoeConfig::name>
 #define FEAST_ROPE_KEY(name) \
   "model.rope_scaling", #name, &member<&Config::model, &ModelConfig::rope_scaling, &RopeScaling::name>
 
@@ -149,6 +150,51 @@ const std::vector<KeyDesc>& keys() {
        "kept"},
       {FEAST_ROPE_KEY(original_max_position_embeddings), llama(at_least(1)), "llama3: original context",
        "`\"llama3\"`: the context length the model was trained with"},
+
+      {FEAST_MOE_KEY(n_experts), llama(at_least(0)), "experts per MoE block; 0 = dense model",
+       "*llama*: routed experts in each mixture-of-experts block (transformers' `num_local_experts`, "
+       "Qwen2-MoE's `num_experts`); 0 = no MoE, every block has the dense MLP. An MoE block replaces "
+       "the MLP with a router (a (n_experts, n_embd) linear, softmax over experts) that sends every "
+       "token to its `top_k` most probable experts, each a SwiGLU MLP of `intermediate_size`; their "
+       "outputs are summed weighted by the router's probabilities (docs/moe.md)"},
+      {FEAST_MOE_KEY(top_k), llama(at_least(1)), "experts each token is sent to",
+       "*llama*: experts each token is routed to (`num_experts_per_tok`)", nullptr, ">= 1, <= `n_experts`"},
+      {FEAST_MOE_KEY(intermediate_size), llama(at_least(0)), "each expert's width; 0 = model.intermediate_size",
+       "*llama*: width of each expert's SwiGLU MLP (Qwen2-MoE's `moe_intermediate_size`); 0 = "
+       "`model.intermediate_size`"},
+      {FEAST_MOE_KEY(every), llama(at_least(1)), "block l is MoE when (l + 1) % every == 0",
+       "*llama*: which blocks are MoE: block l (counted from 0) when (l + 1) % every == 0, the others "
+       "keep the dense MLP (Qwen2-MoE's `decoder_sparse_step`); 1 = every block"},
+      {FEAST_MOE_KEY(n_shared_experts), llama(at_least(0)), "experts every token also passes through",
+       "*llama*: shared experts, which every token passes through besides its routed ones, computed as "
+       "one SwiGLU MLP of `shared_intermediate_size` (Qwen2-MoE's `shared_expert`, DeepSeek's shared "
+       "experts)"},
+      {FEAST_MOE_KEY(shared_intermediate_size), llama(at_least(0)), "shared experts' width; 0 = n_shared * intermediate",
+       "*llama*: width of the shared experts' MLP (Qwen2-MoE's `shared_expert_intermediate_size`); 0 = "
+       "`n_shared_experts` * `intermediate_size`"},
+      {FEAST_MOE_KEY(shared_expert_gate), llama(any()), "shared experts' output times sigmoid(x . g)",
+       "*llama*: the shared experts' output is scaled per token by sigmoid(x . g), g a learned (1, "
+       "n_embd) weight (Qwen2-MoE's `shared_expert_gate`)"},
+      {FEAST_MOE_KEY(norm_topk_prob), llama(any()), "renormalise the top-k probabilities",
+       "*llama*: the router's top-k probabilities are divided by their sum, so a token's expert weights "
+       "add up to 1 (Mixtral always; Qwen2-MoE's `norm_topk_prob`); false keeps the softmax "
+       "probabilities as they are"},
+      {FEAST_MOE_KEY(aux_loss_coef), llama(at_least(0)), "load-balancing loss weight",
+       "*llama*: weight of the load-balancing loss added to the training loss (transformers' "
+       "`router_aux_loss_coef`, which it applies with `output_router_logits`). Computed as transformers "
+       "does for one forward: over every token of a micro-batch and every MoE block at once, "
+       "n_experts * sum over experts of (the share of top-k choices it got) * (its mean router "
+       "probability); the step's is the mean over its micro-batches. Reported as `aux_loss` in the "
+       "metrics; 0 = none"},
+      {FEAST_MOE_KEY(z_loss_coef), llama(at_least(0)), "router z-loss weight",
+       "*llama*: weight of the router z-loss (ST-MoE, Zoph et al. 2022): the mean over tokens of "
+       "logsumexp(router logits)^2, summed over MoE blocks, which keeps the router's logits small. "
+       "Reported as `z_loss`; 0 = none"},
+      {FEAST_MOE_KEY(capacity_factor), llama(at_least(0)), "expert capacity per micro-batch; 0 = dropless",
+       "*llama*: each expert takes at most ceil(capacity_factor * tokens * top_k / n_experts) tokens "
+       "of a micro-batch, first come (in token order) first served; a token's choice past that skips "
+       "the expert (its weight is dropped, not given to another), and the metrics count the dropped "
+       "choices. 0 = dropless: every expert takes every token sent to it"},
 
       {FEAST_KEY(parallel, tp), at_least(1), "tensor-parallel degree",
        "tensor-parallel degree"},

@@ -364,7 +364,7 @@ void apply_init_from(Config& c) {
       continue;
     }
     const std::string mine = value_text(*k, c), theirs = value_text(*k, from_file);
-    if (mine != theirs)
+    if (mine != theirs && !v.advisory)
       fail(c.where(v.key), v.key + " = " + mine + " conflicts with model.init_from's config.json, which has \"" +
                                v.hf_key + "\" = " + theirs + " (" + file + "); remove " + v.key +
                                " from the config to use the model as it is");

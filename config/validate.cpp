@@ -77,6 +77,50 @@ void validate_lora(const Config& c) {
            "its split backward has no adapter path; use \"1f1b\" or \"interleaved-1f1b\"");
 }
 
+// The mixture-of-experts keys against each other and against what MoE blocks cannot run with.
+void validate_moe(const Config& c) {
+  const MoeConfig& moe = c.model.moe;
+  if (!moe.enabled()) {
+    static const Config defaults;
+    Config current = c, reference = defaults;
+    for (const KeyDesc& k : keys())
+      if (std::string(k.section) == "model.moe" && value_text(k, current) != value_text(k, reference))
+        fail(c.where(k.full()), k.full() + " = " + value_text(k, current) + " configures mixture-of-experts blocks, "
+                                "but model.moe.n_experts = 0 (" + c.where("model.moe.n_experts") +
+                                "): the model is dense; set model.moe.n_experts or remove " + k.full());
+    return;
+  }
+  const std::string experts = "model.moe.n_experts = " + std::to_string(moe.n_experts) + " (" +
+                              c.where("model.moe.n_experts") + ")";
+  if (moe.top_k > moe.n_experts)
+    fail(c.where("model.moe.top_k"), "model.moe.top_k = " + std::to_string(moe.top_k) + " experts per token, but " +
+                                         experts + "; choose top_k <= n_experts");
+  if (c.model.moe_layers() == 0)
+    fail(c.where("model.moe.every"), "model.moe.every = " + std::to_string(moe.every) + " makes block l MoE when (l + 1) "
+                                     "% every == 0, and none of the model.n_layer = " + std::to_string(c.model.n_layer) +
+                                     " blocks is; choose every <= n_layer");
+  if (moe.shared_expert_gate && c.model.shared_expert_width() == 0)
+    fail(c.where("model.moe.shared_expert_gate"), "model.moe.shared_expert_gate = true gates the shared experts, but "
+                                                  "model.moe.n_shared_experts = 0 (" +
+                                                      c.where("model.moe.n_shared_experts") +
+                                                      "); set n_shared_experts or remove shared_expert_gate");
+  auto refuse = [&](const std::string& key, const std::string& what, const std::string& fix) {
+    fail(c.where(key), what + " cannot run with mixture-of-experts blocks (" + experts + "): " + fix);
+  };
+  if (c.lora.enabled())
+    refuse("lora.rank", "LoRA (lora.rank = " + std::to_string(c.lora.rank) + ")",
+           "fine-tune every weight (lora.rank = 0)");
+  if (c.parallel.sequence_parallel)
+    refuse("parallel.sequence_parallel", "parallel.sequence_parallel = true",
+           "the router needs every token of the micro-batch on each tensor-parallel rank; remove it");
+  if (c.parallel.cp > 1)
+    refuse("parallel.cp", "parallel.cp = " + std::to_string(c.parallel.cp),
+           "the load-balancing loss is over whole micro-batches; set parallel.cp = 1");
+  if (c.parallel.schedule == "zero-bubble" || c.parallel.schedule == "interleaved-1f1b")
+    refuse("parallel.schedule", "parallel.schedule = \"" + c.parallel.schedule + "\"",
+           "its blocks run whole backwards in one chunk per stage; use \"1f1b\" or \"gpipe\"");
+}
+
 }  // namespace
 
 void validate_config(const Config& c) {
@@ -105,6 +149,7 @@ void validate_config(const Config& c) {
              "or training.recompute = \"none\" with zero-bubble");
   }
   validate_lora(c);
+  validate_moe(c);
   const bool interleaved = c.parallel.schedule == "interleaved-1f1b";
   if (interleaved && c.parallel.virtual_stages < 2) {
     fail(c.where("parallel.schedule"),

@@ -10,6 +10,10 @@ namespace feast {
 
 DecoderArch decoder_arch(const ModelConfig& c) {
   DecoderArch a;
+  if (c.moe.enabled() && c.arch != "llama")
+    throw ConfigError("model.moe.n_experts = " + std::to_string(c.moe.n_experts) +
+                      ": mixture-of-experts blocks have SwiGLU experts (model.arch = \"llama\"), but model.arch = \"" +
+                      c.arch + "\"");
   if (c.arch == "gpt2") {
     a.tied = c.tied();
     return a;
@@ -80,6 +84,25 @@ ParamTable decoder_param_table(const ModelConfig& cfg) {
     if (arch.linear_bias) vector(p + "attn.proj.bias", C, TpSplit::kReplicated, 0.0f, in);
     norm(p + "ln_2", in);
     const bool swiglu = arch.mlp == MlpKind::kSwiGlu;
+    if (cfg.moe.is_moe_layer(l)) {
+      // The router, each expert's SwiGLU MLP (fc's gate and up blocks, proj), the shared experts
+      // and their gate: model/layers/moe.h.
+      const int64_t Ie = cfg.expert_width(), Is = cfg.shared_expert_width();
+      matrix(p + "mlp.router.weight", cfg.moe.n_experts, C, TpSplit::kReplicated, std, in);
+      for (int e = 0; e < cfg.moe.n_experts; ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        matrix(x + "fc.weight", 2 * Ie, C, TpSplit::kOutputRows, std, in);
+        specs.back().blocks = {Ie, Ie};
+        matrix(x + "proj.weight", C, Ie, TpSplit::kInputCols, proj_std, in);
+      }
+      if (Is > 0) {
+        matrix(p + "mlp.shared.fc.weight", 2 * Is, C, TpSplit::kOutputRows, std, in);
+        specs.back().blocks = {Is, Is};
+        matrix(p + "mlp.shared.proj.weight", C, Is, TpSplit::kInputCols, proj_std, in);
+        if (cfg.moe.shared_expert_gate) matrix(p + "mlp.shared_gate.weight", 1, C, TpSplit::kReplicated, std, in);
+      }
+      continue;
+    }
     matrix(p + "mlp.fc.weight", swiglu ? 2 * I : I, C, TpSplit::kOutputRows, std, in);
     if (swiglu) specs.back().blocks = {I, I};  // gate, then up
     if (arch.linear_bias) vector(p + "mlp.fc.bias", I, TpSplit::kOutputRows, 0.0f, in);

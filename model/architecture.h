@@ -33,7 +33,8 @@ DecoderArch decoder_arch(const ModelConfig& config);
 // The family's table, in the order of the flat buffer: wte (Vp, C); lm_head (tied to wte or its
 // own (Vp, C)); wpe (maxT, C) with learned positions; per layer ln_1, attn.qkv ((NH + 2 NKV) hs,
 // C) in blocks q, k, v, attn.proj (C, NH hs), ln_2, mlp.fc (blocks gate and up for SwiGLU),
-// mlp.proj; then ln_f. Residual projections are initialised with init_std / sqrt(2 n_layer).
+// mlp.proj (an MoE block instead: mlp.router, then per expert mlp.experts.E.fc and .proj, then
+// mlp.shared.fc and .proj and mlp.shared_gate when it has them); then ln_f. Residual projections are initialised with init_std / sqrt(2 n_layer).
 ParamTable decoder_param_table(const ModelConfig& config);
 
 }  // namespace feast

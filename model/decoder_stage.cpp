@@ -103,6 +103,20 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   FEAST_CHECK(!spec.chunks.empty() && (spec.chunks.size() == 1 || !shape.split_backward),
               "a stage of " << spec.chunks.size() << " model chunks runs whole backwards");
   blocks_.reserve(size_t(spec.num_layers()));
+  int local_moe_layers = 0;
+  for (const LayerRange& chunk : spec.chunks)
+    for (int layer = chunk.first; layer < chunk.first + chunk.count; ++layer)
+      local_moe_layers += config.moe.is_moe_layer(layer) ? 1 : 0;
+  if (config.moe.enabled()) {
+    FEAST_CHECK(spec.chunks.size() == 1 && !shape.split_backward && !shape.sequence_parallel && shape.cp == 1 &&
+                    !lora.enabled(),
+                "mixture-of-experts blocks run with one model chunk per stage, whole backwards, no sequence or "
+                "context parallelism and no LoRA");
+    moe_ = std::make_unique<MoeRecorder>(config.moe, shape.slots, config.moe_layers(), local_moe_layers);
+    moe_outgoing_.resize(size_t(shape.slots));
+    moe_sends_.resize(size_t(shape.slots));
+  }
+  int moe_layer = 0;
   for (const LayerRange& chunk : spec.chunks) {
     chunk_begin_.push_back(int(blocks_.size()));
     for (int layer = chunk.first; layer < chunk.first + chunk.count; ++layer) {
@@ -111,7 +125,8 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
       activations_.begin_block();
       blocks_.emplace_back(config, arch_, layer_params, layer, t, region_rows, shape.max_batch, shape.max_seq,
                            activations_, recomputed ? shape.recompute : Recompute::kNone, rope_cos_.view(),
-                           rope_sin_.view(), cp_.active());
+                           rope_sin_.view(), cp_.active(), moe_.get(), moe_layer);
+      moe_layer += config.moe.is_moe_layer(layer) ? 1 : 0;
     }
   }
   chunk_begin_.push_back(int(blocks_.size()));
@@ -134,7 +149,9 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
 
   // Scratch shared by the layers (one runs at a time).
   const int hs = config.head_dim(), NHl = config.n_head / t, NKVl = config.kv_heads() / t;
-  const int Il = config.mlp_width() / t, Fl = arch_.mlp == MlpKind::kSwiGlu ? 2 * Il : Il;
+  // The dense MLP's width, or an MoE block's shared experts' where wider (the same scratch serves).
+  const int Il = std::max(config.mlp_width(), config.shared_expert_width()) / t;
+  const int Fl = arch_.mlp == MlpKind::kSwiGlu ? 2 * Il : Il;
   const AttentionShape att{shape.max_batch, shape.max_seq, NHl, NKVl, hs};
   auto take = [&](DType dtype, size_t n) {
     scratch_tensors_.push_back(backend.allocate(dtype, n));
@@ -147,6 +164,25 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   scratch_.dy = take(dt, rows * size_t(att.out_width()));
   scratch_.dbig = take(dt, rows * size_t(Fl));
   if (arch_.mlp == MlpKind::kSwiGlu) scratch_.dact = take(dt, rows * size_t(Il));
+  if (local_moe_layers > 0) {
+    const size_t E = size_t(config.moe.n_experts), Nk = rows * size_t(config.moe.top_k);
+    const size_t Ie = size_t(config.expert_width() / t);
+    MoeScratch& m = scratch_.moe;
+    m.logits = take(dt, rows * E);
+    m.prob_sum = take(DType::kFloat32, E);
+    m.rows = take(dt, Nk * size_t(C));
+    m.drows = take(dt, Nk * size_t(C));
+    m.dact = take(dt, Nk * Ie);
+    m.dpre = take(dt, Nk * 2 * Ie);
+    m.dweight = take(DType::kFloat32, Nk);
+    m.dprob = take(DType::kFloat32, E);
+    m.part = take(dt, NC);
+    if (config.shared_expert_width() > 0) {
+      m.dshared = take(dt, NC);
+      m.dgate = take(DType::kFloat32, rows);
+      m.gate_logits = take(dt, rows);
+    }
+  }
   scratch_.ce_max = take(DType::kFloat32, rows);
   scratch_.ce_partials = take(DType::kFloat32, 2 * rows);
   if (!cp_.active()) scratch_.attention_workspace = take(dt, backend.attention_workspace_size(att));
@@ -276,6 +312,10 @@ float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targ
     backend_.copy(positions_[size_t(slot)].first(N), host_view(positions, N));
   }
   const LayerContext ctx = context(slot);
+  if (moe_) {
+    moe_->begin(slot, B * T, loss_scale != 0 ? place.moe_weight : 0.0);
+    moe_receive(slot, /*forward=*/true);
+  }
   // The chunk's part of the model runs; its blocks, embedding and head keep slot j's activations.
   const int chunk = chunk_of(slot), j = slot_in_chunk(slot);
   const size_t J = size_t(j), N = size_t(B) * size_t(T);
@@ -297,6 +337,12 @@ float DecoderStage::forward(int slot, const int32_t* tokens, const int32_t* targ
     let_go_step(b);
     x = blocks_[size_t(i)].output(j);
   }
+  if (moe_) {
+    if (heads(slot))
+      moe_->finish(slot, /*record=*/true);
+    else
+      moe_send(slot, /*forward=*/true);
+  }
   if (!heads(slot)) return 0.0f;
   const int h = units_.head_step();
   hold_step(h, -1);
@@ -311,8 +357,38 @@ void DecoderStage::backward(int slot, int B, int T) {
   FEAST_CHECK(sink_, "DecoderStage::backward needs a gradient sink");
   FEAST_CHECK(!shape_.split_backward, "a stage built to split its backward runs backward_input and backward_weight");
   check_micro_batch(slot, B, T);
+  if (moe_) moe_receive(slot, /*forward=*/false);
   backward_walk(slot, B, T, /*whole=*/true);
   if (embeds(slot)) embedding_->backward(context(slot), scratch_.dres, tokens_[size_t(slot_in_chunk(slot))], B, T, *sink_);
+  if (moe_) moe_send(slot, /*forward=*/false);
+}
+
+namespace {
+constexpr int kMoeForwardTag = 0, kMoeBackwardTag = 1;
+}  // namespace
+
+void DecoderStage::moe_receive(int slot, bool forward) {
+  // The first stage starts the forward's sums; the last has the whole model's for the backward.
+  if (!moe_pp_ || (forward ? spec_.has_embedding : spec_.has_head)) return;
+  std::vector<double> sums(2 * size_t(config_.moe.n_experts));
+  const int peer = moe_pp_->rank() + (forward ? -1 : 1);
+  moe_pp_->recv(sums.data(), sums.size(), DType::kFloat64, peer, forward ? kMoeForwardTag : kMoeBackwardTag)->wait();
+  if (forward) {
+    moe_->merge(slot, sums);
+  } else {
+    moe_->set(slot, sums);
+    moe_->finish(slot, /*record=*/false);
+  }
+}
+
+void DecoderStage::moe_send(int slot, bool forward) {
+  if (!moe_pp_ || (forward ? spec_.has_head : spec_.has_embedding)) return;
+  const size_t s = size_t(slot);
+  if (moe_sends_[s]) moe_sends_[s]->wait();  // the slot's previous sums have left
+  moe_outgoing_[s] = moe_->sums(slot);
+  const int peer = moe_pp_->rank() + (forward ? 1 : -1);
+  moe_sends_[s] = moe_pp_->send(moe_outgoing_[s].data(), moe_outgoing_[s].size(), DType::kFloat64, peer,
+                                forward ? kMoeForwardTag : kMoeBackwardTag);
 }
 
 void DecoderStage::backward_walk(int slot, int B, int T, bool whole) {

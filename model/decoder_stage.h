@@ -93,6 +93,13 @@ class DecoderStage final : public PipelineStage {
   void backward_input(int slot, int B, int T) override;
   void backward_weight(int slot, int B, int T) override;
   double take_tp_comm_seconds() override { return tp_.take_seconds(); }
+  MoeStepTotals take_moe_step() override { return moe_ ? moe_->take_step() : MoeStepTotals{}; }
+  // A mixture-of-experts model over more than one pipeline stage: the load-balancing loss of a
+  // micro-batch needs every block's counts of choices (MoeRecorder). Its sums travel with the
+  // micro-batch, forward stage by stage, and the whole model's come back with its gradients,
+  // over `pipeline` (host memory: an MPI group of this rank's pipeline, stage i its rank i),
+  // in the schedule's order of micro-batches (1F1B or GPipe, the same order on every stage).
+  void set_moe_pipeline(Communicator* pipeline) { moe_pp_ = pipeline; }
   RingTraffic take_ring_traffic() override { return cp_.take_traffic(); }
 
   // This rank's (N, Vl) logits of `slot` after a forward with loss_scale == 0 (tests).
@@ -175,6 +182,17 @@ class DecoderStage final : public PipelineStage {
   std::vector<SlotPlace> places_;
   // Document masks: per stage slot (every chunk's), (N) int32 positions within documents.
   std::vector<TensorView> positions_;
+  // Mixture of experts: what the blocks record of each micro-batch; the pipeline their sums
+  // travel over (null: one stage), and per slot the sums being sent and their sends.
+  std::unique_ptr<MoeRecorder> moe_;
+  Communicator* moe_pp_ = nullptr;
+  std::vector<std::vector<double>> moe_outgoing_;
+  std::vector<WorkHandle> moe_sends_;
+  // The pipeline's sums of `slot`'s micro-batch: received from the previous stage before the
+  // forward, sent on after it; the whole model's received from the next stage before the
+  // backward, sent back after it.
+  void moe_receive(int slot, bool forward);
+  void moe_send(int slot, bool forward);
   std::vector<Tensor> scratch_tensors_;
   StageScratch scratch_;
   TensorView arrival_;  // in scratch_tensors_: a non-first stage's, split backward

@@ -18,6 +18,30 @@ struct RopeScaling {
   int original_max_position_embeddings = 8192;  // "llama3": the context the model was trained on
 };
 
+// [model.moe]: a mixture of experts in place of the MLP of some blocks (model/layers/moe.h), as
+// Mixtral and Qwen2-MoE have. Each token's router picks top_k of n_experts SwiGLU experts; their
+// outputs are summed weighted by the router's probabilities.
+struct MoeConfig {
+  int n_experts = 0;          // experts per MoE block; 0 = no MoE (every block dense)
+  int top_k = 2;              // experts each token is sent to
+  int intermediate_size = 0;  // each expert's width; 0 = model.intermediate_size
+  int every = 1;              // block l (from 0) is MoE when (l + 1) % every == 0 (Qwen2-MoE's decoder_sparse_step)
+  // Experts every token passes through besides the routed ones, as one MLP of
+  // shared_intermediate_size (0 = n_shared_experts * intermediate_size).
+  int n_shared_experts = 0;
+  int shared_intermediate_size = 0;
+  bool shared_expert_gate = false;  // the shared experts' output scaled by sigmoid(x . g) (Qwen2-MoE)
+  bool norm_topk_prob = true;       // the top-k probabilities renormalised to sum to 1 (Mixtral)
+  double aux_loss_coef = 0.0;       // the load-balancing loss's weight (transformers' router_aux_loss_coef)
+  double z_loss_coef = 0.0;         // the router z-loss's weight (ST-MoE)
+  // Tokens an expert takes per micro-batch: capacity_factor * N * top_k / n_experts (rounded up);
+  // tokens past it skip the expert. 0 = dropless.
+  double capacity_factor = 0.0;
+
+  bool enabled() const { return n_experts > 0; }
+  bool is_moe_layer(int layer) const { return enabled() && (layer + 1) % every == 0; }
+};
+
 struct ModelConfig {
   std::string arch = "gpt2";  // "gpt2" or "llama"
   int n_layer = 4;
@@ -31,6 +55,7 @@ struct ModelConfig {
   double norm_eps = 1e-5;     // epsilon of LayerNorm (GPT-2) or RMSNorm (Llama)
   double rope_theta = 10000.0;  // rotary base frequency (Llama)
   RopeScaling rope_scaling;     // (Llama)
+  MoeConfig moe;                // (Llama)
   bool qkv_bias = false;        // biases on q, k and v (Llama family, as Qwen2 has)
   std::optional<bool> tie_embeddings;  // LM head shares the token embedding; unset = family default
   // A Hugging Face model folder whose config.json sets the keys above and whose safetensors
@@ -51,6 +76,18 @@ struct ModelConfig {
     if (intermediate_size > 0) return intermediate_size;
     if (!is_llama()) return 4 * n_embd;
     return (8 * n_embd / 3 + 255) / 256 * 256;
+  }
+  // Each expert's width, and the shared experts' (0: none).
+  int expert_width() const { return moe.intermediate_size > 0 ? moe.intermediate_size : mlp_width(); }
+  int shared_expert_width() const {
+    if (moe.n_shared_experts == 0) return 0;
+    return moe.shared_intermediate_size > 0 ? moe.shared_intermediate_size : moe.n_shared_experts * expert_width();
+  }
+  // MoE blocks among layers [0, n_layer).
+  int moe_layers() const {
+    int n = 0;
+    for (int l = 0; l < n_layer; ++l) n += moe.is_moe_layer(l) ? 1 : 0;
+    return n;
   }
   // GPT-2 ties its head to the token embedding by default, Llama does not.
   bool tied() const { return tie_embeddings.value_or(!is_llama()); }

@@ -43,12 +43,22 @@ struct ActivationBytes {
 
 class QuantizedBase;
 
+// What a stage's mixture-of-experts blocks saw over a step (model/layers/moe.h).
+struct MoeStepTotals {
+  double aux_loss = 0, z_loss = 0;  // each the mean over the step's micro-batches this stage finished
+  std::vector<double> load;         // (its MoE blocks, experts): choices per expert
+  double dropped = 0;               // choices past an expert's capacity
+};
+
 // Where a micro-batch sits in the run: the training step and the step's global index of its
 // first sequence (step -1: unknown, as in an evaluation). LoRA dropout's masks are drawn from it,
 // so every layout drops the same elements of the same rows.
 struct MicroBatchPlace {
   int64_t step = -1;
   int64_t first_sequence = 0;
+  // Its share of the step's mixture-of-experts auxiliary losses, which are means over the step's
+  // micro-batches (1 / their number over all data-parallel ranks).
+  double moe_weight = 1;
 };
 
 class PipelineStage {
@@ -131,6 +141,10 @@ class PipelineStage {
   virtual double take_tp_comm_seconds() = 0;
   // What context parallelism's attention ring moved and waited for since the last call.
   virtual RingTraffic take_ring_traffic() = 0;
+  // A mixture-of-experts model's step since the last call, as this stage saw it
+  // (MoeRecorder::StepTotals: the auxiliary losses, the choices per expert of its blocks, the
+  // dropped choices); empty for a dense model.
+  virtual MoeStepTotals take_moe_step() { return {}; }
 };
 
 }  // namespace feast

@@ -53,6 +53,12 @@ void write_tensorboard(TensorBoardWriter& tb, const StepMetrics& m) {
       {"time/dp_gather_exposed_s", s.dp_gather_exposed}, {"time/offload_update_s", s.offload_update},
       {"time/offload_wait_s", s.offload_wait}};
   if (m.val_loss) values.emplace_back("val/loss", *m.val_loss);
+  if (m.moe) {
+    values.emplace_back("moe/aux_loss", m.moe->aux_loss);
+    values.emplace_back("moe/z_loss", m.moe->z_loss);
+    values.emplace_back("moe/dropped", m.moe->dropped);
+    values.emplace_back("moe/expert_imbalance", expert_imbalance(*m.moe));
+  }
   tb.add_scalars(m.step, values);
 }
 
@@ -164,6 +170,7 @@ TrainSummary train_in(const Config& config, const LayoutPlan& plan, std::unique_
       mt.loss = r.loss;
       mt.lr = r.lr;
       mt.grad_norm = r.grad_norm;
+      mt.moe = r.moe;
       mt.split = mean_over_ranks(run.world(), split_of(r.timing));
       stats.add(mt.split);
       summary.splits.push_back(mt.split);

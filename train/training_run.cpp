@@ -94,6 +94,10 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
 
   groups_ = make_process_groups(std::move(world), layout, config.model.tied());
   Communicator& w = *groups_.world;
+  if (config.model.moe.enabled() && layout.pp() > 1) {
+    const int pipeline = (me_.dp * layout.tp() + me_.tp) * layout.cp() + me_.cp;  // one color per pipeline
+    moe_pipeline_ = w.split(pipeline, me_.pp, "moe-pp");
+  }
   std::vector<std::string> hosts(1);
   if (w.size() > 1) {
     hosts = gather_host_names(w);
@@ -157,6 +161,7 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
   stage_ = std::make_unique<DecoderStage>(config.model, spec, shape, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr,
                                           layout.cp() > 1 ? groups_.cp.get() : nullptr, lora_spec(config));
+  if (moe_pipeline_) static_cast<DecoderStage&>(*stage_).set_moe_pipeline(moe_pipeline_.get());
   if (layout.cp() > 1) {
     whole_tokens_.resize(size_t(B) * size_t(tc.seq_len));
     whole_targets_.resize(whole_tokens_.size());
@@ -578,7 +583,8 @@ StepResult TrainingRun::step(const StopVote& vote) {
   const int64_t counted = std::max<int64_t>(1, sampler_->counted_targets(state_.data_step(), 0, int(global_rows)));
   const float loss_scale = float(1.0 / double(counted));
   const double local_loss =
-      executor_->train(fill, sync_->sink(), loss_scale, state_.data_step(), int64_t{me_.dp} * m * B);
+      executor_->train(fill, sync_->sink(), loss_scale, state_.data_step(), int64_t{me_.dp} * m * B,
+                       int64_t{layout.dp()} * m);
   sync_->progress();  // before the cool-down's barrier: reductions that finished meanwhile are seen now
   const double backward_waits = sync_->take_wait_seconds();  // ZeRO 2 waiting inside the backward
   // 1F1B's cool-down: the later stages finish their backwards before the first stage does. That
@@ -654,8 +660,36 @@ StepResult TrainingRun::step(const StopVote& vote) {
   st.pp_wait += cooldown;
   r.timing = {timer.seconds(), st,     dp_seconds, opt_seconds, sync_->reduction_times(),
               gathers,         r.skipped ? OffloadTimes{} : optimizer_->offload_times()};
+  if (config_.model.moe.enabled()) r.moe = reduce_moe_step();
   state_.step = step + 1;
   state_.tokens_seen += tokens_per_step();
+  return r;
+}
+
+MoeStepReport TrainingRun::reduce_moe_step() {
+  const ModelConfig& mc = config_.model;
+  const int E = mc.moe.n_experts, L = mc.moe_layers();
+  const MoeStepTotals mine = stage_->take_moe_step();
+  // Every sum once: the tensor-parallel ranks of a stage saw the same routing (its rank 0
+  // reports it), the load-balancing loss only on the last stage; each stage's blocks in their
+  // place among the model's MoE blocks.
+  std::vector<double> v(3 + size_t(L) * size_t(E), 0.0);
+  if (me_.tp == 0 && me_.cp == 0) {
+    v[0] = mine.aux_loss;
+    v[1] = mine.z_loss;
+    v[2] = mine.dropped;
+    const StageSpec spec = plan_.stage_of(groups_.world->rank());
+    int before = 0;
+    for (int l = 0; l < spec.chunks.front().first; ++l) before += mc.moe.is_moe_layer(l) ? 1 : 0;
+    for (size_t i = 0; i < mine.load.size(); ++i) v[3 + size_t(before) * size_t(E) + i] = mine.load[i];
+  }
+  groups_.world->allreduce(v.data(), v.size(), DType::kFloat64)->wait();
+  MoeStepReport r;
+  r.aux_loss = v[0];
+  r.z_loss = v[1];
+  r.dropped = v[2];
+  for (int l = 0; l < L; ++l)
+    r.load.emplace_back(v.begin() + 3 + long(l) * E, v.begin() + 3 + long(l + 1) * E);
   return r;
 }
 

@@ -25,6 +25,7 @@
 #include "comm/process_groups.h"
 #include "config/config.h"
 #include "config/validate.h"
+#include "train/metrics/moe_report.h"
 #include "train/training_state.h"
 
 namespace feast {
@@ -58,6 +59,7 @@ struct StepResult {
   bool skipped = false;  // the loss or norm was not finite and the update was skipped
   StopVote stop;         // what any rank voted (the same on every rank)
   StepTiming timing;     // this rank's
+  std::optional<MoeStepReport> moe;  // a mixture-of-experts model's
 };
 
 // The bytes one rank holds for training, as the start-up report prints them.
@@ -182,6 +184,11 @@ class TrainingRun {
   std::optional<int64_t> val_counted_;  // targets validate() scores, counted at its first call
   std::vector<int32_t> whole_tokens_, whole_targets_;  // (B, seq_len): context_share's whole sequences
   ProcessGroups groups_;
+  // A mixture-of-experts model over pipeline stages: this rank's pipeline as an MPI group, which
+  // carries the load-balancing loss's sums (DecoderStage::set_moe_pipeline).
+  std::unique_ptr<Communicator> moe_pipeline_;
+  // The step's MoE report from every rank's stage (one reduction over the world).
+  MoeStepReport reduce_moe_step();
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Backend> host_backend_;  // updates offloaded optimizer state next to a GPU
   std::unique_ptr<PipelineStage> stage_;

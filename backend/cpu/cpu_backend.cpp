@@ -4,6 +4,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -22,6 +23,7 @@
 #include "backend/cpu/rmsnorm.h"
 #include "backend/cpu/ring_attention.h"
 #include "backend/cpu/dropout.h"
+#include "backend/cpu/moe.h"
 #include "backend/cpu/rope.h"
 #include "backend/cpu/swiglu.h"
 
@@ -164,6 +166,63 @@ void CpuBackend::lora_backward(const TensorView& dinp, const TensorView& da, con
   cpu::lora_backward(OF(dinp, n(s.N, s.C)), F(da, n(s.r, s.C)), F(db, n(s.OC, s.r)), F(h, n(s.N, s.r)),
                      F(dh, n(s.N, s.r)), F(dout, n(s.N, s.out_ld)), F(inp, n(s.N, s.C)), F(a, n(s.r, s.C)),
                      F(b, n(s.OC, s.r)), s);
+}
+
+void CpuBackend::moe_route(const TensorView& probs, const TensorView& lse, const TensorView& expert,
+                           const TensorView& weight, const TensorView& prob_sum, const TensorView& logits, int N,
+                           int E, int k, bool renormalize) {
+  FEAST_CHECK(k >= 1 && k <= E, "cpu backend moe_route: top " << k << " of " << E << " experts");
+  cpu::moe_route(F(probs, n(N, E)), F(lse, n(N)), operand<int32_t>(expert, n(N, k), false, __func__, "expert"),
+                 F(weight, n(N, k)), F(prob_sum, n(E)), F(logits, n(N, E)), N, E, k, renormalize);
+}
+
+void CpuBackend::moe_route_backward(const TensorView& dlogits, const TensorView& probs, const TensorView& lse,
+                                    const TensorView& expert, const TensorView& weight, const TensorView& dweight,
+                                    const TensorView& dprob, float z_scale, int N, int E, int k, bool renormalize) {
+  cpu::moe_route_backward(F(dlogits, n(N, E)), F(probs, n(N, E)), F(lse, n(N)), I32(expert, n(N, k)),
+                          F(weight, n(N, k)), F(dweight, n(N, k)), F(dprob, n(E)), z_scale, N, E, k, renormalize);
+}
+
+void CpuBackend::moe_gather(const TensorView& rows, const TensorView& inp, const TensorView& token, int M, int C) {
+  const int32_t* t = I32(token, n(M));
+  int max_token = -1;
+  for (int m = 0; m < M; ++m) max_token = std::max(max_token, t[m]);
+  cpu::moe_gather(F(rows, n(M, C)), F(inp, n(max_token + 1, C)), t, M, C);
+}
+
+void CpuBackend::moe_gather_backward(const TensorView& dinp, const TensorView& drows, const TensorView& slot, int N,
+                                     int k, int C) {
+  const int32_t* s = I32(slot, n(N, k));
+  int max_slot = -1;
+  for (size_t i = 0; i < n(N, k); ++i) max_slot = std::max(max_slot, s[i]);
+  cpu::moe_gather_backward(F(dinp, n(N, C)), F(drows, n(max_slot + 1, C)), s, N, k, C);
+}
+
+void CpuBackend::moe_combine(const TensorView& out, const TensorView& rows, const TensorView& slot,
+                             const TensorView& weight, int N, int k, int C) {
+  const int32_t* s = I32(slot, n(N, k));
+  int max_slot = -1;
+  for (size_t i = 0; i < n(N, k); ++i) max_slot = std::max(max_slot, s[i]);
+  cpu::moe_combine(F(out, n(N, C)), F(rows, n(max_slot + 1, C)), s, F(weight, n(N, k)), N, k, C);
+}
+
+void CpuBackend::moe_combine_backward(const TensorView& drows, const TensorView& dweight, const TensorView& dout,
+                                      const TensorView& rows, const TensorView& slot, const TensorView& weight, int N,
+                                      int k, int C) {
+  const int32_t* s = I32(slot, n(N, k));
+  int max_slot = -1;
+  for (size_t i = 0; i < n(N, k); ++i) max_slot = std::max(max_slot, s[i]);
+  cpu::moe_combine_backward(F(drows, n(max_slot + 1, C)), F(dweight, n(N, k)), F(dout, n(N, C)),
+                            F(rows, n(max_slot + 1, C)), s, F(weight, n(N, k)), N, k, C);
+}
+
+void CpuBackend::moe_shared_gate(const TensorView& gate, const TensorView& logits, int N) {
+  cpu::moe_shared_gate(F(gate, n(N)), F(logits, n(N)), N);
+}
+
+void CpuBackend::moe_shared_gate_backward(const TensorView& dlogits, const TensorView& gate, const TensorView& dgate,
+                                          int N) {
+  cpu::moe_shared_gate_backward(F(dlogits, n(N)), F(gate, n(N)), F(dgate, n(N)), N);
 }
 
 void CpuBackend::dropout_forward(const TensorView& out, const TensorView& inp, const DropoutShape& s) {

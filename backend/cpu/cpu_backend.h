@@ -53,6 +53,22 @@ class CpuBackend final : public Backend {
   void lora_backward(const TensorView& dinp, const TensorView& da, const TensorView& db, const TensorView& h,
                      const TensorView& dh, const TensorView& dout, const TensorView& inp, const TensorView& a,
                      const TensorView& b, const LoraShape& s) override;
+  void moe_route(const TensorView& probs, const TensorView& lse, const TensorView& expert, const TensorView& weight,
+                 const TensorView& prob_sum, const TensorView& logits, int N, int E, int k, bool renormalize) override;
+  void moe_route_backward(const TensorView& dlogits, const TensorView& probs, const TensorView& lse,
+                          const TensorView& expert, const TensorView& weight, const TensorView& dweight,
+                          const TensorView& dprob, float z_scale, int N, int E, int k, bool renormalize) override;
+  void moe_gather(const TensorView& rows, const TensorView& inp, const TensorView& token, int M, int C) override;
+  void moe_gather_backward(const TensorView& dinp, const TensorView& drows, const TensorView& slot, int N, int k,
+                           int C) override;
+  void moe_combine(const TensorView& out, const TensorView& rows, const TensorView& slot, const TensorView& weight,
+                   int N, int k, int C) override;
+  void moe_combine_backward(const TensorView& drows, const TensorView& dweight, const TensorView& dout,
+                            const TensorView& rows, const TensorView& slot, const TensorView& weight, int N, int k,
+                            int C) override;
+  void moe_shared_gate(const TensorView& gate, const TensorView& logits, int N) override;
+  void moe_shared_gate_backward(const TensorView& dlogits, const TensorView& gate, const TensorView& dgate,
+                                int N) override;
   void dropout_forward(const TensorView& out, const TensorView& inp, const DropoutShape& s) override;
   void dropout_backward(const TensorView& dinp, const TensorView& dout, const DropoutShape& s) override;
   void dequantize_nf4(const TensorView& out, const Nf4Piece& piece) override;

@@ -337,6 +337,48 @@ class CudaBackend final : public Backend {
   void gelu_backward(const TensorView& dinp, const TensorView& inp, const TensorView& dout, size_t count) override {
     cuda::gelu_backward(ctx_, compute_, A(dinp, count), A(inp, count), A(dout, count), count);
   }
+  // The tables of rows routed to experts (model/layers/moe.h) are as long as the views hold: the
+  // layer sizes them for the most rows a micro-batch can route.
+  void moe_route(const TensorView& probs, const TensorView& lse, const TensorView& expert, const TensorView& weight,
+                 const TensorView& prob_sum, const TensorView& logits, int N, int E, int k,
+                 bool renormalize) override {
+    FEAST_CHECK(k >= 1 && k <= E, "moe_route: top " << k << " of " << E << " experts");
+    cuda::moe_route(ctx_, compute_, F(probs, n(N, E)), F(lse, n(N)),
+                    static_cast<int32_t*>(operand(expert, DType::kInt32, n(N, k), false, __func__, "expert")),
+                    F(weight, n(N, k)), F(prob_sum, n(E)), A(logits, n(N, E)), N, E, k, renormalize);
+  }
+  void moe_route_backward(const TensorView& dlogits, const TensorView& probs, const TensorView& lse,
+                          const TensorView& expert, const TensorView& weight, const TensorView& dweight,
+                          const TensorView& dprob, float z_scale, int N, int E, int k, bool renormalize) override {
+    cuda::moe_route_backward(ctx_, compute_, A(dlogits, n(N, E)), F(probs, n(N, E)), F(lse, n(N)),
+                             I32(expert, n(N, k)), F(weight, n(N, k)), F(dweight, n(N, k)), F(dprob, n(E)), z_scale,
+                             N, E, k, renormalize);
+  }
+  void moe_gather(const TensorView& rows, const TensorView& inp, const TensorView& token, int M, int C) override {
+    cuda::moe_gather(ctx_, compute_, A(rows, n(M, C)), A(inp, inp.numel), I32(token, n(M)), M, C);
+  }
+  void moe_gather_backward(const TensorView& dinp, const TensorView& drows, const TensorView& slot, int N, int k,
+                           int C) override {
+    cuda::moe_gather_backward(ctx_, compute_, A(dinp, n(N, C)), A(drows, drows.numel), I32(slot, n(N, k)), N, k, C);
+  }
+  void moe_combine(const TensorView& out, const TensorView& rows, const TensorView& slot, const TensorView& weight,
+                   int N, int k, int C) override {
+    cuda::moe_combine(ctx_, compute_, A(out, n(N, C)), A(rows, rows.numel), I32(slot, n(N, k)), F(weight, n(N, k)),
+                      N, k, C);
+  }
+  void moe_combine_backward(const TensorView& drows, const TensorView& dweight, const TensorView& dout,
+                            const TensorView& rows, const TensorView& slot, const TensorView& weight, int N, int k,
+                            int C) override {
+    cuda::moe_combine_backward(ctx_, compute_, A(drows, drows.numel), F(dweight, n(N, k)), A(dout, n(N, C)),
+                               A(rows, rows.numel), I32(slot, n(N, k)), F(weight, n(N, k)), N, k, C);
+  }
+  void moe_shared_gate(const TensorView& gate, const TensorView& logits, int N) override {
+    cuda::moe_shared_gate(ctx_, compute_, F(gate, n(N)), A(logits, n(N)), N);
+  }
+  void moe_shared_gate_backward(const TensorView& dlogits, const TensorView& gate, const TensorView& dgate,
+                                int N) override {
+    cuda::moe_shared_gate_backward(ctx_, compute_, A(dlogits, n(N)), F(gate, n(N)), F(dgate, n(N)), N);
+  }
   void swiglu_forward(const TensorView& out, const TensorView& inp, int N, int I) override {
     cuda::swiglu_forward(ctx_, compute_, A(out, n(N, I)), A(inp, n(N, 2 * I)), N, I);
   }

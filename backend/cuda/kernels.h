@@ -106,6 +106,23 @@ void gelu_backward(const CudaContext& ctx, DType dt, void* dinp, const void* inp
 void swiglu_forward(const CudaContext& ctx, DType dt, void* out, const void* inp, int N, int I);
 void swiglu_backward(const CudaContext& ctx, DType dt, void* dinp, const void* inp, const void* dout, int N, int I);
 
+// moe.cu: a mixture of experts' router and row moves (Backend::moe_*).
+void moe_route(const CudaContext& ctx, DType dt, float* probs, float* lse, int32_t* expert, float* weight,
+               float* prob_sum, const void* logits, int N, int E, int k, bool renormalize);
+void moe_route_backward(const CudaContext& ctx, DType dt, void* dlogits, const float* probs, const float* lse,
+                        const int32_t* expert, const float* weight, const float* dweight, const float* dprob,
+                        float z_scale, int N, int E, int k, bool renormalize);
+void moe_gather(const CudaContext& ctx, DType dt, void* rows, const void* inp, const int32_t* token, int M, int C);
+void moe_gather_backward(const CudaContext& ctx, DType dt, void* dinp, const void* drows, const int32_t* slot, int N,
+                         int k, int C);
+void moe_combine(const CudaContext& ctx, DType dt, void* out, const void* rows, const int32_t* slot,
+                 const float* weight, int N, int k, int C);
+void moe_combine_backward(const CudaContext& ctx, DType dt, void* drows, float* dweight, const void* dout,
+                          const void* rows, const int32_t* slot, const float* weight, int N, int k, int C);
+void moe_shared_gate(const CudaContext& ctx, DType dt, float* gate, const void* logits, int N);
+void moe_shared_gate_backward(const CudaContext& ctx, DType dt, void* dlogits, const float* gate, const float* dgate,
+                              int N);
+
 // residual.cu
 void add(const CudaContext& ctx, DType dt, void* out, const void* a, const void* b, size_t n);
 

@@ -83,7 +83,42 @@ struct Out {
   }
   void add_int(const std::string& key, int64_t v, const std::string& hf_key) { add(key, std::to_string(v), hf_key); }
   void add_double(const std::string& key, double v, const std::string& hf_key) { add(key, toml_double(v), hf_key); }
+  void add_bool(const std::string& key, bool v, const std::string& hf_key) { add(key, v ? "true" : "false", hf_key); }
 };
+
+// Mixtral's and Qwen2-MoE's expert keys: [model.moe].
+void read_moe(const Reader& r, const std::string& type, Out& out) {
+  const bool qwen = type == "qwen2_moe";
+  const std::string experts = qwen ? "num_experts" : "num_local_experts";
+  out.add_int("moe.n_experts", r.integer(experts), experts);
+  out.add_int("moe.top_k", r.integer("num_experts_per_tok"), "num_experts_per_tok");
+  if (r.number("router_jitter_noise", 0.0) != 0.0)
+    r.fail("router_jitter_noise", "= " + toml_double(r.number("router_jitter_noise", 0.0)) +
+                                      ": feast's router adds no noise to its input; set it to 0.0");
+  if (qwen) {
+    out.add_int("moe.intermediate_size", r.integer("moe_intermediate_size"), "moe_intermediate_size");
+    out.add_int("moe.every", r.optional_integer("decoder_sparse_step").value_or(1), "decoder_sparse_step");
+    if (r.has("mlp_only_layers") && !(r.at("mlp_only_layers").is_array() && r.at("mlp_only_layers").empty()))
+      r.fail("mlp_only_layers", "= " + r.at("mlp_only_layers").dump() +
+                                    ": feast places MoE blocks by decoder_sparse_step alone (model.moe.every)");
+    const int64_t shared = r.optional_integer("shared_expert_intermediate_size").value_or(0);
+    out.add_int("moe.n_shared_experts", shared > 0 ? 1 : 0, "shared_expert_intermediate_size");
+    out.add_int("moe.shared_intermediate_size", shared, "shared_expert_intermediate_size");
+    out.add_bool("moe.shared_expert_gate", shared > 0, "shared_expert_intermediate_size");
+    out.add_bool("moe.norm_topk_prob", r.boolean("norm_topk_prob", false), "norm_topk_prob");
+  } else {
+    // Mixtral's experts are as wide as its intermediate_size and renormalise their top k.
+    out.add_int("moe.intermediate_size", r.integer("intermediate_size"), "intermediate_size");
+    out.add_int("moe.every", 1, "model_type");
+    out.add_int("moe.n_shared_experts", 0, "model_type");
+    out.add_bool("moe.norm_topk_prob", true, "model_type");
+  }
+  // transformers adds the load-balancing loss only with output_router_logits.
+  const bool applied = r.boolean("output_router_logits", false);
+  out.add_double("moe.aux_loss_coef", applied ? r.number("router_aux_loss_coef", 0.001) : 0.0,
+                 applied ? "router_aux_loss_coef" : "output_router_logits");
+  out.values.back().advisory = true;
+}
 
 void read_gpt2(const Reader& r, Out& out) {
   const std::string act = r.string("activation_function", "gelu_new");
@@ -189,7 +224,7 @@ void read_llama(const Reader& r, const std::string& type, Out& out) {
   int64_t max_pos = r.integer("max_position_embeddings");
   std::string context_key = "max_position_embeddings";
   bool qkv_bias = false;
-  if (type == "qwen2") {
+  if (type == "qwen2" || type == "qwen2_moe") {
     qkv_bias = true;  // Qwen2 always has q/k/v biases and none on o_proj
     if (r.boolean("use_sliding_window", false))
       r.fail("use_sliding_window", "= true: feast attends over the whole context");
@@ -197,11 +232,11 @@ void read_llama(const Reader& r, const std::string& type, Out& out) {
     // Llama's attention_bias puts biases on o_proj as well, which feast's Llama has not.
     if (r.boolean("attention_bias", false))
       r.fail("attention_bias", "= true (biases on q, k, v and o): feast's Llama has q/k/v biases only (Qwen2)");
-    if (type == "mistral") {
+    if (type == "mistral" || type == "mixtral") {
       // Within its window, sliding-window attention is full causal attention: the window becomes
       // feast's context. An absent key is transformers' default window of 4096; null is none.
       std::optional<int64_t> w = r.optional_integer("sliding_window");
-      if (!r.present("sliding_window")) w = 4096;
+      if (!r.present("sliding_window") && type == "mistral") w = 4096;  // MixtralConfig's default is none
       if (w && *w < 1) r.fail("sliding_window", "= " + std::to_string(*w) + " must be positive");
       if (w && *w < max_pos) {
         max_pos = *w;
@@ -218,9 +253,10 @@ void read_llama(const Reader& r, const std::string& type, Out& out) {
   out.add_int("n_kv_head", r.optional_integer("num_key_value_heads").value_or(NH), "num_key_value_heads");
   out.add_int("intermediate_size", r.integer("intermediate_size"), "intermediate_size");
   out.add_double("norm_eps", r.number("rms_norm_eps", 1e-6), "rms_norm_eps");
-  out.add("qkv_bias", qkv_bias ? "true" : "false", type == "qwen2" ? "model_type" : "attention_bias");
+  out.add("qkv_bias", qkv_bias ? "true" : "false", qkv_bias ? "model_type" : "attention_bias");
   out.add("tie_embeddings", r.boolean("tie_word_embeddings", false) ? "true" : "false", "tie_word_embeddings");
   read_rope(r, out);
+  if (type == "mixtral" || type == "qwen2_moe") read_moe(r, type, out);
 }
 
 }  // namespace
@@ -239,11 +275,12 @@ std::vector<HfConfigValue> read_hf_config(const std::string& folder) {
   Out out;
   if (type == "gpt2") {
     read_gpt2(r, out);
-  } else if (type == "llama" || type == "qwen2" || type == "mistral") {
+  } else if (type == "llama" || type == "qwen2" || type == "mistral" || type == "mixtral" || type == "qwen2_moe") {
     read_llama(r, type, out);
   } else {
     r.fail("model_type", "= \"" + type + "\": feast imports \"gpt2\" (GPT2LMHeadModel) and \"llama\", \"mistral\", "
-                         "\"qwen2\" (LlamaForCausalLM and its relatives)");
+                         "\"qwen2\" (LlamaForCausalLM and its relatives), \"mixtral\" and \"qwen2_moe\" "
+                         "(MixtralForCausalLM, Qwen2MoeForCausalLM)");
   }
   if (r.has("architectures")) {
     const json& a = r.at("architectures");
@@ -253,12 +290,37 @@ std::vector<HfConfigValue> read_hf_config(const std::string& folder) {
     // Base models (GPT2Model, LlamaModel) have no head; feast then uses the embedding (tied) or
     // fails on the missing lm_head.weight, which names the tensor.
     static const char* kKnown[] = {"GPT2LMHeadModel", "GPT2Model", "LlamaForCausalLM", "LlamaModel",
-                                   "Qwen2ForCausalLM", "Qwen2Model", "MistralForCausalLM", "MistralModel"};
+                                   "Qwen2ForCausalLM", "Qwen2Model", "MistralForCausalLM", "MistralModel",
+                                   "MixtralForCausalLM", "MixtralModel", "Qwen2MoeForCausalLM", "Qwen2MoeModel"};
     bool known = false;
     for (const char* k : kKnown) known = known || cls == k;
     if (!known) r.fail("architectures", "names " + cls + ", which feast does not import");
   }
   return out.values;
+}
+
+std::string moe_family(const ModelConfig& c) {
+  return c.qkv_bias || c.shared_expert_width() > 0 ? "qwen2_moe" : "mixtral";
+}
+
+void check_moe_exportable(const ModelConfig& c) {
+  const MoeConfig& m = c.moe;
+  std::string why;
+  if (moe_family(c) == "mixtral") {
+    if (m.every != 1) why = "model.moe.every = " + std::to_string(m.every) + " (Mixtral's every block is MoE)";
+    else if (!m.norm_topk_prob) why = "model.moe.norm_topk_prob = false (Mixtral renormalises)";
+    else if (c.expert_width() != c.mlp_width())
+      why = "experts of width " + std::to_string(c.expert_width()) + " besides model.intermediate_size = " +
+            std::to_string(c.mlp_width()) + " (Mixtral's experts are its MLP width)";
+  } else {
+    if (!c.qkv_bias) why = "no q/k/v biases (Qwen2-MoE has them)";
+    else if (c.shared_expert_width() > 0 && !m.shared_expert_gate)
+      why = "shared experts without model.moe.shared_expert_gate (Qwen2-MoE gates its shared expert)";
+    else if (c.shared_expert_width() == 0) why = "no shared expert (Qwen2-MoE has one)";
+  }
+  if (!why.empty())
+    throw ConfigError("this mixture of experts has " + why + ": neither MixtralForCausalLM nor Qwen2MoeForCausalLM "
+                      "holds it, so it cannot be exported as a Hugging Face model; its checkpoint keeps it");
 }
 
 std::string hf_config_json(const ModelConfig& c, const HfSpecialTokens& tokens, const std::string& torch_dtype) {
@@ -283,6 +345,29 @@ std::string hf_config_json(const ModelConfig& c, const HfSpecialTokens& tokens, 
   } else {
     j["architectures"] = {c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
     j["model_type"] = c.qkv_bias ? "qwen2" : "llama";
+    if (c.moe.enabled()) {
+      check_moe_exportable(c);
+      const MoeConfig& m = c.moe;
+      j["num_experts_per_tok"] = m.top_k;
+      j["output_router_logits"] = m.aux_loss_coef > 0;
+      j["router_aux_loss_coef"] = m.aux_loss_coef > 0 ? m.aux_loss_coef : 0.001;
+      if (moe_family(c) == "mixtral") {
+        j["architectures"] = {"MixtralForCausalLM"};
+        j["model_type"] = "mixtral";
+        j["num_local_experts"] = m.n_experts;
+        j["router_jitter_noise"] = 0.0;
+        j["sliding_window"] = nullptr;
+      } else {
+        j["architectures"] = {"Qwen2MoeForCausalLM"};
+        j["model_type"] = "qwen2_moe";
+        j["num_experts"] = m.n_experts;
+        j["moe_intermediate_size"] = c.expert_width();
+        j["shared_expert_intermediate_size"] = c.shared_expert_width();
+        j["decoder_sparse_step"] = m.every;
+        j["mlp_only_layers"] = json::array();
+        j["norm_topk_prob"] = m.norm_topk_prob;
+      }
+    }
     j["hidden_act"] = "silu";
     j["num_hidden_layers"] = c.n_layer;
     j["num_attention_heads"] = c.n_head;
@@ -294,7 +379,7 @@ std::string hf_config_json(const ModelConfig& c, const HfSpecialTokens& tokens, 
     j["rope_theta"] = c.rope_theta;
     if (c.qkv_bias) {
       j["use_sliding_window"] = false;
-    } else {
+    } else if (!c.moe.enabled()) {
       j["attention_bias"] = false;
       j["mlp_bias"] = false;
     }

@@ -19,6 +19,9 @@ struct HfConfigValue {
   std::string key;         // feast's key, "model.n_layer"
   std::string toml;        // its value as TOML text: 12, 1e-05, "llama", true
   std::string hf_key;      // where it came from, "num_hidden_layers" (or "model_type")
+  // A training setting rather than the network's shape (the MoE load-balancing loss's weight):
+  // the folder's value replaces the default, and a value the config sets wins over it.
+  bool advisory = false;
 };
 
 // The [model] keys `<folder>/config.json` determines, in the order of the key table. Throws
@@ -33,8 +36,17 @@ struct HfSpecialTokens {
 };
 
 // The config.json text of `config` as `transformers` reads it: GPT2LMHeadModel or
-// LlamaForCausalLM (Qwen2ForCausalLM when it has q/k/v biases); `torch_dtype` names the dtype the
-// weights are stored in ("float32", "bfloat16", "float16").
+// LlamaForCausalLM (Qwen2ForCausalLM when it has q/k/v biases; with [model.moe]
+// MixtralForCausalLM or Qwen2MoeForCausalLM, moe_family's); `torch_dtype` names the dtype the
+// weights are stored in ("float32", "bfloat16", "float16"). Throws ConfigError for a mixture of
+// experts neither class can hold.
 std::string hf_config_json(const ModelConfig& config, const HfSpecialTokens& tokens, const std::string& torch_dtype);
+
+// The Hugging Face class of a mixture-of-experts model: "qwen2_moe" (q/k/v biases or shared
+// experts: Qwen2MoeForCausalLM) or "mixtral" (MixtralForCausalLM); which names its weights have.
+std::string moe_family(const ModelConfig& config);
+// Throws ConfigError when the family cannot hold `config` (Mixtral: every block MoE, top-k
+// renormalised, no shared experts; Qwen2-MoE: q/k/v biases, one gated shared expert).
+void check_moe_exportable(const ModelConfig& config);
 
 }  // namespace feast

@@ -8,6 +8,7 @@
 
 #include "checkpoint/checkpoint_file.h"
 #include "core/error.h"
+#include "interop/hf/hf_config.h"
 #include "model/architecture.h"
 
 namespace feast {
@@ -57,6 +58,34 @@ void read_rectangle(const SafetensorsModel& model, const HfTensor& t, const Logi
 
 HfPiece piece(std::string name, std::vector<int64_t> shape, int64_t row_begin, int64_t rows, bool transposed = false) {
   return HfPiece{std::move(name), std::move(shape), row_begin, rows, transposed};
+}
+
+// An MoE block's tensor `part` (after "mlp."): Mixtral's block_sparse_moe (gate; experts.E.w1,
+// w3 (gate and up), w2) or Qwen2-MoE's mlp (gate; experts.E.gate_proj, up_proj, down_proj;
+// shared_expert.*; shared_expert_gate), under the layer's prefix h.
+std::vector<HfPiece> moe_pieces(const ModelConfig& c, const std::string& h, const std::string& part,
+                                const ParamSpec& s) {
+  const int64_t C = c.n_embd, E = c.moe.n_experts;
+  const bool mixtral = moe_family(c) == "mixtral";
+  const std::string block = h + (mixtral ? "block_sparse_moe." : "mlp.");
+  // A SwiGLU MLP of width I at `at`: fc is [gate; up], proj is down.
+  auto swiglu = [&](const std::string& at, const std::string& which, int64_t I, bool experts_of_mixtral) {
+    const std::string gate = experts_of_mixtral ? "w1" : "gate_proj", up = experts_of_mixtral ? "w3" : "up_proj",
+                      down = experts_of_mixtral ? "w2" : "down_proj";
+    if (which == "fc.weight")
+      return std::vector<HfPiece>{piece(at + gate + ".weight", {I, C}, 0, I), piece(at + up + ".weight", {I, C}, I, I)};
+    return std::vector<HfPiece>{piece(at + down + ".weight", {C, I}, 0, C)};
+  };
+  if (part == "router.weight") return {piece(block + "gate.weight", {E, C}, 0, E)};
+  if (part == "shared_gate.weight") return {piece(block + "shared_expert_gate.weight", {1, C}, 0, 1)};
+  if (part.rfind("shared.", 0) == 0)
+    return swiglu(block + "shared_expert.", part.substr(7), c.shared_expert_width(), false);
+  if (part.rfind("experts.", 0) == 0) {
+    const size_t dot = part.find('.', 8);
+    const std::string e = part.substr(8, dot - 8);
+    return swiglu(block + "experts." + e + ".", part.substr(dot + 1), c.expert_width(), mixtral);
+  }
+  throw Error("no Hugging Face name for feast tensor " + s.name);
 }
 
 }  // namespace
@@ -113,6 +142,7 @@ std::vector<HfTensor> hf_tensor_map(const ModelConfig& c, const std::string& P) 
         else if (part == "mlp.fc.weight")
           p = {piece(h + "mlp.gate_proj.weight", {I, C}, 0, I), piece(h + "mlp.up_proj.weight", {I, C}, I, I)};
         else if (part == "mlp.proj.weight") p = {piece(h + "mlp.down_proj.weight", {C, I}, 0, C)};
+        else if (part.rfind("mlp.", 0) == 0 && c.moe.enabled()) p = moe_pieces(c, h, part.substr(4), s);
         else throw Error("no Hugging Face name for feast tensor " + n);
       }
     }

@@ -6,13 +6,17 @@
 // block, with its tensor-parallel all-reduce. Under sequence parallelism its input, norms,
 // residual sums and output hold this rank's N/tp rows (model/tensor_parallel.h); the attention
 // and MLP between them work on all N. region_rows: the rows such a region holds for the largest
-// micro-batch. Legend: N rows, C channels.
+// micro-batch. A mixture-of-experts block (model.moe) has a MoeMlp where the others have the
+// dense Mlp; it keeps everything its backward reads whatever the recomputation. Legend: N rows,
+// C channels.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "model/layers/attention.h"
 #include "model/layers/mlp.h"
+#include "model/layers/moe.h"
 #include "model/layers/norm.h"
 
 namespace feast {
@@ -21,7 +25,8 @@ class DecoderBlock {
  public:
   DecoderBlock(const ModelConfig& config, const DecoderArch& arch, const LayerParams& params, int layer, int tp,
                size_t region_rows, int max_batch, int max_seq, ActivationMemory& memory, Recompute recompute,
-               const TensorView& cos, const TensorView& sin, bool ring_attention);
+               const TensorView& cos, const TensorView& sin, bool ring_attention, MoeRecorder* moe = nullptr,
+               int moe_layer = 0);
 
   // output(slot) (N, C) = the block applied to x (N, C) (each this rank's N/tp rows under
   // sequence parallelism).
@@ -49,7 +54,8 @@ class DecoderBlock {
   Norm ln1_;
   SelfAttention attn_;
   Norm ln2_;
-  Mlp mlp_;
+  std::unique_ptr<Mlp> mlp_;     // a dense block's
+  std::unique_ptr<MoeMlp> moe_;  // a mixture-of-experts block's
   std::vector<TensorView> res2_, res3_;  // per slot (N, C): after attention, after the MLP
   // Per slot (N, C), a split backward only: the residual gradient at the MLP's output and at the
   // attention's, which the weight pass reads again.

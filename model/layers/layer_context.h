@@ -20,6 +20,22 @@
 
 namespace feast {
 
+// A mixture-of-experts block's buffers (model/layers/moe.h), shared by the stage's MoE blocks.
+// Legend: N tokens, E experts, k choices, M rows routed (at most N k), Il an expert's width here.
+struct MoeScratch {
+  TensorView logits;       // (N, E): the router's logits, then their gradient
+  TensorView prob_sum;     // (E) float32: the router's probabilities summed over tokens
+  TensorView rows;         // (M, C): the tokens gathered expert by expert
+  TensorView drows;        // (M, C): d loss / d the experts' outputs, then / d their inputs
+  TensorView dact, dpre;   // (M, Il), (M, 2 Il)
+  TensorView dweight;      // (N, k) float32: d loss / d the router's weights of the choices
+  TensorView dprob;        // (E) float32: the load-balancing loss's d loss / d probabilities
+  TensorView part;         // (N, C): a part of the input gradient before it is added
+  TensorView dshared;      // (N, C): d loss / d the shared experts' output
+  TensorView dgate;        // (N) float32: d loss / d the shared experts' gate
+  TensorView gate_logits;  // (N): the gate's logit, then its gradient
+};
+
 struct StageScratch {
   // tmp and dres hold a sequence-parallel region's rows (N/tp under sequence parallelism).
   TensorView tmp;        // (N, C): a row-parallel layer's output in the forward; d(norm output) in the backward
@@ -54,6 +70,8 @@ struct StageScratch {
   // A base stored apart (QLoRA, model/quantized_base.h): the product's weight turned back into
   // the compute dtype, as large as the stage's largest such weight.
   TensorView dequantized;
+  // Mixture-of-experts blocks only.
+  MoeScratch moe;
 };
 
 // Where a layer's tensors live: a flat buffer and its table. A frozen source (LoRA's base model)

@@ -3,12 +3,12 @@
 namespace feast {
 
 Mlp::Mlp(const ModelConfig& config, const DecoderArch& arch, const LayerParams& params, int layer, int tp, size_t rows,
-         ActivationMemory& memory, Recompute recompute)
+         ActivationMemory& memory, Recompute recompute, const std::string& name, int width)
     : kind_(arch.mlp),
-      width_(config.mlp_width() / tp),
+      width_(width / tp),
       fc_width_(arch.mlp == MlpKind::kSwiGlu ? 2 * width_ : width_),
-      fc_(params, layer, "mlp.fc", arch.linear_bias, config.n_embd, fc_width_),
-      proj_(params, layer, "mlp.proj", arch.linear_bias, width_, config.n_embd),
+      fc_(params, layer, name + ".fc", arch.linear_bias, config.n_embd, fc_width_),
+      proj_(params, layer, name + ".proj", arch.linear_bias, width_, config.n_embd),
       pre_(memory.take(recompute != Recompute::kFull, memory.dtype(), rows * size_t(fc_width_))),
       act_(memory.take(recompute == Recompute::kNone, memory.dtype(), rows * size_t(width_))),
       dpre_(memory.take_output_grads(memory.dtype(), rows * size_t(fc_width_))) {}

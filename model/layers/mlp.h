@@ -17,8 +17,10 @@ namespace feast {
 
 class Mlp {
  public:
+  // name: its tensors' prefix within the layer ("mlp", or "mlp.shared" for an MoE block's shared
+  // experts); width: its full width (model.intermediate_size, or the shared experts').
   Mlp(const ModelConfig& config, const DecoderArch& arch, const LayerParams& params, int layer, int tp, size_t rows,
-      ActivationMemory& memory, Recompute recompute);
+      ActivationMemory& memory, Recompute recompute, const std::string& name, int width);
 
   // out (N, C) = mlp(x) summed over the tensor-parallel group.
   void forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int N);

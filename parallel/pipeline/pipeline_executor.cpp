@@ -110,7 +110,7 @@ double PipelineExecutor::compute_seconds(const Timer& t) {
 }
 
 double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float loss_scale, int64_t step,
-                               int64_t first_sequence) {
+                               int64_t first_sequence, int64_t step_micro_batches) {
   double loss_sum = 0;
   // Backwards so far per chunk: a chunk's last one is the last to write its gradients (the
   // sink reduces them during it).
@@ -136,7 +136,8 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
         }
         Timer t;
         loss_sum += stage_.forward(slot, tokens_.data(), targets_.data(), positions_.data(), B_, T_, loss_scale,
-                                   MicroBatchPlace{step, first_sequence + int64_t{k} * B_});
+                                   MicroBatchPlace{step, first_sequence + int64_t{k} * B_,
+                                                   1.0 / double(std::max<int64_t>(1, step_micro_batches))});
         times_.compute += compute_seconds(t);
         break;
       }

@@ -50,9 +50,10 @@ class PipelineExecutor {
   // One training step's forwards and backwards. Gradients flow into `sync` (which is told
   // which backward is the last). Returns the sum of the micro-batches' mean losses on the last
   // stage, 0 elsewhere. Micro-batch k is at {step, first_sequence + k B} of the run
-  // (MicroBatchPlace: LoRA dropout's masks).
+  // (MicroBatchPlace: LoRA dropout's masks); step_micro_batches: the step's micro-batches over
+  // all data-parallel ranks (each one's share of the MoE auxiliary losses).
   double train(const BatchFill& fill, GradientSync& sync, float loss_scale, int64_t step = -1,
-               int64_t first_sequence = 0);
+               int64_t first_sequence = 0, int64_t step_micro_batches = 1);
 
   // Forward only over n micro-batches (evaluation). Returns the sum of their mean losses on
   // the last stage, 0 elsewhere.

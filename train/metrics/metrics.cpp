@@ -1,5 +1,6 @@
 #include "train/metrics/metrics.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -46,9 +47,29 @@ void MetricsWriter::write(const StepMetrics& m) {
   j.update(reduction_json(m.split));
   j.update(offload_json(m.split));
   j["mfu"] = m.mfu;
+  if (m.moe) {
+    j["aux_loss"] = m.moe->aux_loss;
+    j["z_loss"] = m.moe->z_loss;
+    j["moe_dropped"] = m.moe->dropped;
+    j["expert_load"] = m.moe->load;
+    j["expert_imbalance"] = expert_imbalance(*m.moe);
+  }
   out_ << j.dump() << '\n';
   out_.flush();
   if (!out_) throw Error(path_ + ": writing metrics failed (disk full?)");
+}
+
+double expert_imbalance(const MoeStepReport& moe) {
+  double worst = 0;
+  for (const std::vector<double>& layer : moe.load) {
+    double total = 0, most = 0;
+    for (double x : layer) {
+      total += x;
+      most = std::max(most, x);
+    }
+    if (total > 0) worst = std::max(worst, most / (total / double(layer.size())));
+  }
+  return worst;
 }
 
 std::string format_duration(double seconds) {
@@ -68,6 +89,10 @@ std::string format_progress(const StepMetrics& m, int64_t total_steps) {
                 m.ms_per_step, format_duration(m.elapsed_s).c_str());
   std::string s = buf;
   if (m.eta_s >= 0 && m.step < total_steps) s += ", ETA " + format_duration(m.eta_s);
+  if (m.moe) {
+    std::snprintf(buf, sizeof buf, " | aux %.4f | experts' load max/mean %.2f", m.moe->aux_loss, expert_imbalance(*m.moe));
+    s += buf;
+  }
   if (m.val_loss) {
     std::snprintf(buf, sizeof buf, " | val loss %.4f", *m.val_loss);
     s += buf;

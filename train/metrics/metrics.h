@@ -6,7 +6,9 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "train/metrics/moe_report.h"
 #include "train/metrics/run_summary.h"
 
 namespace feast {
@@ -24,7 +26,12 @@ struct StepMetrics {
   std::string peak_kind;  // which peak MFU divides by, for the progress line (DevicePeak::kind)
   double elapsed_s = 0;  // wall time since training began (evaluations and checkpoints included)
   double eta_s = -1;     // estimated wall time to training.steps; < 0 = unknown
+  std::optional<MoeStepReport> moe;  // a mixture-of-experts model's
 };
+
+// The load of the most unevenly loaded MoE block: its busiest expert's choices over the mean
+// expert's (1 = perfectly balanced; n_experts = every token chose one expert).
+double expert_imbalance(const MoeStepReport& moe);
 
 class MetricsWriter {
  public:

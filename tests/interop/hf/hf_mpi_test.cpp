@@ -43,6 +43,7 @@
 #include "model/token_sampling.h"
 #include "comm/mpi_world.h"
 #include "tests/support/run_verb.h"
+#include "tests/interop/hf/hf_run_support.h"
 #include "train/training_run.h"
 
 namespace fs = std::filesystem;
@@ -50,6 +51,9 @@ namespace fs = std::filesystem;
 namespace feast {
 namespace {
 
+using testing::imported_run;
+using testing::relative;
+using testing::shared_dir;
 using testing::world_rank;
 
 const std::string kFixtures = std::string(FEAST_SOURCE_DIR) + "/tests/fixtures/hf";
@@ -64,16 +68,6 @@ const testing::FixtureArray& ref(const std::string& model, const std::string& na
 
 using testing::world_size;
 
-// A directory every rank agrees on.
-std::string shared_dir(const std::string& name) {
-  char path[256] = {};
-  if (world_rank() == 0) {
-    std::snprintf(path, sizeof path, "%s", (fs::temp_directory_path() / ("feast_hf_" + name + "_XXXXXX")).c_str());
-    if (!mkdtemp(path)) std::abort();
-  }
-  MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return path;
-}
 
 // tp2 pp2 on four ranks, or pp2 dp2 for a model whose single key/value head tensor parallelism
 // cannot split (Qwen2's multi-query attention); one rank otherwise. Two sequences per step.
@@ -112,24 +106,12 @@ std::string val_split_of(const std::string& split_name, const testing::FixtureAr
 // The reference tokens as a validation split.
 std::string reference_val_split(const std::string& model) { return val_split_of(model, ref(model, "tokens")); }
 
-double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
 
 // The fixtures' 5 fine-tuning steps (make_hf_fixtures.py's FT_* and make_lora_fixtures.py's):
 // AdamW at a constant 1e-2, decay 0.1, clipping at 1, on the model's fine-tuning window.
-// A run of `c` on this job's ranks with the model folder's weights imported.
-std::unique_ptr<TrainingRun> imported_run(const Config& c, RunPurpose purpose = RunPurpose::kTrain) {
-  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
-  const LayoutPlan plan = check_run(c, world->size(), purpose);
-  auto run = std::make_unique<TrainingRun>(c, plan, std::move(world), purpose);
-  run->import_initial_weights();
-  return run;
-}
 
 std::vector<std::string> finetune_overrides(const std::string& model) {
-  return {"data.train=\"" + kFixtures + "/finetune-" + model + ".bin\"", "training.steps=5", "training.lr=1e-2",
-          "training.min_lr=1e-2", "training.warmup_steps=0", "training.lr_schedule=\"constant\"",
-          "training.weight_decay=0.1", "training.beta1=0.9", "training.beta2=0.95", "training.eps=1e-8",
-          "training.grad_clip=1.0", "training.eval_interval=0"};
+  return testing::finetune_overrides(kFixtures + "/finetune-" + model + ".bin", "1e-2");
 }
 
 class HfModels : public ::testing::TestWithParam<std::string> {};

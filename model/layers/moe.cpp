@@ -1,0 +1,273 @@
+#include "model/layers/moe.h"
+
+#include <numeric>
+
+#include "core/error.h"
+
+namespace feast {
+
+MoeRecorder::MoeRecorder(const MoeConfig& moe, int slots, int layers, int local_layers)
+    : moe_(moe), layers_(layers), local_layers_(local_layers), slots_(size_t(slots)) {
+  const size_t E = size_t(moe.n_experts);
+  for (Slot& s : slots_) {
+    s.requested.assign(E, 0);
+    s.prob_sum.assign(E, 0);
+    s.dprob.assign(E, 0.0f);
+  }
+  step_.load.assign(size_t(local_layers) * E, 0);
+}
+
+void MoeRecorder::begin(int slot, int tokens, double weight) {
+  Slot& s = slots_[size_t(slot)];
+  std::fill(s.requested.begin(), s.requested.end(), 0.0);
+  std::fill(s.prob_sum.begin(), s.prob_sum.end(), 0.0);
+  std::fill(s.dprob.begin(), s.dprob.end(), 0.0f);
+  s.tokens = tokens;
+  s.weight = weight;
+  // The z-loss of a block is the mean over tokens of lse^2: d / d lse[n] = 2 lse[n] coef / N.
+  s.z_scale = float(moe_.z_loss_coef * weight / double(std::max(1, tokens)));
+}
+
+void MoeRecorder::add(int slot, int local_layer, const std::vector<int>& requested, const std::vector<float>& prob_sum,
+                      double lse_squares, int64_t dropped) {
+  Slot& s = slots_[size_t(slot)];
+  const size_t E = s.requested.size();
+  for (size_t e = 0; e < E; ++e) {
+    s.requested[e] += requested[e];
+    s.prob_sum[e] += prob_sum[e];
+  }
+  if (s.weight > 0) {  // a training micro-batch: the step's metrics
+    for (size_t e = 0; e < E; ++e) step_.load[size_t(local_layer) * E + e] += requested[e];
+    step_.dropped += double(dropped);
+    step_.z_loss += s.weight * lse_squares / double(std::max(1, s.tokens));
+  }
+}
+
+std::vector<double> MoeRecorder::sums(int slot) const {
+  const Slot& s = slots_[size_t(slot)];
+  std::vector<double> out(s.requested);
+  out.insert(out.end(), s.prob_sum.begin(), s.prob_sum.end());
+  return out;
+}
+
+void MoeRecorder::set(int slot, const std::vector<double>& totals) {
+  Slot& s = slots_[size_t(slot)];
+  std::fill(s.requested.begin(), s.requested.end(), 0.0);
+  std::fill(s.prob_sum.begin(), s.prob_sum.end(), 0.0);
+  merge(slot, totals);
+}
+
+void MoeRecorder::merge(int slot, const std::vector<double>& other) {
+  Slot& s = slots_[size_t(slot)];
+  const size_t E = s.requested.size();
+  FEAST_CHECK(other.size() == 2 * E, "MoE sums of " << other.size() << " values for " << E << " experts");
+  for (size_t e = 0; e < E; ++e) {
+    s.requested[e] += other[e];
+    s.prob_sum[e] += other[E + e];
+  }
+}
+
+void MoeRecorder::finish(int slot, bool record) {
+  Slot& s = slots_[size_t(slot)];
+  const size_t E = s.requested.size();
+  // transformers' load_balancing_loss_func over the concatenated layers: rows = tokens x layers,
+  // E * sum_e (choices of e / rows) * (probabilities of e / rows).
+  const double rows = double(s.tokens) * double(layers_);
+  double aux = 0;
+  for (size_t e = 0; e < E; ++e) aux += s.requested[e] * s.prob_sum[e];
+  aux *= double(E) / (rows * rows);
+  if (s.weight > 0 && record) step_.aux_loss += s.weight * aux;
+  const double scale = moe_.aux_loss_coef * s.weight * double(E) / (rows * rows);
+  for (size_t e = 0; e < E; ++e) s.dprob[e] = float(scale * s.requested[e]);
+}
+
+MoeRecorder::StepTotals MoeRecorder::take_step() {
+  StepTotals out = step_;
+  step_ = StepTotals{};
+  step_.load.assign(out.load.size(), 0);
+  return out;
+}
+
+namespace {
+
+std::string expert_name(int layer, int e, const std::string& part) {
+  return "layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(e) + "." + part;
+}
+
+}  // namespace
+
+MoeMlp::MoeMlp(const ModelConfig& config, const DecoderArch& arch, const LayerParams& params, int layer, int tp,
+               size_t rows, ActivationMemory& memory, MoeRecorder& recorder, int local_layer)
+    : C_(config.n_embd),
+      E_(config.moe.n_experts),
+      k_(config.moe.top_k),
+      width_(config.expert_width() / tp),
+      capacity_factor_(config.moe.capacity_factor),
+      renormalize_(config.moe.norm_topk_prob),
+      local_layer_(local_layer),
+      recorder_(recorder) {
+  FEAST_CHECK(arch.mlp == MlpKind::kSwiGlu && !arch.linear_bias, "mixture-of-experts blocks are SwiGLU without biases");
+  const std::string prefix = "layers." + std::to_string(layer) + ".mlp.";
+  router_ = weight_and_bias(params.base, prefix + "router", false);
+  for (int e = 0; e < E_; ++e) {
+    fc_.push_back(weight_and_bias(params.base, expert_name(layer, e, "fc"), false));
+    proj_.push_back(weight_and_bias(params.base, expert_name(layer, e, "proj"), false));
+  }
+  if (config.shared_expert_width() > 0) {
+    shared_ = std::make_unique<Mlp>(config, arch, params, layer, tp, rows, memory, Recompute::kNone, "mlp.shared",
+                                    config.shared_expert_width());
+    if (config.moe.shared_expert_gate) shared_gate_ = weight_and_bias(params.base, prefix + "shared_gate", false);
+  }
+  const size_t N = rows, Nk = rows * size_t(k_), E = size_t(E_), k = size_t(k_);
+  const DType dt = memory.dtype();
+  probs_ = memory.take(true, DType::kFloat32, N * E);
+  lse_ = memory.take(true, DType::kFloat32, N);
+  expert_ = memory.take(true, DType::kInt32, Nk);
+  weight_ = memory.take(true, DType::kFloat32, Nk);
+  slot_ = memory.take(true, DType::kInt32, Nk);
+  token_ = memory.take(true, DType::kInt32, Nk);
+  pre_ = memory.take(true, dt, Nk * 2 * size_t(width_));
+  act_ = memory.take(true, dt, Nk * size_t(width_));
+  out_ = memory.take(true, dt, Nk * size_t(C_));
+  (void)k;
+  if (shared_) {
+    shared_out_ = memory.take(true, dt, N * size_t(C_));
+    gate_ = memory.take(true, DType::kFloat32, N);
+    Backend& be = memory.backend();
+    std::vector<int32_t> identity(N);
+    std::iota(identity.begin(), identity.end(), 0);
+    const std::vector<float> ones(N, 1.0f);
+    identity_ = be.allocate(DType::kInt32, N);
+    ones_ = be.allocate(DType::kFloat32, N);
+    be.copy(identity_.view(), host_view(identity.data(), N));
+    be.copy(ones_.view(), host_view(ones.data(), N));
+  }
+  plans_.resize(size_t(memory.slots()));
+}
+
+std::vector<FlatRange> MoeMlp::grad_ranges() const {
+  std::vector<FlatRange> out = {router_.range};
+  for (int e = 0; e < E_; ++e) {
+    out.push_back(fc_[size_t(e)].range);
+    out.push_back(proj_[size_t(e)].range);
+  }
+  if (shared_)
+    for (const FlatRange& r : shared_->grad_ranges()) out.push_back(r);
+  if (shared_gate_.weight) out.push_back(shared_gate_.range);
+  return out;
+}
+
+void MoeMlp::forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int N) {
+  Backend& be = ctx.backend;
+  const MoeScratch& sc = ctx.scratch.moe;
+  const size_t s = size_t(slot), NC = size_t(N) * size_t(C_), Nk = size_t(N) * size_t(k_);
+  // The router: logits, softmax, top k; its choices come to the host for the routing plan.
+  be.matmul_forward(sc.logits, x, weight_of(ctx, router_), {}, N, C_, E_);
+  be.moe_route(probs_[s], lse_[s], expert_[s], weight_[s], sc.prob_sum, sc.logits, N, E_, k_, renormalize_);
+  std::vector<int32_t> expert(Nk);
+  be.copy(host_view(expert.data(), Nk), expert_[s].first(Nk));
+  RoutingPlan& plan = plans_[s];
+  plan = plan_routing(expert.data(), N, k_, E_, expert_capacity(capacity_factor_, N, k_, E_));
+  const int M = plan.routed_rows();
+  be.copy(slot_[s].first(Nk), host_view(plan.slot.data(), Nk));
+  if (M > 0) be.copy(token_[s].first(size_t(M)), host_view(plan.token.data(), size_t(M)));
+  std::vector<float> prob_sum(static_cast<size_t>(E_));
+  be.copy(host_view(prob_sum.data(), prob_sum.size()), sc.prob_sum.first(size_t(E_)));
+  recorder_.add(slot, local_layer_, plan.requested, prob_sum, be.sum_of_squares(lse_[s].first(size_t(N))),
+                plan.dropped);
+
+  // The experts, each over its own rows.
+  const int F = 2 * width_;
+  be.moe_gather(sc.rows, x, token_[s], M, C_);
+  for (int e = 0; e < E_; ++e) {
+    const size_t r0 = size_t(plan.offsets[size_t(e)]), n = size_t(plan.rows[size_t(e)]);
+    if (n == 0) continue;
+    be.matmul_forward(pre_[s].slice(r0 * size_t(F), n * size_t(F)), sc.rows.slice(r0 * size_t(C_), n * size_t(C_)),
+                      weight_of(ctx, fc_[size_t(e)]), {}, int(n), C_, F);
+  }
+  be.swiglu_forward(act_[s], pre_[s], M, width_);
+  for (int e = 0; e < E_; ++e) {
+    const size_t r0 = size_t(plan.offsets[size_t(e)]), n = size_t(plan.rows[size_t(e)]);
+    if (n == 0) continue;
+    be.matmul_forward(out_[s].slice(r0 * size_t(C_), n * size_t(C_)),
+                      act_[s].slice(r0 * size_t(width_), n * size_t(width_)), weight_of(ctx, proj_[size_t(e)]), {},
+                      int(n), width_, C_);
+  }
+  be.zero(out.first(NC));
+  be.moe_combine(out, out_[s], slot_[s], weight_[s], N, k_, C_);
+  ctx.tp.allreduce(out.first(NC), ReduceOp::kSum);
+
+  if (!shared_) return;
+  shared_->forward(ctx, slot, x, shared_out_[s], N);
+  if (shared_gate_.weight) {
+    be.matmul_forward(sc.gate_logits, x, weight_of(ctx, shared_gate_), {}, N, C_, 1);
+    be.moe_shared_gate(gate_[s], sc.gate_logits, N);
+  } else {
+    be.copy(gate_[s].first(size_t(N)), ones_.view().first(size_t(N)));
+  }
+  be.moe_combine(out, shared_out_[s], identity_.view(), gate_[s], N, 1, C_);
+}
+
+void MoeMlp::backward(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx,
+                      const TensorView& x, int N, GradientSink& sink) {
+  Backend& be = ctx.backend;
+  const MoeScratch& sc = ctx.scratch.moe;
+  const size_t s = size_t(slot), NC = size_t(N) * size_t(C_), Nk = size_t(N) * size_t(k_);
+  const RoutingPlan& plan = plans_[s];
+  const int M = plan.routed_rows(), F = 2 * width_;
+
+  // The combine: each row's output gradient, and the router weights' gradient (summed over the
+  // group: each rank's outputs are partial).
+  be.moe_combine_backward(sc.drows, sc.dweight, dout, out_[s], slot_[s], weight_[s], N, k_, C_);
+  ctx.tp.allreduce(sc.dweight.first(Nk), ReduceOp::kSum);
+  // The experts, every one acquiring its gradients (a sink waits for every range of a bucket).
+  for (int e = 0; e < E_; ++e) {
+    const size_t r0 = size_t(plan.offsets[size_t(e)]), n = size_t(plan.rows[size_t(e)]);
+    AcquiredGrads g(sink, proj_[size_t(e)]);
+    if (n > 0)
+      be.matmul_backward(sc.dact.slice(r0 * size_t(width_), n * size_t(width_)), g.w(), {},
+                         sc.drows.slice(r0 * size_t(C_), n * size_t(C_)),
+                         act_[s].slice(r0 * size_t(width_), n * size_t(width_)), weight_of(ctx, proj_[size_t(e)]),
+                         int(n), width_, C_);
+    g.release();
+  }
+  be.swiglu_backward(sc.dpre, pre_[s], sc.dact, M, width_);
+  be.moe_gather(sc.rows, x, token_[s], M, C_);  // the experts' inputs again, rather than kept
+  for (int e = 0; e < E_; ++e) {
+    const size_t r0 = size_t(plan.offsets[size_t(e)]), n = size_t(plan.rows[size_t(e)]);
+    AcquiredGrads g(sink, fc_[size_t(e)]);
+    if (n > 0)
+      be.matmul_backward(sc.drows.slice(r0 * size_t(C_), n * size_t(C_)), g.w(), {},
+                         sc.dpre.slice(r0 * size_t(F), n * size_t(F)), sc.rows.slice(r0 * size_t(C_), n * size_t(C_)),
+                         weight_of(ctx, fc_[size_t(e)]), int(n), C_, F);
+    g.release();
+  }
+  be.zero(dx.first(NC));
+  be.moe_gather_backward(dx, sc.drows, slot_[s], N, k_, C_);
+  ctx.tp.allreduce(dx.first(NC), ReduceOp::kSum);
+
+  // The router, with the auxiliary losses' gradients.
+  const std::vector<float>& dprob = recorder_.dprob(slot);
+  be.copy(sc.dprob.first(dprob.size()), host_view(dprob.data(), dprob.size()));
+  be.moe_route_backward(sc.logits, probs_[s], lse_[s], expert_[s], weight_[s], sc.dweight, sc.dprob,
+                        recorder_.z_scale(slot), N, E_, k_, renormalize_);
+  {
+    AcquiredGrads g(sink, router_);
+    be.matmul_backward(sc.part, g.w(), {}, sc.logits, x, weight_of(ctx, router_), N, C_, E_);
+    g.release();
+  }
+  be.add(dx, dx, sc.part, NC);
+
+  if (!shared_) return;
+  be.moe_combine_backward(sc.dshared, sc.dgate, dout, shared_out_[s], identity_.view(), gate_[s], N, 1, C_);
+  shared_->backward(ctx, slot, sc.dshared, sc.part, x, N, sink);
+  be.add(dx, dx, sc.part, NC);
+  if (!shared_gate_.weight) return;
+  be.moe_shared_gate_backward(sc.gate_logits, gate_[s], sc.dgate, N);
+  AcquiredGrads g(sink, shared_gate_);
+  be.matmul_backward(sc.part, g.w(), {}, sc.gate_logits, x, weight_of(ctx, shared_gate_), N, C_, 1);
+  g.release();
+  be.add(dx, dx, sc.part, NC);
+}
+
+}  // namespace feast

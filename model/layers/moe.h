@@ -1,0 +1,121 @@
+// A mixture-of-experts block's feed-forward part on this rank (Mixtral, Qwen2-MoE): a router, a
+// (E, C) linear whose softmax over the E experts picks each token's top k; the experts, SwiGLU
+// MLPs each split over the tensor-parallel group like the dense MLP (fc's gate and up rows,
+// proj's input columns); and optionally shared experts every token passes through (a dense Mlp,
+// under Qwen2-MoE's sigmoid gate). Dropless by default: the tokens are gathered expert by expert
+// (model/layers/moe_routing.h), each expert runs its two products over its own rows, and the
+// outputs are combined back into token order weighted by the router.
+//
+// Tensor parallelism: the router and the shared experts' gate are replicated and computed alike
+// on every rank of the group (their input is); each rank computes its slice of every expert, and
+// the partial outputs are summed once, after the combine. In the backward the combine's weight
+// gradient (N k floats) is summed over the group before the router's backward, and the experts'
+// partial input gradients once after they are gathered back.
+//
+// The auxiliary losses (model.moe.aux_loss_coef, z_loss_coef) are those transformers computes:
+// the load-balancing loss over every MoE block of the model and every token of a micro-batch at
+// once, so its gradient with respect to any block's router probabilities needs every block's
+// counts of choices. The stage's blocks add their counts and probabilities into a MoeRecorder,
+// which gives each block's backward the gradient (MoeRecorder::dprob) once the whole model's
+// counts are known. Legend: N tokens, C channels, E experts, k choices per token, M rows routed,
+// Il this rank's expert width.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/architecture.h"
+#include "model/layers/activation_memory.h"
+#include "model/layers/layer_context.h"
+#include "model/layers/mlp.h"
+#include "model/layers/moe_routing.h"
+#include "model/pipeline_stage.h"
+
+namespace feast {
+
+// What a stage's MoE blocks record of each micro-batch in flight (per activation slot) and of
+// the step (the metrics).
+class MoeRecorder {
+ public:
+  // layers: the MoE blocks of the whole model (the load-balancing loss's rows are tokens x
+  // layers); local_layers: this stage's.
+  MoeRecorder(const MoeConfig& moe, int slots, int layers, int local_layers);
+
+  // The micro-batch of `slot` starts: its sums are cleared; weight is its share of the step's
+  // auxiliary losses (1 / the step's micro-batches over all data-parallel ranks; 0 when it will
+  // not run backward).
+  void begin(int slot, int tokens, double weight);
+  // A block's forward: its choices per expert (E), probabilities summed over tokens (E), the
+  // sum over tokens of logsumexp(logits)^2, and the choices its capacity dropped.
+  void add(int slot, int local_layer, const std::vector<int>& requested, const std::vector<float>& prob_sum,
+           double lse_squares, int64_t dropped);
+  // The sums the load-balancing loss needs, over this stage's blocks: (2E) the choices per expert
+  // then the probabilities per expert; merged with another stage's (pipeline parallelism).
+  std::vector<double> sums(int slot) const;
+  void merge(int slot, const std::vector<double>& other);
+  // The sums become `totals`, the whole model's (from the last stage).
+  void set(int slot, const std::vector<double>& totals);
+  // Every block's counts are in (sums(slot) covers the whole model): the gradient every block's
+  // backward adds is set and, with record, the micro-batch's loss is counted in the step's.
+  void finish(int slot, bool record);
+  // d loss / d probs[n, e] of every block's router for the micro-batch, and the z-loss's scale
+  // (Backend::moe_route_backward).
+  const std::vector<float>& dprob(int slot) const { return slots_[size_t(slot)].dprob; }
+  float z_scale(int slot) const { return slots_[size_t(slot)].z_scale; }
+
+  // The step's totals since the last call: the load-balancing loss of the micro-batches this
+  // stage finished (the last), the z-losses of its blocks, the choices per expert of each of its
+  // blocks ((local_layers, E), dropped ones included) and the choices dropped.
+  using StepTotals = MoeStepTotals;
+  StepTotals take_step();
+
+ private:
+  struct Slot {
+    std::vector<double> requested, prob_sum;
+    int tokens = 0;
+    double weight = 0;
+    std::vector<float> dprob;
+    float z_scale = 0;
+  };
+  MoeConfig moe_;
+  int layers_, local_layers_;
+  std::vector<Slot> slots_;
+  StepTotals step_;
+};
+
+class MoeMlp {
+ public:
+  MoeMlp(const ModelConfig& config, const DecoderArch& arch, const LayerParams& params, int layer, int tp, size_t rows,
+         ActivationMemory& memory, MoeRecorder& recorder, int local_layer);
+
+  // out (N, C) = the block's feed-forward output for x (N, C), summed over the tensor-parallel
+  // group; records the micro-batch's routing in the recorder.
+  void forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int N);
+  // dx (N, C) = d loss / d x from dout (N, C), the auxiliary losses' gradients included;
+  // parameter gradients added through the sink (every expert's, with or without tokens).
+  void backward(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx, const TensorView& x,
+                int N, GradientSink& sink);
+
+  std::vector<FlatRange> grad_ranges() const;
+
+ private:
+  int C_, E_, k_, width_;  // width_: Il
+  double capacity_factor_;
+  bool renormalize_;
+  int local_layer_;
+  MoeRecorder& recorder_;
+  WeightAndBias router_;
+  std::vector<WeightAndBias> fc_, proj_;  // per expert
+  std::unique_ptr<Mlp> shared_;
+  WeightAndBias shared_gate_;             // empty weight without a gate
+  // Per slot: the router's probabilities (N, E), logsumexp (N), choices (N, k) and their weights
+  // (N, k); the routing tables (slot (N k), token (M)) and the plan on the host; the experts'
+  // pre-activations (M, 2 Il), activations (M, Il) and outputs (M, C); the shared experts'
+  // output (N, C) and gate (N).
+  std::vector<TensorView> probs_, lse_, expert_, weight_, slot_, token_, pre_, act_, out_, shared_out_, gate_;
+  std::vector<RoutingPlan> plans_;
+  Tensor identity_, ones_;  // (N) int32 0 .. N-1 and float32 ones: the shared output's combine
+};
+
+}  // namespace feast

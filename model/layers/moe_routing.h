@@ -1,0 +1,33 @@
+// Where a micro-batch's tokens go in a mixture-of-experts block: from each token's top-k experts
+// (the router's choice), the rows each expert takes, expert by expert and within an expert in
+// token order, so that each expert's tokens are one contiguous block of rows for its products.
+// Under a capacity (model.moe.capacity_factor) an expert takes the first `capacity` tokens that
+// chose it, in token order, and the choices past that are dropped: they skip the expert. Computed
+// on the host from the experts the router picked (a few ints per token).
+// Legend: N tokens, k choices per token, E experts, M rows routed (at most N k).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace feast {
+
+struct RoutingPlan {
+  std::vector<int> rows;        // (E) rows each expert takes
+  std::vector<int> offsets;     // (E + 1) the first row of each expert; offsets[E] = M
+  std::vector<int> requested;   // (E) choices of each expert, dropped ones included (load balance)
+  std::vector<int32_t> token;   // (M) the token of each row
+  std::vector<int32_t> slot;    // (N k) the row of each choice, -1 when dropped
+  int64_t dropped = 0;          // choices past their expert's capacity
+
+  int routed_rows() const { return offsets.empty() ? 0 : offsets.back(); }
+};
+
+// The tokens an expert takes per micro-batch of N tokens: ceil(factor * N * k / E); 0 (no limit)
+// when factor is 0 (dropless).
+int expert_capacity(double factor, int N, int k, int E);
+
+// expert (N k): each token's choices, in the router's order. capacity 0 = none.
+RoutingPlan plan_routing(const int32_t* expert, int N, int k, int E, int capacity);
+
+}  // namespace feast
