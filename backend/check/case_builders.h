@@ -67,6 +67,17 @@ OpCase add_case(size_t n, bool in_place);  // in place: out = b, as the residual
 OpCase dropout_forward_case(const DropoutShape& s);
 OpCase dropout_backward_case(const DropoutShape& s);
 
+// ---- mixture of experts (cases_moe.cpp) ---------------------------------------------------------------
+// N tokens, E experts, k choices each; drop: every drop-th choice dropped (0: none).
+OpCase moe_route_case(int N, int E, int k, bool renormalize);
+OpCase moe_route_backward_case(int N, int E, int k, bool renormalize);
+OpCase moe_gather_case(int N, int k, int C);
+OpCase moe_gather_backward_case(int N, int k, int C, int drop);
+OpCase moe_combine_case(int N, int k, int C, int drop);
+OpCase moe_combine_backward_case(int N, int k, int C, int drop);
+OpCase moe_shared_gate_case(int N);
+OpCase moe_shared_gate_backward_case(int N);
+
 // ---- vocab-parallel cross-entropy (cases_cross_entropy.cpp) --------------------------------------------
 // Rows of Vl logit columns [vocab_begin, vocab_begin + Vl) of a vocabulary of V; one target per
 // row (< 0 ignored).

@@ -11,6 +11,8 @@ const std::vector<std::string>& checked_ops() {
       "rmsnorm_backward", "matmul_forward", "matmul_gelu_forward", "matmul_backward", "matmul_backward_input",
       "matmul_backward_weight_rows", "lora_forward", "lora_backward", "dequantize_nf4", "attention_forward",
       "attention_backward", "ring_attention", "rope_forward", "rope_backward", "dropout_forward", "dropout_backward",
+      "moe_route", "moe_route_backward", "moe_gather", "moe_gather_backward", "moe_combine", "moe_combine_backward",
+      "moe_shared_gate", "moe_shared_gate_backward",
       "gelu_forward", "gelu_backward", "swiglu_forward", "swiglu_backward", "add", "cross_entropy_row_max",
       "cross_entropy_partials", "cross_entropy_finish", "sum", "adamw_step", "sum_of_squares", "sums_of_squares",
       "cast", "copy", "zero", "reserve", "allocate_host", "copy_async"};

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <tuple>
 #include <utility>
 
 #include "backend/check/case_builders.h"
@@ -119,6 +120,24 @@ std::vector<OpCase> make_cases() {
   for (const auto& [N, I] : {std::pair{5, 37}, std::pair{1, 4099}, std::pair{17, 1031}}) {
     add(swiglu_forward_case(N, I));
     add(swiglu_backward_case(N, I));
+  }
+
+  // Mixture of experts: Mixtral's 8 experts top 2, renormalised; 60 experts top 4 as Qwen2-MoE's
+  // (not renormalised); one token over 3 experts. Rows: odd widths, with and without drops.
+  for (const auto& [N, E, k, renormalize] :
+       {std::tuple{37, 8, 2, true}, std::tuple{9, 60, 4, false}, std::tuple{1, 3, 3, true}}) {
+    add(moe_route_case(N, E, k, renormalize));
+    add(moe_route_backward_case(N, E, k, renormalize));
+  }
+  for (const auto& [N, k, C, drop] : {std::tuple{13, 2, 67, 0}, std::tuple{29, 4, 131, 3}, std::tuple{1, 1, 4099, 0}}) {
+    add(moe_gather_case(N, k, C));
+    add(moe_gather_backward_case(N, k, C, drop));
+    add(moe_combine_case(N, k, C, drop));
+    add(moe_combine_backward_case(N, k, C, drop));
+  }
+  for (int N : {1, 1037}) {
+    add(moe_shared_gate_case(N));
+    add(moe_shared_gate_backward_case(N));
   }
 
   // A rank holding columns [64, 96) of 90 real ones, 6 padded; every target kind.

@@ -17,6 +17,12 @@ DecoderBlock::DecoderBlock(const ModelConfig& config, const DecoderArch& arch, c
       attn_(config, arch, params, layer, tp, max_batch, max_seq, memory, recompute, cos, sin, ring_attention),
       ln2_(arch.norm, float(config.norm_eps), params.base, "layers." + std::to_string(layer) + ".ln_2", C_,
            region_rows, memory, recompute != Recompute::kFull) {
+  // The residual sums before the MLP: a stage's recomputed blocks share their buffers in the
+  // order they ask, and an MoE block (which recomputes nothing of its MLP) asks for a prefix of
+  // what a dense block asks for.
+  const size_t NC = region_rows * size_t(C_);
+  res2_ = memory.take(recompute != Recompute::kFull, memory.dtype(), NC);
+  res3_ = memory.take(true, memory.dtype(), NC);
   const size_t rows = size_t(max_batch) * size_t(max_seq);
   if (config.moe.is_moe_layer(layer)) {
     FEAST_CHECK(moe, "layer " << layer << " is a mixture-of-experts block, built without a MoeRecorder");
@@ -24,9 +30,6 @@ DecoderBlock::DecoderBlock(const ModelConfig& config, const DecoderArch& arch, c
   } else {
     mlp_ = std::make_unique<Mlp>(config, arch, params, layer, tp, rows, memory, recompute, "mlp", config.mlp_width());
   }
-  const size_t NC = region_rows * size_t(C_);
-  res2_ = memory.take(recompute != Recompute::kFull, memory.dtype(), NC);
-  res3_ = memory.take(true, memory.dtype(), NC);
   dmlp_out_ = memory.take_output_grads(memory.dtype(), NC);
   dattn_out_ = memory.take_output_grads(memory.dtype(), NC);
   FEAST_CHECK(!memory.split_backward() || recompute == Recompute::kNone,

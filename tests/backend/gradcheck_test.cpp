@@ -17,6 +17,7 @@
 #include "backend/cpu/residual.h"
 #include "backend/cpu/rmsnorm.h"
 #include "backend/cpu/rope.h"
+#include "backend/cpu/moe.h"
 #include "backend/cpu/swiglu.h"
 #include "model/rope.h"
 #include "tests/backend/gradcheck.h"
@@ -465,6 +466,82 @@ TEST(GradCheck, CrossEntropyIgnoresNegativeTargets) {
   EXPECT_DOUBLE_EQ(kept_losses[0], losses[0]);
   EXPECT_DOUBLE_EQ(kept_losses[1], losses[2]);
   EXPECT_NEAR(dloss * (kept_losses[0] + kept_losses[1]), reference, 1e-12);
+}
+
+
+// The router: L = R . weight + sum_e a_e sum_n probs[n, e] + z sum_n lse[n]^2 (the form of the
+// load-balancing loss's term, the same for every row, and of the z-loss), top-k renormalised or
+// not; the choices stay fixed under the small steps (the logits are far from ties).
+void check_moe_route(bool renormalize) {
+  const int N = 5, E = 6, k = 2;
+  auto logits = random_vector(N * E, 90, 2.0);
+  const auto r = random_vector(N * k, 91);
+  const auto a = random_vector(E, 92, 0.3);
+  const double z = 0.07;
+  std::vector<double> probs(N * E), lse(N), weight(N * k), prob_sum(E);
+  std::vector<int32_t> expert(N * k);
+  auto loss = [&] {
+    cpu::moe_route(probs.data(), lse.data(), expert.data(), weight.data(), prob_sum.data(), logits.data(), N, E, k,
+                   renormalize);
+    double l = dot(r, weight.data()) + dot(a, prob_sum.data());
+    for (double x : lse) l += z * x * x;
+    return l;
+  };
+  loss();
+  std::vector<double> dlogits(N * E, 3.0);  // overwritten
+  cpu::moe_route_backward(dlogits.data(), probs.data(), lse.data(), expert.data(), weight.data(), r.data(), a.data(), z,
+                          N, E, k, renormalize);
+  expect_gradient_matches(renormalize ? "moe_route renormalised" : "moe_route", logits, dlogits, loss);
+}
+
+TEST(GradCheck, MoeRouteRenormalised) { check_moe_route(true); }
+TEST(GradCheck, MoeRoute) { check_moe_route(false); }
+
+TEST(GradCheck, MoeGatherAndCombine) {
+  // 4 tokens, 2 choices each over 8 rows in a scrambled order; one choice dropped.
+  const int N = 4, k = 2, C = 5, M = 8;
+  const std::vector<int32_t> slot = {5, 0, 3, -1, 7, 1, 2, 6};
+  std::vector<int32_t> token(M, 0);
+  for (int i = 0; i < N * k; ++i)
+    if (slot[size_t(i)] >= 0) token[size_t(slot[size_t(i)])] = i / k;
+  auto inp = random_vector(N * C, 93), rows = random_vector(M * C, 94), weight = random_vector(N * k, 95);
+  const auto r = random_vector(N * C, 96), q = random_vector(M * C, 97);
+  std::vector<double> out(N * C), gathered(M * C);
+  auto combined = [&] {
+    std::fill(out.begin(), out.end(), 0.0);
+    cpu::moe_combine(out.data(), rows.data(), slot.data(), weight.data(), N, k, C);
+    return dot(r, out.data());
+  };
+  std::vector<double> drows(M * C, 0.0), dweight(N * k, 3.0);
+  cpu::moe_combine_backward(drows.data(), dweight.data(), r.data(), rows.data(), slot.data(), weight.data(), N, k, C);
+  expect_gradient_matches("moe_combine rows", rows, drows, combined);
+  expect_gradient_matches("moe_combine weight", weight, dweight, combined);
+  auto gather = [&] {
+    cpu::moe_gather(gathered.data(), inp.data(), token.data(), M, C);
+    double l = 0;
+    for (int m = 0; m < M; ++m)  // row 4 belongs to the dropped choice: nothing reads it
+      if (std::find(slot.begin(), slot.end(), m) != slot.end())
+        for (int c = 0; c < C; ++c) l += q[size_t(m * C + c)] * gathered[size_t(m * C + c)];
+    return l;
+  };
+  std::vector<double> dinp(N * C, 0.0);
+  cpu::moe_gather_backward(dinp.data(), q.data(), slot.data(), N, k, C);
+  expect_gradient_matches("moe_gather", inp, dinp, gather);
+}
+
+TEST(GradCheck, MoeSharedGate) {
+  const int N = 7;
+  auto logits = random_vector(N, 98, 3.0);
+  const auto r = random_vector(N, 99);
+  std::vector<double> gate(N);
+  auto loss = [&] {
+    cpu::moe_shared_gate(gate.data(), logits.data(), N);
+    return dot(r, gate.data());
+  };
+  loss();
+  std::vector<double> dlogits(N);
+  cpu::moe_shared_gate_backward(dlogits.data(), gate.data(), r.data(), N);
+  expect_gradient_matches("moe_shared_gate", logits, dlogits, loss);
 }
 
 }  // namespace

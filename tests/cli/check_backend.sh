@@ -40,7 +40,7 @@ cpu)
     grep -E "^${family}_[a-z_]+ .* fp32 +[0-9.]+e[-+][0-9]+ " "$work/out" | grep -qvE ' fp32 +0\.000e\+00 ' ||
       fail "every $family error is exactly 0: the comparison is not against float64"
   done
-  grep -qE "^check-backend: all $rows comparisons of 39 ops on cpu \(fp32\) within tolerance$" "$work/out" ||
+  grep -qE "^check-backend: all $rows comparisons of 47 ops on cpu \(fp32\) within tolerance$" "$work/out" ||
     fail "no summary line for $rows rows: $(tail -1 "$work/out")"
   [[ ! -s $work/err ]] || fail "stderr not empty: $(cat "$work/err")"
   echo "ok: $rows comparisons, every op, every row within tolerance of float64"
@@ -69,7 +69,7 @@ cuda)
     code=$?
     cat "$work/out"
     [[ $code -eq 0 ]] || fail "a GPU is visible and check-backend exited $code: $(cat "$work/err")"
-    grep -qE "^check-backend: all [0-9]+ comparisons of 39 ops on cuda:[0-9]+ \(fp32 and bf16\) within tolerance$" \
+    grep -qE "^check-backend: all [0-9]+ comparisons of 47 ops on cuda:[0-9]+ \(fp32 and bf16\) within tolerance$" \
       "$work/out" || fail "no passing summary"
     echo "ok: the CUDA backend matches the float64 reference in fp32 and bf16"
     exit 0

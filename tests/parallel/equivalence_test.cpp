@@ -68,6 +68,20 @@ ModelConfig model(const std::string& name) {
     c.n_kv_head = 4;
     c.intermediate_size = 96;
   }
+  // Mixtures of experts: blocks 1 and 3 of 4 experts (top 2, not renormalised) with a gated
+  // shared expert and the z-loss; -aux adds the load-balancing loss, -cap a capacity of 1.
+  if (name.find("-moe") != std::string::npos) {
+    c.moe.n_experts = 4;
+    c.moe.top_k = 2;
+    c.moe.intermediate_size = 48;
+    c.moe.every = 2;
+    c.moe.n_shared_experts = 1;
+    c.moe.shared_expert_gate = true;
+    c.moe.norm_topk_prob = false;
+    c.moe.z_loss_coef = 1e-3;
+    if (name.ends_with("-aux")) c.moe.aux_loss_coef = 0.01;
+    if (name.ends_with("-cap")) c.moe.capacity_factor = 1.0;
+  }
   if (name.ends_with("-v300")) c.vocab_size = 300;
   if (name.ends_with("-L5")) c.n_layer = 5;
   if (name.ends_with("-L6")) c.n_layer = 6;
@@ -118,6 +132,9 @@ Config base_config(const std::string& model_name, int batch) {
   c.training.eval_batches = 6;
   c.training.threads = 1;
   c.parallel.micro_batch_size = batch;
+  // The load-balancing loss and an expert's capacity are a micro-batch's: those models' runs
+  // compare micro-batches of one sequence.
+  if (model_name.ends_with("-moe-aux") || model_name.ends_with("-moe-cap")) c.parallel.micro_batch_size = 1;
   c.parallel.bucket_mb = 0.05;  // several buckets per stage, so bucketing is exercised
   c.data.train = data_dir() + "/train_*.bin";
   c.data.val = data_dir() + "/val_*.bin";
@@ -495,6 +512,15 @@ std::vector<Case> cases() {
   if (n == 4) out.push_back(interleaved({"llama-docs", 1, 2, 2, 1, "", 1}, 2));
   if (n == 8) out.push_back({"llama-docs", 2, 2, 2, 1, "1f1b", 1});
   if (n == 8) out.push_back(sp({"gpt2-docs", 2, 2, 2, 3, "zero-bubble", 2}));
+  // Mixtures of experts: tensor parallelism splits every expert; the load-balancing loss's sums
+  // travel along the pipeline; recomputation leaves MoE blocks whole; a capacity drops the same
+  // choices at every layout.
+  if (n == 2) out.push_back({"llama-moe", 2, 1, 1, 0, "1f1b", 2});
+  if (n == 2) out.push_back({"llama-moe-aux", 1, 2, 1, 0, "1f1b", 1});
+  if (n == 4) out.push_back({"llama-moe-aux", 2, 2, 1, 0, "1f1b", 1});
+  if (n == 4) out.push_back({"llama-moe", 1, 2, 2, 1, "gpipe", 2, "tp-dp-pp", {}, "selective"});
+  if (n == 4) out.push_back({"llama-moe-cap", 1, 1, 4, 2, "1f1b", 1});
+  if (n == 8) out.push_back({"llama-moe-aux", 2, 2, 2, 1, "1f1b", 1, "tp-dp-pp", {}, "full"});
   // FEAST_EQUIVALENCE_CASES=TEXT keeps the cases whose description holds TEXT (while working on one).
   if (const char* only = std::getenv("FEAST_EQUIVALENCE_CASES"))
     std::erase_if(out, [&](const Case& k) { return describe(k).find(only) == std::string::npos; });
