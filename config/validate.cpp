@@ -105,7 +105,8 @@ void validate_moe(const Config& c) {
                                                       c.where("model.moe.n_shared_experts") +
                                                       "); set n_shared_experts or remove shared_expert_gate");
   auto refuse = [&](const std::string& key, const std::string& what, const std::string& fix) {
-    fail(c.where(key), what + " cannot run with mixture-of-experts blocks (" + experts + "): " + fix);
+    fail(c.where(key), what + " cannot run with mixture-of-experts blocks (model.moe.n_experts = " +
+                           std::to_string(moe.n_experts) + ", " + c.where("model.moe.n_experts") + "): " + fix);
   };
   if (c.lora.enabled())
     refuse("lora.rank", "LoRA (lora.rank = " + std::to_string(c.lora.rank) + ")",

@@ -15,7 +15,11 @@ namespace feast {
 // reports.
 double matmul_parameters(const ModelConfig& config);
 
-// 6 N + 6 L T C: training FLOPs per token at sequence length T.
+// Of those, the ones a token's products use: a mixture of experts' token passes through top_k of
+// its n_experts experts (and the router and shared experts), so the others' are left out.
+double active_matmul_parameters(const ModelConfig& config);
+
+// 6 N + 6 L T C: training FLOPs per token at sequence length T, N the active parameters.
 double training_flops_per_token(const ModelConfig& config, int seq_len);
 // Under LoRA (lora.enabled()): the frozen model's products run forward and for the input
 // gradient only, 4 N, and the adapters' (A x, then B of it) all three ways, 6 per adapter

@@ -10,7 +10,8 @@
 #   train      20 steps of a small GPT-2 and a small Llama on the GPU and on the CPU from the same
 #              initialisation and data: fp32 losses within 1e-4 relative, bf16 within 2e-2; and a
 #              small Llama with LoRA adapters on every product over the frozen model, likewise, and
-#              over the model quantized to NF4 (QLoRA)
+#              over the model quantized to NF4 (QLoRA); with document masks; and as a mixture of
+#              experts (dropless, then with a capacity)
 #   multirank  4 ranks sharing the GPU (tp 2 x pp 2, with and without sequence parallelism, and
 #              with the zero-bubble schedule in fp32; interleaved 1F1B at pp 2 with 2 chunks per stage
 #              in fp32 and bf16; MPI with device buffers staged through host
@@ -220,6 +221,23 @@ train() {
     for dtype in fp32 bf16; do
       gpu_run $arch $dtype "$arch-docs-cuda-$dtype" "${docs[@]}" || return 1
       losses_agree "$state/runs/$arch-docs-cpu" "$state/runs/$arch-docs-cuda-$dtype" "$(tolerance $dtype)" || ok=1
+    done
+  done
+  # Mixtures of experts: the router kernel (softmax, top-k, column sums), the gather and
+  # weighted combine of each expert's rows around its cuBLAS products, Qwen2-MoE's gated shared
+  # expert, the load-balancing and z-losses' gradients; then with a capacity that drops choices.
+  local moe=(--set model.moe.n_experts=8 --set model.moe.top_k=2 --set model.moe.intermediate_size=128
+             --set model.moe.n_shared_experts=1 --set model.moe.shared_expert_gate=true
+             --set model.moe.aux_loss_coef=0.01 --set model.moe.z_loss_coef=0.001)
+  for variant in moe moe-capacity; do
+    extra=()
+    [ $variant = moe-capacity ] && extra=(--set model.moe.capacity_factor=1.0)
+    # shellcheck disable=SC2046
+    "$trainer" configs/demo.toml $(small_model llama) --set logging.interval=1 "${moe[@]}" "${extra[@]}" \
+      --set logging.dir="$state/runs/llama-$variant-cpu" --set checkpoint.resume=never || return 1
+    for dtype in fp32 bf16; do
+      gpu_run llama $dtype "llama-$variant-cuda-$dtype" "${moe[@]}" "${extra[@]}" || return 1
+      losses_agree "$state/runs/llama-$variant-cpu" "$state/runs/llama-$variant-cuda-$dtype" "$(tolerance $dtype)" || ok=1
     done
   done
   return $ok

@@ -314,6 +314,47 @@ TEST(ConfigErrors, LoraKeys) {
             (std::vector<std::string>{"q", "v"}));
 }
 
+// [model.moe]: top_k beyond the experts, no block left MoE, keys of a dense model, another family,
+// and what MoE blocks cannot run with, each refused naming the keys and their lines.
+TEST(ConfigErrors, MoeKeys) {
+  const std::string llama = "[model]\narch = \"llama\"\n[model.moe]\nn_experts = 4\n";
+  struct Case {
+    std::string text, expected;
+  };
+  const std::vector<Case> cases = {
+      {llama + "top_k = 5\n", 
+       "demo.toml:5: model.moe.top_k = 5 experts per token, but model.moe.n_experts = 4 (demo.toml:4); choose top_k <= "
+       "n_experts"},
+      {llama + "every = 5\n", 
+       "demo.toml:5: model.moe.every = 5 makes block l MoE when (l + 1) % every == 0, and none of the "
+       "model.n_layer = 4 blocks is; choose every <= n_layer"},
+      {"[model]\narch = \"llama\"\n[model.moe]\ntop_k = 1\n", 
+       "demo.toml:4: model.moe.top_k = 1 configures mixture-of-experts blocks, but model.moe.n_experts = 0 "
+       "(default): the model is dense; set model.moe.n_experts or remove model.moe.top_k"},
+      {"[model.moe]\nn_experts = 4\n", 
+       "demo.toml:2: model.moe.n_experts = 4 applies to model.arch = \"llama\", but model.arch = \"gpt2\" "
+       "(default); remove it or set model.arch = \"llama\""},
+      {llama + "shared_expert_gate = true\n", 
+       "demo.toml:5: model.moe.shared_expert_gate = true gates the shared experts, but "
+       "model.moe.n_shared_experts = 0 (default); set n_shared_experts or remove shared_expert_gate"},
+      {llama + "[lora]\nrank = 8\n", 
+       "demo.toml:6: LoRA (lora.rank = 8) cannot run with mixture-of-experts blocks (model.moe.n_experts = 4, "
+       "demo.toml:4): fine-tune every weight (lora.rank = 0)"},
+      {llama + "[parallel]\ntp = 2\nsequence_parallel = true\n", 
+       "demo.toml:7: parallel.sequence_parallel = true cannot run with mixture-of-experts blocks "
+       "(model.moe.n_experts = 4, demo.toml:4): the router needs every token of the micro-batch on each "
+       "tensor-parallel rank; remove it"},
+      {llama + "[parallel]\ncp = 2\n", 
+       "demo.toml:6: parallel.cp = 2 cannot run with mixture-of-experts blocks (model.moe.n_experts = 4, "
+       "demo.toml:4): the load-balancing loss is over whole micro-batches; set parallel.cp = 1"},
+      {llama + "[parallel]\npp = 2\nschedule = \"zero-bubble\"\n", 
+       "demo.toml:7: parallel.schedule = \"zero-bubble\" cannot run with mixture-of-experts blocks "
+       "(model.moe.n_experts = 4, demo.toml:4): its blocks run whole backwards in one chunk per stage; use "
+       "\"1f1b\" or \"gpipe\""},
+  };
+  for (const Case& c : cases) EXPECT_EQ(error_of(c.text), c.expected) << c.text;
+}
+
 TEST(ConfigErrors, DocumentMaskKeys) {
   // Ring attention has no document boundaries; the end-of-text id must be a token of the model.
   EXPECT_EQ(error_of("[data]\ntrain = \"t.bin\"\ndocument_mask = true\n[parallel]\ncp = 2\n"),
