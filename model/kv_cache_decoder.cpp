@@ -12,6 +12,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/rmsnorm.h"
 #include "backend/cpu/rope.h"
+#include "backend/cpu/moe.h"
 #include "backend/cpu/swiglu.h"
 #include "model/rope.h"
 #include "backend/scalar_math.h"
@@ -50,6 +51,16 @@ KvCacheDecoder::KvCacheDecoder(const ModelConfig& config, const WeightSource& we
     L.fc_b = find(p + "mlp.fc.bias");
     L.out_w = find(p + "mlp.proj.weight");
     L.out_b = find(p + "mlp.proj.bias");
+    if (config.moe.is_moe_layer(l)) {
+      L.router = find(p + "mlp.router.weight");
+      for (int e = 0; e < config.moe.n_experts; ++e) {
+        L.expert_fc.push_back(find(p + "mlp.experts." + std::to_string(e) + ".fc.weight"));
+        L.expert_proj.push_back(find(p + "mlp.experts." + std::to_string(e) + ".proj.weight"));
+      }
+      L.shared_fc = find(p + "mlp.shared.fc.weight");
+      L.shared_proj = find(p + "mlp.shared.proj.weight");
+      L.shared_gate = find(p + "mlp.shared_gate.weight");
+    }
     layers_.push_back(L);
   }
   ln_f_ = norm_of("ln_f");
@@ -178,6 +189,11 @@ std::vector<float> KvCacheDecoder::forward(std::span<const int32_t> tokens) {
     linear(tmp_.data(), y_.data(), L.proj_w, L.proj_b, n, NH * hs, C);
     for (size_t k = 0; k < N * size_t(C); ++k) x_[k] += tmp_[k];
     norm(ln_.data(), x_.data(), L.ln_2, n);
+    if (L.router) {
+      moe(tmp_.data(), ln_.data(), L, n);
+      for (size_t k = 0; k < N * size_t(C); ++k) x_[k] += tmp_[k];
+      continue;
+    }
     linear(fc_.data(), ln_.data(), L.fc_w, L.fc_b, n, C, fc_width);
     if (swiglu)
       cpu::swiglu_forward(act_.data(), fc_.data(), n, I);
@@ -195,6 +211,42 @@ std::vector<float> KvCacheDecoder::forward(std::span<const int32_t> tokens) {
   std::vector<float> logits(size_t(c.vocab_size));
   linear(logits.data(), ln_.data(), lm_head_, nullptr, 1, C, c.vocab_size);
   return logits;
+}
+
+void KvCacheDecoder::moe(float* out, const float* inp, const Layer& L, int n) {
+  const ModelConfig& c = config_;
+  const int C = c.n_embd, E = c.moe.n_experts, k = c.moe.top_k, Ie = c.expert_width(), Is = c.shared_expert_width();
+  const size_t experts = static_cast<size_t>(E), choices = static_cast<size_t>(k), widest = static_cast<size_t>(std::max(Ie, Is));
+  std::vector<float> logits(experts), probs(experts), weight(choices), prob_sum(experts), y(static_cast<size_t>(C));
+  std::vector<float> fc(2 * widest), act(widest);
+  float lse = 0;
+  std::vector<int32_t> expert(choices);
+  // One SwiGLU MLP of width I on row x, added to o scaled by s.
+  auto swiglu_mlp = [&](float* o, const float* x, const float* fc_w, const float* proj_w, int I, float s) {
+    linear(fc.data(), x, fc_w, nullptr, 1, C, 2 * I);
+    cpu::swiglu_forward(act.data(), fc.data(), 1, I);
+    linear(y.data(), act.data(), proj_w, nullptr, 1, I, C);
+    for (int i = 0; i < C; ++i) o[i] += s * y[size_t(i)];
+  };
+  for (int r = 0; r < n; ++r) {
+    const float* x = inp + size_t(r) * size_t(C);
+    float* o = out + size_t(r) * size_t(C);
+    std::fill(o, o + C, 0.0f);
+    linear(logits.data(), x, L.router, nullptr, 1, C, E);
+    cpu::moe_route(probs.data(), &lse, expert.data(), weight.data(), prob_sum.data(), logits.data(), 1, E, k,
+                   c.moe.norm_topk_prob);
+    for (int j = 0; j < k; ++j)
+      swiglu_mlp(o, x, L.expert_fc[size_t(expert[size_t(j)])], L.expert_proj[size_t(expert[size_t(j)])], Ie,
+                 weight[size_t(j)]);
+    if (!L.shared_fc) continue;
+    float gate = 1.0f;
+    if (L.shared_gate) {
+      float g = 0;
+      linear(&g, x, L.shared_gate, nullptr, 1, C, 1);
+      cpu::moe_shared_gate(&gate, &g, 1);
+    }
+    swiglu_mlp(o, x, L.shared_fc, L.shared_proj, Is, gate);
+  }
 }
 
 }  // namespace feast

@@ -61,7 +61,14 @@ class KvCacheDecoder {
     const float *proj_w = nullptr, *proj_b = nullptr;  // (C, NH hs), (C)
     const float *fc_w = nullptr, *fc_b = nullptr;      // (I or 2I, C), (I)
     const float *out_w = nullptr, *out_b = nullptr;    // mlp.proj: (C, I), (C)
+    // A mixture-of-experts block's (fc_w null): the router (E, C), each expert's fc (2 Ie, C) and
+    // proj (C, Ie), the shared experts' fc and proj and their gate (1, C), if any.
+    const float* router = nullptr;
+    std::vector<const float*> expert_fc, expert_proj;
+    const float *shared_fc = nullptr, *shared_proj = nullptr, *shared_gate = nullptr;
   };
+  // out (n, C) = layer L's mixture of experts on inp (n, C), computed token by token.
+  void moe(float* out, const float* inp, const Layer& L, int n);
 
   // out (n, OC) = inp (n, K) weight^T + bias: one GEMM for a prefill, a GEMV for one token.
   void linear(float* out, const float* inp, const float* w, const float* b, int n, int K, int OC) const;

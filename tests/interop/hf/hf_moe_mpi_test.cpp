@@ -7,6 +7,7 @@
 //  - 5 AdamW steps (lr 1e-3) with transformers' load-balancing loss (router_aux_loss_coef with
 //    output_router_logits): the cross-entropy, the aux loss and the gradient norm of each step
 //    within 1e-4;
+//  - trainer generate's cached decoder, token by token: every position's logits within 1e-4;
 //  - export then import: every tensor of the original folder with its values, config.json read
 //    back to the same [model], and the re-imported parameters bit for bit.
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,7 +25,10 @@
 #include "comm/mpi_world.h"
 #include "core/log.h"
 #include "data/shard.h"
+#include "interop/hf/hf_weights.h"
 #include "interop/hf/safetensors_model.h"
+#include "model/architecture.h"
+#include "model/kv_cache_decoder.h"
 #include "model/decoder_stage.h"
 #include "tests/model/fixture.h"
 #include "tests/support/mpi_test_support.h"
@@ -200,6 +205,37 @@ TEST_P(MoeModels, ExportThenReimportIsBitForBit) {
     EXPECT_EQ(std::vector<float>(st.params.as<float>(), st.params.as<float>() + st.params.numel), first)
         << "re-importing the export changed parameters";
   }
+}
+
+// trainer generate's key/value-cache decoder, one token at a time: every position's logits of the
+// four reference sequences, as transformers gives them for the whole sequence.
+TEST_P(MoeModels, CachedDecodingGivesTransformersLogits) {
+  if (world_rank() != 0) return;  // generation runs on one process
+  const std::string model = GetParam();
+  const Config c = parse_config("", "hf_moe_mpi_test", {"model.init_from=\"" + kFixtures + "/" + model + "\""});
+  const SafetensorsModel weights(c.model.init_from);
+  const LogicalTensorSource logical = hf_logical_tensors(weights, c.model);
+  const ParamTable table = decoder_param_table(c.model);
+  KvCacheDecoder decoder(c.model, [&](const std::string& name, std::span<const int64_t>, float* out) {
+    const std::vector<float> v = logical(table.at(name));
+    std::copy(v.begin(), v.end(), out);
+  });
+  const testing::FixtureArray& tokens = ref(model, "tokens");
+  const testing::FixtureArray& want = ref(model, "logits");
+  const int T = 16, V = c.model.vocab_size;
+  double worst = 0;
+  for (int s = 0; s < 4; ++s) {
+    decoder.reset();
+    for (int t = 0; t < T; ++t) {
+      const int32_t id = int32_t(tokens.data[size_t(s * (T + 1) + t)]);
+      const std::vector<float> logits = decoder.forward(std::span(&id, 1));
+      for (int v = 0; v < V; ++v) {
+        const double w = want.data[(size_t(s * T + t)) * size_t(V) + size_t(v)];
+        worst = std::max(worst, std::abs(logits[size_t(v)] - w) / std::max(1.0, std::abs(w)));
+      }
+    }
+  }
+  EXPECT_LT(worst, 1e-4) << model << ": the cached decoder's logits differ from transformers'";
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, MoeModels, ::testing::Values("mixtral-tiny", "qwen2-moe-tiny"),
