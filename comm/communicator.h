@@ -88,6 +88,17 @@ class Communicator {
     throw Error("alltoall on group '" + name() + "': this communicator does not implement it");
   }
 
+  // The same with blocks of any size (MPI_Alltoallv): send holds size() blocks, block q of
+  // send_counts[q] elements going to rank q; recv receives rank q's block for this rank, of
+  // recv_counts[q] elements, as its block q (blocks packed in rank order). Every rank's
+  // send_counts[q] must equal rank q's recv_counts for it: exchange the counts first (alltoall).
+  // Throws, naming the group, where not implemented.
+  virtual WorkHandle alltoallv(const void* send, std::span<const size_t> send_counts, void* recv,
+                               std::span<const size_t> recv_counts, DType dtype, const CollectiveOptions& opts = {}) {
+    (void)send, (void)send_counts, (void)recv, (void)recv_counts, (void)dtype, (void)opts;
+    throw Error("alltoallv on group '" + name() + "': this communicator does not implement it");
+  }
+
   // Point-to-point with a peer given as a rank of this group; tags keep micro-batches apart.
   virtual WorkHandle send(const void* data, size_t count, DType dtype, int peer, int tag) = 0;
   virtual WorkHandle recv(void* data, size_t count, DType dtype, int peer, int tag) = 0;

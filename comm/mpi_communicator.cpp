@@ -445,6 +445,47 @@ WorkHandle MpiCommunicator::alltoall(const void* send, void* recv, size_t count_
   return work;
 }
 
+WorkHandle MpiCommunicator::alltoallv(const void* send, std::span<const size_t> send_counts, void* recv,
+                                      std::span<const size_t> recv_counts, DType dtype,
+                                      const CollectiveOptions& opts) {
+  size_t sent = 0, received = 0;
+  for (size_t c : send_counts) sent += c;
+  for (size_t c : recv_counts) received += c;
+  const std::string what = describe("alltoallv of " + amount(sent, dtype) + " out, " + amount(received, dtype) + " in");
+  FEAST_CHECK(send_counts.size() == size_t(size_) && recv_counts.size() == size_t(size_),
+              what << ": counts for " << send_counts.size() << " and " << recv_counts.size() << " ranks, the group has "
+                   << size_);
+  FEAST_CHECK(send != recv || (sent == 0 && received == 0), what << ": send and recv must be different buffers");
+  // Every block point to point (in pieces of int counts), under a tag of its own, the largest
+  // every MPI allows: MPI_Alltoallv's int displacements would limit a rank's whole exchange to
+  // 2^31 elements, and which ranks exceed that no rank can tell alone. Pieces between two ranks
+  // arrive in the order they were posted.
+  constexpr int kTag = 32767;
+  auto work = std::make_unique<MpiWork>(Kind::kCollective, what, timeout_for(opts), world_ranks_);
+  size_t so = 0, ro = 0;
+  for (size_t q = 0; q < size_t(size_); ++q) {
+    if (int(q) == rank_) {
+      if (send_counts[q] > 0) std::memcpy(at(recv, ro, dtype), at(send, so, dtype), send_counts[q] * dtype_size(dtype));
+    } else {
+      if (recv_counts[q] > 0)
+        in_pieces(recv_counts[q], max_count_, [&](size_t offset, int m) {
+          MPI_Request r;
+          FEAST_MPI_CHECK(MPI_Irecv(at(recv, ro + offset, dtype), m, to_mpi(dtype), int(q), kTag, comm_, &r));
+          work->add(r);
+        });
+      if (send_counts[q] > 0)
+        in_pieces(send_counts[q], max_count_, [&](size_t offset, int m) {
+          MPI_Request r;
+          FEAST_MPI_CHECK(MPI_Isend(at(send, so + offset, dtype), m, to_mpi(dtype), int(q), kTag, comm_, &r));
+          work->add(r);
+        });
+    }
+    so += send_counts[q];
+    ro += recv_counts[q];
+  }
+  return work;
+}
+
 std::string MpiCommunicator::describe_p2p(const char* op, const char* direction, size_t count, DType dtype, int peer,
                                           int tag) const {
   const std::string what = describe(std::string(op) + " of " + amount(count, dtype) + " " + direction + " rank " +

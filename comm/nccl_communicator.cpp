@@ -247,6 +247,29 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
+  WorkHandle alltoallv(const void* send, std::span<const size_t> send_counts, void* recv,
+                       std::span<const size_t> recv_counts, DType dtype, const CollectiveOptions& opts = {}) override {
+    const size_t sent = std::accumulate(send_counts.begin(), send_counts.end(), size_t{0});
+    const size_t received = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
+    if (!on_device(send, recv, sent > 0 && received > 0))
+      return host_->alltoallv(send, send_counts, recv, recv_counts, dtype, opts);
+    const ncclDataType_t t = nccl_type(dtype);
+    const size_t elem = dtype_size(dtype);
+    return enqueue(subject("alltoallv", sent, dtype), opts, [&] {
+      // One group of sends and receives, every peer's block at its offset: NCCL runs them together.
+      NcclGroup group(lib_);
+      size_t so = 0, ro = 0;
+      for (int q = 0; q < size(); ++q) {
+        const size_t s = send_counts[size_t(q)], r = recv_counts[size_t(q)];
+        if (s > 0) FEAST_NCCL_ISSUE(lib_, Send(static_cast<const char*>(send) + so * elem, s, t, q, comm_, stream_));
+        if (r > 0) FEAST_NCCL_ISSUE(lib_, Recv(static_cast<char*>(recv) + ro * elem, r, t, q, comm_, stream_));
+        so += s;
+        ro += r;
+      }
+      group.end();
+    });
+  }
+
   WorkHandle send(const void* data, size_t count, DType dtype, int peer, int tag) override {
     if (!on_device(data)) return host_->send(data, count, dtype, peer, tag);
     check_peer(peer, "send");

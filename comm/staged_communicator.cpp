@@ -169,6 +169,15 @@ WorkHandle StagedCommunicator::alltoall(const void* send, void* recv, size_t cou
   return staging.finish(inner_->alltoall(s, r, count_per_rank, dtype, opts));
 }
 
+WorkHandle StagedCommunicator::alltoallv(const void* send, std::span<const size_t> send_counts, void* recv,
+                                         std::span<const size_t> recv_counts, DType dtype,
+                                         const CollectiveOptions& opts) {
+  Staging staging(memory_, device_);
+  const void* s = staging.input(send, total(send_counts) * dtype_size(dtype));
+  void* r = staging.result(recv, total(recv_counts) * dtype_size(dtype), false);
+  return staging.finish(inner_->alltoallv(s, send_counts, r, recv_counts, dtype, opts));
+}
+
 WorkHandle StagedCommunicator::send(const void* data, size_t count, DType dtype, int peer, int tag) {
   Staging staging(memory_, device_);
   const void* d = staging.input(data, count * dtype_size(dtype));

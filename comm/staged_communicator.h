@@ -48,6 +48,8 @@ class StagedCommunicator final : public Communicator {
   WorkHandle broadcast(void* data, size_t count, DType dtype, int root, const CollectiveOptions& opts = {}) override;
   WorkHandle alltoall(const void* send, void* recv, size_t count_per_rank, DType dtype,
                       const CollectiveOptions& opts = {}) override;
+  WorkHandle alltoallv(const void* send, std::span<const size_t> send_counts, void* recv,
+                       std::span<const size_t> recv_counts, DType dtype, const CollectiveOptions& opts = {}) override;
   WorkHandle send(const void* data, size_t count, DType dtype, int peer, int tag) override;
   WorkHandle recv(void* data, size_t count, DType dtype, int peer, int tag) override;
   void barrier() override { inner_->barrier(); }

@@ -400,5 +400,28 @@ TEST_P(Mpi, AlltoallDeliversEachRanksBlock) {
   EXPECT_THROW(world->alltoall(same.data(), same.data(), 1, DType::kInt32), Error);  // no in-place form
 }
 
+// Rank r sends r + q + 1 elements to rank q, each q * 1000 + r * 10 + k: every block arrives
+// whole, at its place, from its sender; empty blocks (rank 0's to itself below) cost nothing.
+TEST_P(Mpi, AlltoallvDeliversBlocksOfAnySize) {
+  auto count = [](int from, int to) { return from == 0 && to == 0 ? size_t{0} : size_t(from + to + 1); };
+  std::vector<size_t> send_counts(n), recv_counts(n);
+  std::vector<int32_t> send;
+  for (int q = 0; q < n; ++q) {
+    send_counts[size_t(q)] = count(me, q);
+    recv_counts[size_t(q)] = count(q, me);
+    for (size_t k = 0; k < send_counts[size_t(q)]; ++k) send.push_back(q * 1000 + me * 10 + int32_t(k));
+  }
+  size_t total = 0;
+  for (size_t c : recv_counts) total += c;
+  std::vector<int32_t> recv(total, -1);
+  world->alltoallv(send.data(), send_counts, recv.data(), recv_counts, DType::kInt32)->wait();
+  size_t at = 0;
+  for (int r = 0; r < n; ++r)
+    for (size_t k = 0; k < recv_counts[size_t(r)]; ++k, ++at)
+      ASSERT_EQ(recv[at], me * 1000 + r * 10 + int32_t(k)) << "block from rank " << r << ", element " << k;
+  std::vector<int32_t> same(total + send.size());
+  EXPECT_THROW(world->alltoallv(same.data(), send_counts, same.data(), recv_counts, DType::kInt32), Error);
+}
+
 }  // namespace
 }  // namespace feast

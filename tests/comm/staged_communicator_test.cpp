@@ -165,6 +165,13 @@ class HostOnlyCommunicator final : public Communicator {
     reached("alltoall", {{send, bytes}, {recv, bytes}});
     return inner_->alltoall(send, recv, count_per_rank, dtype, opts);
   }
+  WorkHandle alltoallv(const void* send, std::span<const size_t> send_counts, void* recv,
+                       std::span<const size_t> recv_counts, DType dtype, const CollectiveOptions& opts) override {
+    const size_t out = std::accumulate(send_counts.begin(), send_counts.end(), size_t{0});
+    const size_t in = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
+    reached("alltoallv", {{send, out * dtype_size(dtype)}, {recv, in * dtype_size(dtype)}});
+    return inner_->alltoallv(send, send_counts, recv, recv_counts, dtype, opts);
+  }
   WorkHandle send(const void* data, size_t count, DType dtype, int peer, int tag) override {
     reached("send", {{data, count * dtype_size(dtype)}});
     return inner_->send(data, count, dtype, peer, tag);
@@ -478,6 +485,35 @@ TYPED_TEST(StagedMoved, Alltoall) {
       if (from == Where::kHost && to == Where::kHost) {
         EXPECT_EQ(this->mpi->last_buffers(), (std::vector<const void*>{send.data(), recv.data()}));
       }
+    }
+}
+
+// Blocks of any size: rank s sends s + d + 1 elements to rank d, element k being
+// s * 16 + d * 4 + k + 1, from and to each kind of memory.
+TYPED_TEST(StagedMoved, Alltoallv) {
+  using T = TypeParam;
+  const int ranks = this->n, rank = this->me;
+  std::vector<size_t> send_counts(static_cast<size_t>(ranks)), recv_counts(static_cast<size_t>(ranks));
+  std::vector<T> expected;
+  size_t out = 0;
+  for (int q = 0; q < ranks; ++q) {
+    send_counts[size_t(q)] = size_t(rank + q + 1);
+    recv_counts[size_t(q)] = size_t(q + rank + 1);
+    out += send_counts[size_t(q)];
+    for (size_t k = 0; k < recv_counts[size_t(q)]; ++k) expected.push_back(as<T>(q * 16 + rank * 4 + int(k) + 1));
+  }
+  for (Where from : kBoth)
+    for (Where to : kBoth) {
+      SCOPED_TRACE(std::string("send on the ") + name_of(from) + ", recv on the " + name_of(to));
+      this->device.reset();
+      std::span<T> send = this->buffer(from, out, T{});
+      size_t at = 0;
+      for (int q = 0; q < ranks; ++q)
+        for (size_t k = 0; k < send_counts[size_t(q)]; ++k) send[at++] = as<T>(rank * 16 + q * 4 + int(k) + 1);
+      std::span<T> recv = this->buffer(to, expected.size(), as<T>(-1));
+      this->comm->alltoallv(send.data(), send_counts, recv.data(), recv_counts, dtype_in_test<T>())->wait();
+      EXPECT_EQ(values(recv), expected);
+      EXPECT_EQ(this->device.copies(), std::make_pair(on_device(from), on_device(to)));
     }
 }
 
