@@ -27,6 +27,9 @@ struct ParallelConfig {
   // Context-parallel degree: cp ranks share each sequence, attention as a ring
   // (model/context_parallel.h).
   int cp = 1;
+  // Expert-parallel degree: each mixture-of-experts block's experts divided over ep consecutive
+  // data-parallel ranks, tokens sent to their experts' ranks by all-to-all (model/layers/moe.h).
+  int ep = 1;
   std::string order = "tp-dp-pp";  // rank-numbering axes, innermost first
   int zero_stage = 1;         // 0 all-reduce, 1 shard optimizer state, 2 also gradients, 3 also parameters
   int micro_batch_size = 4;   // sequences per micro-batch on one rank

@@ -220,6 +220,17 @@ const std::vector<KeyDesc>& keys() {
        "summed, and ZeRO shards, over dp * cp ranks. Needs `training.seq_len` divisible by 2cp (and "
        "by tp * cp with `sequence_parallel`); not with `dp_sync = \"parameter-server\"`. The results "
        "equal those of cp = 1 up to float rounding"},
+      {FEAST_KEY(parallel, ep), at_least(1), "expert-parallel degree: ranks sharing each MoE block's experts",
+       "expert-parallel degree (model.moe): each mixture-of-experts block's experts are divided over ep "
+       "consecutive data-parallel ranks (an ep group inside each tensor-parallel and pipeline coordinate, "
+       "as Megatron-LM and torchtitan form it), each computing its n_experts / ep experts for the tokens "
+       "of all ep ranks: every MoE block sends each expert's tokens to its rank and the outputs back by "
+       "all-to-all with variable counts (the counts exchanged first), forward and backward. Every rank "
+       "keeps every expert's weights (the gradients of the experts it does not run are zero, and the "
+       "data-parallel reduction sums each expert's over the ranks that ran it), so the results equal "
+       "those of ep = 1 up to float rounding; the experts' memory is not divided (docs/moe.md). Must "
+       "divide `model.moe.n_experts` and the data-parallel degree", nullptr,
+       ">= 1, divides `model.moe.n_experts` and `parallel.dp`"},
       {FEAST_KEY(parallel, order), one_of(axis_orders()), "rank-numbering axes, innermost first",
        "rank numbering, innermost axis first: the default puts a tensor-parallel group on consecutive "
        "ranks (one node), then data-parallel replicas, then pipeline stages. The context-parallel axis "

@@ -41,6 +41,11 @@ LayoutPlan plan_layout(const Config& c, int world_size) {
     throw ConfigError("parallel.tp = " + n(tp) + " does not divide the MLP width " + n(m.mlp_width()) +
                       (m.intermediate_size > 0 ? " (model.intermediate_size)" : " (the family's default width)") +
                       " (" + c.where("parallel.tp") + ")" + choose);
+  if (m.moe.enabled() && (m.expert_width() % tp != 0 || m.shared_expert_width() % tp != 0))
+    throw ConfigError("parallel.tp = " + n(tp) + " does not divide the experts' width " + n(m.expert_width()) +
+                      (m.shared_expert_width() > 0 ? " or the shared experts' " + n(m.shared_expert_width()) : "") +
+                      " (model.moe.intermediate_size, model.moe.shared_intermediate_size): tensor parallelism "
+                      "splits every expert like the MLP (" + c.where("parallel.tp") + ")");
   if (m.padded_vocab() % tp != 0)
     throw ConfigError("parallel.tp = " + n(tp) + " does not divide the padded vocabulary " + n(m.padded_vocab()) +
                       " (model.vocab_size = " + n(m.vocab_size) + " rounded up to a multiple of 128)" + choose);
@@ -91,6 +96,11 @@ LayoutPlan plan_layout(const Config& c, int world_size) {
                         c.where("parallel.virtual_stages") + "): interleaving cuts every stage into " + n(v) +
                         " equal chunks");
   const int dp = p.dp ? p.dp : world_size / span;
+  if (dp % p.ep != 0)
+    throw ConfigError("parallel.ep = " + n(p.ep) + " does not divide the data-parallel degree " + n(dp) +
+                      (p.dp ? " (parallel.dp at " + c.where("parallel.dp") + ")" : " (world / (tp * pp))") +
+                      ": expert-parallel groups are ep consecutive data-parallel ranks (parallel.ep at " +
+                      c.where("parallel.ep") + "); launch a multiple of ep data-parallel replicas or change parallel.ep");
   LayoutPlan plan{ParallelLayout(tp, pp, dp, p.order, cp), c.micro_batches_per_rank(dp), std::move(stage_layers),
                   parse_schedule_kind(p.schedule), v};
   if (v > 1 && plan.micro_batches % pp != 0)

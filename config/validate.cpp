@@ -80,6 +80,15 @@ void validate_lora(const Config& c) {
 // The mixture-of-experts keys against each other and against what MoE blocks cannot run with.
 void validate_moe(const Config& c) {
   const MoeConfig& moe = c.model.moe;
+  if (c.parallel.ep > 1 && !moe.enabled())
+    fail(c.where("parallel.ep"), "parallel.ep = " + std::to_string(c.parallel.ep) + " divides a mixture of experts' "
+                                 "experts over ranks, but model.moe.n_experts = 0 (" + c.where("model.moe.n_experts") +
+                                 "): the model is dense; remove parallel.ep or set model.moe.n_experts");
+  if (moe.enabled() && moe.n_experts % c.parallel.ep != 0)
+    fail(c.where("parallel.ep"), "parallel.ep = " + std::to_string(c.parallel.ep) + " does not divide "
+                                 "model.moe.n_experts = " + std::to_string(moe.n_experts) + " (" +
+                                 c.where("model.moe.n_experts") + "): every expert-parallel rank runs as many "
+                                 "experts; choose an ep that divides n_experts");
   if (!moe.enabled()) {
     static const Config defaults;
     Config current = c, reference = defaults;

@@ -112,7 +112,8 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
                     !lora.enabled(),
                 "mixture-of-experts blocks run with one model chunk per stage, whole backwards, no sequence or "
                 "context parallelism and no LoRA");
-    moe_ = std::make_unique<MoeRecorder>(config.moe, shape.slots, config.moe_layers(), local_moe_layers);
+    moe_ = std::make_unique<MoeRecorder>(config.moe, shape.slots, config.moe_layers(), local_moe_layers, shape.ep,
+                                         shape.ep_rank);
     moe_outgoing_.resize(size_t(shape.slots));
     moe_sends_.resize(size_t(shape.slots));
   }
@@ -166,14 +167,18 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   if (arch_.mlp == MlpKind::kSwiGlu) scratch_.dact = take(dt, rows * size_t(Il));
   if (local_moe_layers > 0) {
     const size_t E = size_t(config.moe.n_experts), Nk = rows * size_t(config.moe.top_k);
-    const size_t Ie = size_t(config.expert_width() / t);
+    const size_t Ie = size_t(config.expert_width() / t), R = Nk * size_t(shape.ep);
     MoeScratch& m = scratch_.moe;
     m.logits = take(dt, rows * E);
     m.prob_sum = take(DType::kFloat32, E);
     m.rows = take(dt, Nk * size_t(C));
     m.drows = take(dt, Nk * size_t(C));
-    m.dact = take(dt, Nk * Ie);
-    m.dpre = take(dt, Nk * 2 * Ie);
+    m.dact = take(dt, R * Ie);
+    m.dpre = take(dt, R * 2 * Ie);
+    if (shape.ep > 1) {
+      m.exchange_a = take(dt, R * size_t(C));
+      m.exchange_b = take(dt, R * size_t(C));
+    }
     m.dweight = take(DType::kFloat32, Nk);
     m.dprob = take(DType::kFloat32, E);
     m.part = take(dt, NC);

@@ -46,6 +46,8 @@ struct StageShape {
   // data.document_mask: every stage reads each micro-batch's positions of its tokens within
   // their documents (AttentionShape::positions), which the data loader derives.
   bool document_masks = false;
+  // parallel.ep: this rank is ep_rank of the ep ranks sharing each MoE block's experts.
+  int ep = 1, ep_rank = 0;
 };
 
 class DecoderStage final : public PipelineStage {
@@ -94,6 +96,12 @@ class DecoderStage final : public PipelineStage {
   void backward_weight(int slot, int B, int T) override;
   double take_tp_comm_seconds() override { return tp_.take_seconds(); }
   MoeStepTotals take_moe_step() override { return moe_ ? moe_->take_step() : MoeStepTotals{}; }
+  double take_ep_comm_seconds() override { return moe_ ? moe_->take_exchange_seconds() : 0.0; }
+  // Expert parallelism (shape.ep > 1): the group of the ep ranks sharing the experts, which the
+  // MoE blocks' all-to-all exchanges run on (model/layers/moe.h).
+  void set_expert_group(Communicator* group) {
+    if (moe_) moe_->set_expert_group(group);
+  }
   // A mixture-of-experts model over more than one pipeline stage: the load-balancing loss of a
   // micro-batch needs every block's counts of choices (MoeRecorder). Its sums travel with the
   // micro-batch, forward stage by stage, and the whole model's come back with its gradients,

@@ -141,6 +141,8 @@ class PipelineStage {
   virtual double take_tp_comm_seconds() = 0;
   // What context parallelism's attention ring moved and waited for since the last call.
   virtual RingTraffic take_ring_traffic() = 0;
+  // Seconds spent in expert parallelism's all-to-all exchanges since the last call.
+  virtual double take_ep_comm_seconds() { return 0; }
   // A mixture-of-experts model's step since the last call, as this stage saw it
   // (MoeRecorder::StepTotals: the auxiliary losses, the choices per expert of its blocks, the
   // dropped choices); empty for a dense model.

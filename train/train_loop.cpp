@@ -45,7 +45,7 @@ void write_tensorboard(TensorBoardWriter& tb, const StepMetrics& m) {
       {"train/grad_norm", m.grad_norm}, {"train/tokens_per_s", m.tokens_per_s},
       {"train/mfu", m.mfu},            {"time/step_s", s.total},
       {"time/compute_s", s.compute},   {"time/tp_comm_s", s.tp_comm},
-      {"time/cp_comm_s", s.cp_comm},
+      {"time/cp_comm_s", s.cp_comm},   {"time/ep_comm_s", s.ep_comm},
       {"time/pp_idle_s", s.pp_idle},   {"time/dp_comm_s", s.dp_comm},
       {"time/optimizer_s", s.optimizer}, {"time/data_s", s.data},
       {"time/other_s", s.other},       {"time/dp_reduce_s", s.dp_reduce},
@@ -127,6 +127,7 @@ TrainSummary train_in(const Config& config, const LayoutPlan& plan, std::unique_
   facts.pp = run.plan().layout.pp();
   facts.dp = run.plan().layout.dp();
   facts.cp = run.plan().layout.cp();
+  facts.ep = config.parallel.ep;
   facts.micro_batches = run.plan().micro_batches;
   facts.schedule = run.plan().schedule;
   facts.virtual_stages = run.plan().virtual_stages;

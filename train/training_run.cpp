@@ -98,6 +98,13 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
     const int pipeline = (me_.dp * layout.tp() + me_.tp) * layout.cp() + me_.cp;  // one color per pipeline
     moe_pipeline_ = w.split(pipeline, me_.pp, "moe-pp");
   }
+  // Expert parallelism: ep consecutive data-parallel ranks of one tensor-parallel and pipeline
+  // coordinate share the experts.
+  const int ep = config.parallel.ep;
+  if (ep > 1) {
+    const int group = ((me_.pp * layout.tp() + me_.tp) * layout.cp() + me_.cp) * (layout.dp() / ep) + me_.dp / ep;
+    expert_group_ = w.split(group, me_.dp % ep, "ep");
+  }
   std::vector<std::string> hosts(1);
   if (w.size() > 1) {
     hosts = gather_host_names(w);
@@ -157,11 +164,14 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
                          plan_.schedule == ScheduleKind::kZeroBubble,
                          layout.cp(),
                          me_.cp,
-                         document_eos_ >= 0};
+                         document_eos_ >= 0,
+                         ep,
+                         me_.dp % ep};
   stage_ = std::make_unique<DecoderStage>(config.model, spec, shape, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr,
                                           layout.cp() > 1 ? groups_.cp.get() : nullptr, lora_spec(config));
   if (moe_pipeline_) static_cast<DecoderStage&>(*stage_).set_moe_pipeline(moe_pipeline_.get());
+  if (expert_group_) static_cast<DecoderStage&>(*stage_).set_expert_group(expert_group_.get());
   if (layout.cp() > 1) {
     whole_tokens_.resize(size_t(B) * size_t(tc.seq_len));
     whole_targets_.resize(whole_tokens_.size());
@@ -249,6 +259,9 @@ void TrainingRun::connect_gpus(const std::vector<std::string>& hosts) {
   request.dp_stays_on_mpi = config_.parallel.dp_sync == "parameter-server";
   request.pp_stays_on_mpi = plan_.schedule == ScheduleKind::kInterleaved;
   connect_gpu_groups(groups_, request);
+  // The experts' exchanges carry device rows: NCCL when parallel.backend asks for it, else MPI
+  // through host memory.
+  if (expert_group_) expert_group_ = connect_gpu_world(std::move(expert_group_), request);
 }
 
 void TrainingRun::import_initial_weights() {

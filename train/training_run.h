@@ -187,6 +187,8 @@ class TrainingRun {
   // A mixture-of-experts model over pipeline stages: this rank's pipeline as an MPI group, which
   // carries the load-balancing loss's sums (DecoderStage::set_moe_pipeline).
   std::unique_ptr<Communicator> moe_pipeline_;
+  // parallel.ep > 1: the ranks sharing this rank's experts (DecoderStage::set_expert_group).
+  std::unique_ptr<Communicator> expert_group_;
   // The step's MoE report from every rank's stage (one reduction over the world).
   MoeStepReport reduce_moe_step();
   std::unique_ptr<Backend> backend_;

@@ -34,6 +34,9 @@ struct MoeScratch {
   TensorView dshared;      // (N, C): d loss / d the shared experts' output
   TensorView dgate;        // (N) float32: d loss / d the shared experts' gate
   TensorView gate_logits;  // (N): the gate's logit, then its gradient
+  // Expert parallelism (R: the rows this rank's experts may take, ep N k): rows on their way to
+  // and from the experts' ranks, and in the experts' order. dact and dpre are then R rows.
+  TensorView exchange_a, exchange_b;  // (R, C) each
 };
 
 struct StageScratch {

@@ -1,13 +1,18 @@
 #include "model/layers/moe.h"
 
 #include <numeric>
+#include <utility>
+
+#include "core/timer.h"
 
 #include "core/error.h"
 
 namespace feast {
 
-MoeRecorder::MoeRecorder(const MoeConfig& moe, int slots, int layers, int local_layers)
-    : moe_(moe), layers_(layers), local_layers_(local_layers), slots_(size_t(slots)) {
+MoeRecorder::MoeRecorder(const MoeConfig& moe, int slots, int layers, int local_layers, int ep, int ep_rank)
+    : moe_(moe), layers_(layers), local_layers_(local_layers), ep_(ep), ep_rank_(ep_rank), slots_(size_t(slots)) {
+  FEAST_CHECK(ep >= 1 && moe.n_experts % ep == 0 && ep_rank >= 0 && ep_rank < ep,
+              "expert parallelism of " << ep << " over " << moe.n_experts << " experts");
   const size_t E = size_t(moe.n_experts);
   for (Slot& s : slots_) {
     s.requested.assign(E, 0);
@@ -118,7 +123,10 @@ MoeMlp::MoeMlp(const ModelConfig& config, const DecoderArch& arch, const LayerPa
                                     config.shared_expert_width());
     if (config.moe.shared_expert_gate) shared_gate_ = weight_and_bias(params.base, prefix + "shared_gate", false);
   }
-  const size_t N = rows, Nk = rows * size_t(k_), E = size_t(E_), k = size_t(k_);
+  const size_t N = rows, Nk = rows * size_t(k_), E = size_t(E_);
+  // The rows this rank's experts may take: its own tokens' choices, or under expert parallelism
+  // at most every ep rank's (all of them choosing this rank's experts).
+  const size_t R = Nk * size_t(recorder.ep());
   const DType dt = memory.dtype();
   probs_ = memory.take(true, DType::kFloat32, N * E);
   lse_ = memory.take(true, DType::kFloat32, N);
@@ -126,10 +134,15 @@ MoeMlp::MoeMlp(const ModelConfig& config, const DecoderArch& arch, const LayerPa
   weight_ = memory.take(true, DType::kFloat32, Nk);
   slot_ = memory.take(true, DType::kInt32, Nk);
   token_ = memory.take(true, DType::kInt32, Nk);
-  pre_ = memory.take(true, dt, Nk * 2 * size_t(width_));
-  act_ = memory.take(true, dt, Nk * size_t(width_));
+  pre_ = memory.take(true, dt, R * 2 * size_t(width_));
+  act_ = memory.take(true, dt, R * size_t(width_));
   out_ = memory.take(true, dt, Nk * size_t(C_));
-  (void)k;
+  if (recorder.ep() > 1) {
+    local_rows_ = memory.take(true, dt, R * size_t(C_));
+    to_experts_ = memory.take(true, DType::kInt32, R);
+    to_ranks_ = memory.take(true, DType::kInt32, R);
+    exchanges_.resize(size_t(memory.slots()));
+  }
   if (shared_) {
     shared_out_ = memory.take(true, dt, N * size_t(C_));
     gate_ = memory.take(true, DType::kFloat32, N);
@@ -176,22 +189,55 @@ void MoeMlp::forward(const LayerContext& ctx, int slot, const TensorView& x, con
   recorder_.add(slot, local_layer_, plan.requested, prob_sum, be.sum_of_squares(lse_[s].first(size_t(N))),
                 plan.dropped);
 
-  // The experts, each over its own rows.
-  const int F = 2 * width_;
-  be.moe_gather(sc.rows, x, token_[s], M, C_);
-  for (int e = 0; e < E_; ++e) {
-    const size_t r0 = size_t(plan.offsets[size_t(e)]), n = size_t(plan.rows[size_t(e)]);
-    if (n == 0) continue;
-    be.matmul_forward(pre_[s].slice(r0 * size_t(F), n * size_t(F)), sc.rows.slice(r0 * size_t(C_), n * size_t(C_)),
-                      weight_of(ctx, fc_[size_t(e)]), {}, int(n), C_, F);
-  }
-  be.swiglu_forward(act_[s], pre_[s], M, width_);
-  for (int e = 0; e < E_; ++e) {
-    const size_t r0 = size_t(plan.offsets[size_t(e)]), n = size_t(plan.rows[size_t(e)]);
-    if (n == 0) continue;
-    be.matmul_forward(out_[s].slice(r0 * size_t(C_), n * size_t(C_)),
-                      act_[s].slice(r0 * size_t(width_), n * size_t(width_)), weight_of(ctx, proj_[size_t(e)]), {},
-                      int(n), width_, C_);
+  be.moe_gather(sc.rows, x, token_[s], M, C_);  // this rank's tokens, expert by expert
+  if (recorder_.ep() == 1) {
+    experts_forward(ctx, slot, 0, plan.offsets, sc.rows, out_[s]);
+  } else {
+    // The counts first: how many rows of each of its experts every ep rank will receive.
+    Exchange& ex = exchanges_[s];
+    const int P = recorder_.ep(), El = E_ / P, me = recorder_.ep_rank();
+    std::vector<int32_t> sent(plan.rows.begin(), plan.rows.end()), got(static_cast<size_t>(E_));
+    Timer timer;
+    recorder_.expert_group()->alltoall(sent.data(), got.data(), size_t(El), DType::kInt32)->wait();
+    recorder_.add_exchange_seconds(timer.seconds());
+    ex.send_rows.assign(size_t(P), 0);
+    ex.recv_rows.assign(size_t(P), 0);
+    ex.local_rows.assign(size_t(El), 0);
+    for (int q = 0; q < P; ++q)
+      for (int i = 0; i < El; ++i) {
+        ex.send_rows[size_t(q)] += size_t(plan.rows[size_t(q * El + i)]);
+        ex.recv_rows[size_t(q)] += size_t(got[size_t(q * El + i)]);
+        ex.local_rows[size_t(i)] += got[size_t(q * El + i)];
+      }
+    ex.local_offsets.assign(size_t(El) + 1, 0);
+    for (int i = 0; i < El; ++i) ex.local_offsets[size_t(i) + 1] = ex.local_offsets[size_t(i)] + ex.local_rows[size_t(i)];
+    // The received rows come rank by rank, each rank's expert by expert; the experts want theirs
+    // together: row r of expert order is received row to_experts[r], and back.
+    const int R = ex.rows();
+    std::vector<int32_t> to_experts(static_cast<size_t>(R)), to_ranks(static_cast<size_t>(R));
+    std::vector<int> block_start(static_cast<size_t>(P * El));
+    int at = 0;
+    for (int q = 0; q < P; ++q)
+      for (int i = 0; i < El; ++i) {
+        block_start[size_t(q * El + i)] = at;
+        at += got[size_t(q * El + i)];
+      }
+    int r = 0;
+    for (int i = 0; i < El; ++i)
+      for (int q = 0; q < P; ++q)
+        for (int j = 0; j < got[size_t(q * El + i)]; ++j, ++r) {
+          to_experts[size_t(r)] = block_start[size_t(q * El + i)] + j;
+          to_ranks[size_t(to_experts[size_t(r)])] = r;
+        }
+    if (R > 0) {
+      be.copy(to_experts_[s].first(size_t(R)), host_view(to_experts.data(), size_t(R)));
+      be.copy(to_ranks_[s].first(size_t(R)), host_view(to_ranks.data(), size_t(R)));
+    }
+    exchange(ctx, ex, sc.rows, sc.exchange_a, /*outward=*/true);
+    be.moe_gather(local_rows_[s], sc.exchange_a, to_experts_[s], R, C_);
+    experts_forward(ctx, slot, me * El, ex.local_offsets, local_rows_[s], sc.exchange_a);
+    be.moe_gather(sc.exchange_b, sc.exchange_a, to_ranks_[s], R, C_);
+    exchange(ctx, ex, sc.exchange_b, out_[s], /*outward=*/false);
   }
   be.zero(out.first(NC));
   be.moe_combine(out, out_[s], slot_[s], weight_[s], N, k_, C_);
@@ -214,33 +260,25 @@ void MoeMlp::backward(const LayerContext& ctx, int slot, const TensorView& dout,
   const MoeScratch& sc = ctx.scratch.moe;
   const size_t s = size_t(slot), NC = size_t(N) * size_t(C_), Nk = size_t(N) * size_t(k_);
   const RoutingPlan& plan = plans_[s];
-  const int M = plan.routed_rows(), F = 2 * width_;
+  const int M = plan.routed_rows();
 
   // The combine: each row's output gradient, and the router weights' gradient (summed over the
   // group: each rank's outputs are partial).
   be.moe_combine_backward(sc.drows, sc.dweight, dout, out_[s], slot_[s], weight_[s], N, k_, C_);
   ctx.tp.allreduce(sc.dweight.first(Nk), ReduceOp::kSum);
-  // The experts, every one acquiring its gradients (a sink waits for every range of a bucket).
-  for (int e = 0; e < E_; ++e) {
-    const size_t r0 = size_t(plan.offsets[size_t(e)]), n = size_t(plan.rows[size_t(e)]);
-    AcquiredGrads g(sink, proj_[size_t(e)]);
-    if (n > 0)
-      be.matmul_backward(sc.dact.slice(r0 * size_t(width_), n * size_t(width_)), g.w(), {},
-                         sc.drows.slice(r0 * size_t(C_), n * size_t(C_)),
-                         act_[s].slice(r0 * size_t(width_), n * size_t(width_)), weight_of(ctx, proj_[size_t(e)]),
-                         int(n), width_, C_);
-    g.release();
-  }
-  be.swiglu_backward(sc.dpre, pre_[s], sc.dact, M, width_);
-  be.moe_gather(sc.rows, x, token_[s], M, C_);  // the experts' inputs again, rather than kept
-  for (int e = 0; e < E_; ++e) {
-    const size_t r0 = size_t(plan.offsets[size_t(e)]), n = size_t(plan.rows[size_t(e)]);
-    AcquiredGrads g(sink, fc_[size_t(e)]);
-    if (n > 0)
-      be.matmul_backward(sc.drows.slice(r0 * size_t(C_), n * size_t(C_)), g.w(), {},
-                         sc.dpre.slice(r0 * size_t(F), n * size_t(F)), sc.rows.slice(r0 * size_t(C_), n * size_t(C_)),
-                         weight_of(ctx, fc_[size_t(e)]), int(n), C_, F);
-    g.release();
+  if (recorder_.ep() == 1) {
+    be.moe_gather(sc.rows, x, token_[s], M, C_);  // the experts' inputs again, rather than kept
+    experts_backward(ctx, slot, 0, plan.offsets, sc.rows, sc.drows, sc.drows, sink);
+  } else {
+    // The output gradients go to the experts' ranks, their input gradients come back.
+    const Exchange& ex = exchanges_[s];
+    const int El = E_ / recorder_.ep(), R = ex.rows();
+    exchange(ctx, ex, sc.drows, sc.exchange_a, /*outward=*/true);
+    be.moe_gather(sc.exchange_b, sc.exchange_a, to_experts_[s], R, C_);
+    experts_backward(ctx, slot, recorder_.ep_rank() * El, ex.local_offsets, local_rows_[s], sc.exchange_b,
+                     sc.exchange_a, sink);
+    be.moe_gather(sc.exchange_b, sc.exchange_a, to_ranks_[s], R, C_);
+    exchange(ctx, ex, sc.exchange_b, sc.drows, /*outward=*/false);
   }
   be.zero(dx.first(NC));
   be.moe_gather_backward(dx, sc.drows, slot_[s], N, k_, C_);
@@ -268,6 +306,70 @@ void MoeMlp::backward(const LayerContext& ctx, int slot, const TensorView& dout,
   be.matmul_backward(sc.part, g.w(), {}, sc.gate_logits, x, weight_of(ctx, shared_gate_), N, C_, 1);
   g.release();
   be.add(dx, dx, sc.part, NC);
+}
+
+void MoeMlp::experts_forward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
+                             const TensorView& rows, const TensorView& y) {
+  Backend& be = ctx.backend;
+  const size_t s = size_t(slot), F = 2 * size_t(width_), C = size_t(C_), W = size_t(width_);
+  const int experts = int(offsets.size()) - 1, R = offsets.back();
+  for (int i = 0; i < experts; ++i) {
+    const size_t r0 = size_t(offsets[size_t(i)]), n = size_t(offsets[size_t(i) + 1]) - r0;
+    if (n > 0)
+      be.matmul_forward(pre_[s].slice(r0 * F, n * F), rows.slice(r0 * C, n * C), weight_of(ctx, fc_[size_t(first + i)]),
+                        {}, int(n), C_, int(F));
+  }
+  if (R > 0) be.swiglu_forward(act_[s], pre_[s], R, width_);
+  for (int i = 0; i < experts; ++i) {
+    const size_t r0 = size_t(offsets[size_t(i)]), n = size_t(offsets[size_t(i) + 1]) - r0;
+    if (n > 0)
+      be.matmul_forward(y.slice(r0 * C, n * C), act_[s].slice(r0 * W, n * W), weight_of(ctx, proj_[size_t(first + i)]),
+                        {}, int(n), width_, C_);
+  }
+}
+
+void MoeMlp::experts_backward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
+                              const TensorView& rows, const TensorView& dy, const TensorView& dx, GradientSink& sink) {
+  Backend& be = ctx.backend;
+  const MoeScratch& sc = ctx.scratch.moe;
+  const size_t s = size_t(slot), F = 2 * size_t(width_), C = size_t(C_), W = size_t(width_);
+  const int experts = int(offsets.size()) - 1, R = offsets.back();
+  // This rank's experts' rows (others: none); every expert acquires its gradients, since a sink
+  // waits for every range of a bucket.
+  auto rows_of = [&](int e) -> std::pair<size_t, size_t> {
+    if (e < first || e >= first + experts) return {0, 0};
+    const size_t r0 = size_t(offsets[size_t(e - first)]);
+    return {r0, size_t(offsets[size_t(e - first) + 1]) - r0};
+  };
+  for (int e = 0; e < E_; ++e) {
+    const auto [r0, n] = rows_of(e);
+    AcquiredGrads g(sink, proj_[size_t(e)]);
+    if (n > 0)
+      be.matmul_backward(sc.dact.slice(r0 * W, n * W), g.w(), {}, dy.slice(r0 * C, n * C), act_[s].slice(r0 * W, n * W),
+                         weight_of(ctx, proj_[size_t(e)]), int(n), width_, C_);
+    g.release();
+  }
+  if (R > 0) be.swiglu_backward(sc.dpre, pre_[s], sc.dact, R, width_);
+  for (int e = 0; e < E_; ++e) {
+    const auto [r0, n] = rows_of(e);
+    AcquiredGrads g(sink, fc_[size_t(e)]);
+    if (n > 0)
+      be.matmul_backward(dx.slice(r0 * C, n * C), g.w(), {}, sc.dpre.slice(r0 * F, n * F), rows.slice(r0 * C, n * C),
+                         weight_of(ctx, fc_[size_t(e)]), int(n), C_, int(F));
+    g.release();
+  }
+}
+
+void MoeMlp::exchange(const LayerContext& ctx, const Exchange& x, const TensorView& from, const TensorView& to,
+                      bool outward) {
+  std::vector<size_t> out(x.send_rows), in(x.recv_rows);
+  if (!outward) std::swap(out, in);
+  for (size_t& c : out) c *= size_t(C_);
+  for (size_t& c : in) c *= size_t(C_);
+  Timer timer;
+  recorder_.expert_group()->alltoallv(from.data, out, to.data, in, from.dtype)->wait();
+  recorder_.add_exchange_seconds(timer.seconds());
+  (void)ctx;
 }
 
 }  // namespace feast

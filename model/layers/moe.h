@@ -39,8 +39,22 @@ namespace feast {
 class MoeRecorder {
  public:
   // layers: the MoE blocks of the whole model (the load-balancing loss's rows are tokens x
-  // layers); local_layers: this stage's.
-  MoeRecorder(const MoeConfig& moe, int slots, int layers, int local_layers);
+  // layers); local_layers: this stage's; ep: the expert-parallel degree (parallel.ep), this rank
+  // ep_rank of its group.
+  MoeRecorder(const MoeConfig& moe, int slots, int layers, int local_layers, int ep = 1, int ep_rank = 0);
+
+  // Expert parallelism: the group of the ep ranks that share the experts (null when ep = 1),
+  // which every block's all-to-all exchanges run on; the seconds they took since the last call.
+  void set_expert_group(Communicator* group) { ep_group_ = group; }
+  Communicator* expert_group() const { return ep_group_; }
+  int ep() const { return ep_; }
+  int ep_rank() const { return ep_rank_; }
+  void add_exchange_seconds(double s) { exchange_seconds_ += s; }
+  double take_exchange_seconds() {
+    const double s = exchange_seconds_;
+    exchange_seconds_ = 0;
+    return s;
+  }
 
   // The micro-batch of `slot` starts: its sums are cleared; weight is its share of the step's
   // auxiliary losses (1 / the step's micro-batches over all data-parallel ranks; 0 when it will
@@ -80,6 +94,9 @@ class MoeRecorder {
   };
   MoeConfig moe_;
   int layers_, local_layers_;
+  int ep_, ep_rank_;
+  Communicator* ep_group_ = nullptr;
+  double exchange_seconds_ = 0;
   std::vector<Slot> slots_;
   StepTotals step_;
 };
@@ -100,6 +117,26 @@ class MoeMlp {
   std::vector<FlatRange> grad_ranges() const;
 
  private:
+  // Expert parallelism's exchange of one micro-batch, on the host: the rows this rank sends each
+  // ep rank (its tokens' choices of that rank's experts) and receives from each, and its own
+  // experts' rows in the received order, expert by expert.
+  struct Exchange {
+    std::vector<size_t> send_rows, recv_rows;  // (ep)
+    std::vector<int> local_rows, local_offsets;  // (E / ep), (E / ep + 1)
+    int rows() const { return local_offsets.empty() ? 0 : local_offsets.back(); }
+  };
+  // The forward products of experts [first, first + offsets.size() - 1) over rows (R, C) held
+  // expert by expert at `offsets`: pre-activations, activations and outputs y (R, C) of `slot`.
+  void experts_forward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
+                       const TensorView& rows, const TensorView& y);
+  // Their backward from dy (R, C): dx (R, C) and the experts' gradients, every expert of the
+  // block acquiring its ranges (those not in [first, ...) add nothing).
+  void experts_backward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
+                        const TensorView& rows, const TensorView& dy, const TensorView& dx, GradientSink& sink);
+  // rows (R, C) moved between this rank's order (expert by expert over all E experts) and the
+  // experts' ranks, forward (to them: `from` M rows in, `to` R rows out, by ep rank) or back.
+  void exchange(const LayerContext& ctx, const Exchange& x, const TensorView& from, const TensorView& to, bool outward);
+
   int C_, E_, k_, width_;  // width_: Il
   double capacity_factor_;
   bool renormalize_;
@@ -115,6 +152,10 @@ class MoeMlp {
   // output (N, C) and gate (N).
   std::vector<TensorView> probs_, lse_, expert_, weight_, slot_, token_, pre_, act_, out_, shared_out_, gate_;
   std::vector<RoutingPlan> plans_;
+  // Expert parallelism, per slot: the exchange, the rows this rank's experts took (R, C) in their
+  // order, and the permutations between the received order (by ep rank) and theirs (R).
+  std::vector<Exchange> exchanges_;
+  std::vector<TensorView> local_rows_, to_experts_, to_ranks_;
   Tensor identity_, ones_;  // (N) int32 0 .. N-1 and float32 ones: the shared output's combine
 };
 

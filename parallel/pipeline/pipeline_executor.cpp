@@ -201,6 +201,9 @@ double PipelineExecutor::train(const BatchFill& fill, GradientSync& sync, float 
   const double tp = stage_.take_tp_comm_seconds();
   times_.tp_comm += tp;
   times_.compute -= tp;
+  const double ep = stage_.take_ep_comm_seconds();
+  times_.ep_comm += ep;
+  times_.compute -= ep;
   const RingTraffic ring = stage_.take_ring_traffic();
   times_.ring += ring;
   times_.compute -= ring.wait_seconds;
@@ -225,6 +228,7 @@ double PipelineExecutor::evaluate(int n, const BatchFill& fill) {
     }
   for (WorkHandle& h : act_sends_) wait_send(h);
   stage_.take_tp_comm_seconds();
+  stage_.take_ep_comm_seconds();
   stage_.take_ring_traffic();
   return loss_sum;
 }

@@ -27,6 +27,7 @@ namespace feast {
 struct StageTimes {
   double compute = 0;     // forward and backward, tensor-parallel communication excluded
   double tp_comm = 0;     // tensor-parallel all-reduces inside forward and backward
+  double ep_comm = 0;     // expert parallelism's all-to-all exchanges inside forward and backward
   // Context parallelism's attention ring: its whole time (in compute but for its waits, which
   // are taken out), the waits and the bytes this rank sent.
   RingTraffic ring;

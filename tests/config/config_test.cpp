@@ -347,6 +347,12 @@ TEST(ConfigErrors, MoeKeys) {
       {llama + "[parallel]\ncp = 2\n", 
        "demo.toml:6: parallel.cp = 2 cannot run with mixture-of-experts blocks (model.moe.n_experts = 4, "
        "demo.toml:4): the load-balancing loss is over whole micro-batches; set parallel.cp = 1"},
+      {llama + "[parallel]\nep = 3\n",
+       "demo.toml:6: parallel.ep = 3 does not divide model.moe.n_experts = 4 (demo.toml:4): every expert-parallel "
+       "rank runs as many experts; choose an ep that divides n_experts"},
+      {"[parallel]\nep = 2\n",
+       "demo.toml:2: parallel.ep = 2 divides a mixture of experts' experts over ranks, but model.moe.n_experts = 0 "
+       "(default): the model is dense; remove parallel.ep or set model.moe.n_experts"},
       {llama + "[parallel]\npp = 2\nschedule = \"zero-bubble\"\n", 
        "demo.toml:7: parallel.schedule = \"zero-bubble\" cannot run with mixture-of-experts blocks "
        "(model.moe.n_experts = 4, demo.toml:4): its blocks run whole backwards in one chunk per stage; use "

@@ -102,6 +102,7 @@ struct Case {
   bool sequence_parallel = false;
   int cp = 1;  // parallel.cp
   int virtual_stages = 1;  // parallel.virtual_stages (interleaved-1f1b)
+  int ep = 1;              // parallel.ep
   int batch() const { return dp == 3 ? 12 : 8; }  // global batch in sequences (divisible by dp * mbs)
 };
 
@@ -116,6 +117,7 @@ std::string describe(const Case& c) {
   if (c.sequence_parallel) s += " sp";
   if (c.cp > 1) s += " cp" + std::to_string(c.cp);
   if (c.virtual_stages > 1) s += " v" + std::to_string(c.virtual_stages);
+  if (c.ep > 1) s += " ep" + std::to_string(c.ep);
   return s;
 }
 
@@ -234,6 +236,7 @@ Outcome run_case(const Case& k, RunChecks& checks) {
   c.parallel.sequence_parallel = k.sequence_parallel;
   c.parallel.cp = k.cp;
   c.parallel.virtual_stages = k.virtual_stages;
+  c.parallel.ep = k.ep;
   const ParallelLayout layout(k.tp, k.pp, k.dp, k.order, k.cp);
   Outcome out;
   TrainHooks hooks;
@@ -521,6 +524,17 @@ std::vector<Case> cases() {
   if (n == 4) out.push_back({"llama-moe", 1, 2, 2, 1, "gpipe", 2, "tp-dp-pp", {}, "selective"});
   if (n == 4) out.push_back({"llama-moe-cap", 1, 1, 4, 2, "1f1b", 1});
   if (n == 8) out.push_back({"llama-moe-aux", 2, 2, 2, 1, "1f1b", 1, "tp-dp-pp", {}, "full"});
+  // Expert parallelism: the experts' tokens travel by all-to-all to the rank that runs them and
+  // back, forward and backward, beside tensor and pipeline parallelism and every ZeRO stage.
+  auto with_ep = [](Case k, int ep) {
+    k.ep = ep;
+    return k;
+  };
+  if (n == 2) out.push_back(with_ep({"llama-moe-aux", 1, 1, 2, 1, "1f1b", 1}, 2));
+  if (n == 4) out.push_back(with_ep({"llama-moe-aux", 1, 1, 4, 2, "1f1b", 1}, 4));
+  if (n == 4) out.push_back(with_ep({"llama-moe-cap", 2, 1, 2, 0, "1f1b", 1}, 2));
+  if (n == 8) out.push_back(with_ep({"llama-moe-aux", 2, 2, 2, 1, "1f1b", 1}, 2));
+  if (n == 8) out.push_back(with_ep({"llama-moe", 1, 2, 4, 3, "gpipe", 2}, 4));
   // FEAST_EQUIVALENCE_CASES=TEXT keeps the cases whose description holds TEXT (while working on one).
   if (const char* only = std::getenv("FEAST_EQUIVALENCE_CASES"))
     std::erase_if(out, [&](const Case& k) { return describe(k).find(only) == std::string::npos; });

@@ -104,6 +104,19 @@ TEST(PlanLayout, InterleavedChunksAndTheirRefusals) {
   odd.model.n_layer = 9;  // not whole chunks of 2
   EXPECT_NE(error(odd, 4).find("parallel.virtual_stages = 2 does not divide the model's 9 layers"), std::string::npos)
       << error(odd, 4);
+  // Expert parallelism groups consecutive data-parallel ranks: ep must divide dp.
+  Config experts = c;
+  experts.model.arch = "llama";
+  experts.model.moe.n_experts = 4;
+  experts.parallel.ep = 4;
+  experts.parallel.virtual_stages = 1;
+  experts.parallel.schedule = "1f1b";
+  experts.parallel.pp = 1;
+  experts.parallel.stage_layers = {};
+  EXPECT_NE(error(experts, 2).find("parallel.ep = 4 does not divide the data-parallel degree 2 (world / (tp * pp))"),
+            std::string::npos)
+      << error(experts, 2);
+  EXPECT_EQ(error(experts, 8), "no error");
   Config split = c;
   split.parallel.stage_layers = {3, 3, 2, 2};
   EXPECT_NE(error(split, 4).find("does not divide stage 0's 3 layers"), std::string::npos) << error(split, 4);

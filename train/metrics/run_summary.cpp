@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -12,12 +13,12 @@
 namespace feast {
 
 double TimeSplit::efficiency() const {
-  const double busy = compute + tp_comm + cp_comm + pp_idle + dp_comm;
+  const double busy = compute + tp_comm + cp_comm + ep_comm + pp_idle + dp_comm;
   return busy > 0 ? compute / busy : 0.0;
 }
 
 double TimeSplit::pipeline_idle_fraction() const {
-  const double span = compute + tp_comm + cp_comm + pp_idle + data;
+  const double span = compute + tp_comm + cp_comm + ep_comm + pp_idle + data;
   return span > 0 ? pp_idle / span : 0.0;
 }
 
@@ -40,6 +41,7 @@ TimeSplit split_of(const StepTiming& t) {
   s.compute = t.stage.compute;
   s.tp_comm = t.stage.tp_comm;
   s.cp_comm = t.stage.ring.wait_seconds;
+  s.ep_comm = t.stage.ep_comm;
   s.pp_idle = t.stage.pp_wait + t.stage.send_wait;
   s.dp_comm = t.dp_comm;
   s.optimizer = t.optimizer;
@@ -87,7 +89,7 @@ TimeSplit RunStatistics::mean() const {
 }
 
 nlohmann::json split_json(const TimeSplit& s) {
-  return {{"compute_s", s.compute},     {"tp_comm_s", s.tp_comm}, {"cp_comm_s", s.cp_comm},
+  return {{"compute_s", s.compute},     {"tp_comm_s", s.tp_comm}, {"cp_comm_s", s.cp_comm}, {"ep_comm_s", s.ep_comm},
           {"pp_idle_s", s.pp_idle},     {"dp_comm_s", s.dp_comm}, {"optimizer_s", s.optimizer},
           {"data_s", s.data},           {"other_s", s.other}};
 }
@@ -184,8 +186,12 @@ std::vector<std::string> format_summary(const RunFacts& f, const RunOutcome& o) 
   if (o.measured_steps == 0 || s.total <= 0) return lines;
   char buf[256];
   auto pct = [&](double part) { return 100.0 * part / s.total; };
-  char cp_part[32] = "";  // only where context parallelism runs its ring
+  char cp_part[64] = "";  // only where context parallelism runs its ring (or expert parallelism its all-to-all)
   if (f.cp > 1) std::snprintf(cp_part, sizeof cp_part, "cp-comm %.1f%% | ", pct(s.cp_comm));
+  // Expert parallelism's all-to-all, where it runs, beside the tensor-parallel all-reduces.
+  if (f.ep > 1)
+    std::snprintf(cp_part + std::strlen(cp_part), sizeof cp_part - std::strlen(cp_part), "ep-comm %.1f%% | ",
+                  pct(s.ep_comm));
   std::snprintf(buf, sizeof buf, "time per step (mean of %s, ranks averaged): %.1f ms = compute %.1f%% | tp-comm %.1f%% | "
                 "%spp-idle %.1f%% | dp-comm %.1f%% | optimizer %.1f%% | data %.1f%% | other %.1f%%",
                 count_of(o.measured_steps, "step").c_str(), s.total * 1e3, pct(s.compute), pct(s.tp_comm), cp_part,

@@ -27,6 +27,7 @@ struct TimeSplit {
   double compute = 0;    // forward and backward arithmetic
   double tp_comm = 0;    // tensor-parallel all-reduces inside forward and backward
   double cp_comm = 0;    // context parallelism's ring: waiting for key/value blocks not yet arrived
+  double ep_comm = 0;    // expert parallelism's all-to-all exchanges of tokens inside forward and backward
   double pp_idle = 0;    // waiting on a neighbour stage: the bubble plus transfers
   double dp_comm = 0;    // data-parallel reductions and gathers not hidden behind the backward
   double optimizer = 0;  // norm, clipping and the AdamW update
@@ -45,7 +46,7 @@ struct TimeSplit {
   // cp_comm waits) and the bytes the rank sent round it.
   double cp_ring = 0, cp_bytes = 0;
   // The parts a timer saw: all but `other`.
-  double timed() const { return compute + tp_comm + cp_comm + pp_idle + dp_comm + optimizer + data; }
+  double timed() const { return compute + tp_comm + cp_comm + ep_comm + pp_idle + dp_comm + optimizer + data; }
   // E: the share of compute in compute plus exposed communication and idle.
   double efficiency() const;
   // The pipeline's share of idle over the span the schedule runs (compute, tensor-parallel
@@ -56,7 +57,7 @@ struct TimeSplit {
   // Every figure above, in one order: what is added, scaled and averaged over ranks field by
   // field (one list, so a new figure cannot be left out of one of them).
   static constexpr std::array kMembers = {
-      &TimeSplit::compute,        &TimeSplit::tp_comm,   &TimeSplit::cp_comm,
+      &TimeSplit::compute,        &TimeSplit::tp_comm,   &TimeSplit::cp_comm,       &TimeSplit::ep_comm,
       &TimeSplit::pp_idle,        &TimeSplit::dp_comm,   &TimeSplit::optimizer,
       &TimeSplit::data,           &TimeSplit::other,     &TimeSplit::total,
       &TimeSplit::dp_reduce,      &TimeSplit::dp_reduce_exposed, &TimeSplit::dp_gather,
@@ -88,7 +89,7 @@ class RunStatistics {
 struct RunFacts {
   const Config* config = nullptr;
   std::string config_path;
-  int world_size = 1, tp = 1, pp = 1, dp = 1, cp = 1, micro_batches = 1;
+  int world_size = 1, tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, micro_batches = 1;
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
   int virtual_stages = 1;  // model chunks per stage (interleaved 1F1B)
   int64_t tokens_per_step = 0;

@@ -1,8 +1,9 @@
 // Mixture-of-experts models against transformers (tests/fixtures/hf/make_moe_fixtures.py): a
 // tiny MixtralForCausalLM (every block MoE, renormalised top 2, fp32, sharded files) and a tiny
 // Qwen2MoeForCausalLM (MoE every second block, top 2 not renormalised, a gated shared expert,
-// q/k/v biases, bf16), imported by model.init_from, on one rank and, on four, at every layout
-// that fits (tp 2 x pp 2, dp 2 x pp 2, tp 2 x dp 2, dp 4):
+// q/k/v biases, bf16), imported by model.init_from, on one rank, on four at every layout that
+// fits (tp 2 x pp 2, dp 2 x pp 2, tp 2 x dp 2, dp 4, ep 2 x pp 2, ep 4) and on eight at
+// ep 2 x tp 2 x pp 2:
 //  - the cross-entropy of four reference sequences within 1e-5 and every logit within 1e-4;
 //  - 5 AdamW steps (lr 1e-3) with transformers' load-balancing loss (router_aux_loss_coef with
 //    output_router_logits): the cross-entropy, the aux loss and the gradient norm of each step
@@ -70,17 +71,25 @@ std::string val_split(const std::string& model) {
   return dir + "/val_*.bin";
 }
 
-// The layouts of this job's world: one rank, or on four every split of tp, pp and dp that the
-// models' two key/value heads and their layers allow.
+// The layouts of this job's world: one rank; on four every split of tp, pp and dp that the
+// models' two key/value heads and their layers allow, and expert parallelism over 2 and 4
+// data-parallel ranks; on eight, ep 2 x tp 2 x pp 2.
 std::vector<std::vector<std::string>> layouts() {
   if (world_size() == 1) return {{"parallel.tp=1", "parallel.pp=1"}};
+  if (world_size() == 8) return {{"parallel.tp=2", "parallel.pp=2", "parallel.ep=2"}};
   return {{"parallel.tp=2", "parallel.pp=2"},
           {"parallel.tp=1", "parallel.pp=2"},
           {"parallel.tp=2", "parallel.pp=1"},
-          {"parallel.tp=1", "parallel.pp=1"}};
+          {"parallel.tp=1", "parallel.pp=1"},
+          {"parallel.tp=1", "parallel.pp=2", "parallel.ep=2"},
+          {"parallel.tp=1", "parallel.pp=1", "parallel.ep=4"}};
 }
 
-std::string describe(const std::vector<std::string>& layout) { return layout[0] + " " + layout[1]; }
+std::string describe(const std::vector<std::string>& layout) {
+  std::string s;
+  for (const std::string& key : layout) s += (s.empty() ? "" : " ") + key;
+  return s;
+}
 
 // The model folder `model` (a fixture's name, or a path); one sequence per micro-batch (the
 // load-balancing loss is a micro-batch's), four per step.
