@@ -21,7 +21,8 @@
 #              gradients in bf16) likewise, each with its gradient reductions' time in flight
 #              and the part exposed; 4 ranks at dp 4 with ZeRO 3 (parameter pages as CUDA
 #              virtual memory), full recomputation and the optimizer offloaded to pinned host
-#              memory, against one rank likewise, with their memory report; and trainer bench
+#              memory, against one rank likewise, with their memory report; expert parallelism (a
+#              mixture of experts at ep 2 over dp 2, and with tp 2) against one rank; and trainer bench
 #              comm with GPU buffers through NCCL (one rank) and staged MPI (2 ranks)
 #   bench      trainer bench --device cuda (GPT-2 124M and 350M, bf16, T 1024) and the PyTorch
 #              reference (bench/torch_bench.py) on the same shapes, eager and torch.compile
@@ -134,6 +135,14 @@ small_model() {  # the --set flags of a small model of family $1
     $([[ $arch == llama ]] && echo --set model.n_kv_head=2 --set model.intermediate_size=256)
 }
 
+# The --set flags of the small Llama's mixture of experts: 8 experts of width 128, top 2, a
+# gated shared expert, the load-balancing and z-losses.
+moe_flags() {
+  echo --set model.moe.n_experts=8 --set model.moe.top_k=2 --set model.moe.intermediate_size=128 \
+    --set model.moe.n_shared_experts=1 --set model.moe.shared_expert_gate=true \
+    --set model.moe.aux_loss_coef=0.01 --set model.moe.z_loss_coef=0.001
+}
+
 tolerance() { [[ $1 == fp32 ]] && echo 1e-4 || echo 2e-2; }  # tolerance DTYPE: of losses_agree, relative
 
 losses_agree() {  # losses_agree RUN_A RUN_B TOLERANCE: per-step relative difference of the losses
@@ -226,9 +235,8 @@ train() {
   # Mixtures of experts: the router kernel (softmax, top-k, column sums), the gather and
   # weighted combine of each expert's rows around its cuBLAS products, Qwen2-MoE's gated shared
   # expert, the load-balancing and z-losses' gradients; then with a capacity that drops choices.
-  local moe=(--set model.moe.n_experts=8 --set model.moe.top_k=2 --set model.moe.intermediate_size=128
-             --set model.moe.n_shared_experts=1 --set model.moe.shared_expert_gate=true
-             --set model.moe.aux_loss_coef=0.01 --set model.moe.z_loss_coef=0.001)
+  local moe
+  read -r -a moe <<<"$(moe_flags)"
   for variant in moe moe-capacity; do
     extra=()
     [ $variant = moe-capacity ] && extra=(--set model.moe.capacity_factor=1.0)
@@ -318,6 +326,23 @@ multirank() {
       --set parallel.micro_batch_size=2 || return 1
     losses_agree "$state/runs/gpt2-cuda-$dtype" "$state/runs/$name" "$(tolerance $dtype)" || ok=1
     grep -hE "ZeRO 3|high-water|offloaded|^ +0 \|" "$state/runs/$name/train.log" || true
+  done
+  # Expert parallelism: each MoE block's tokens sent to their experts' ranks and back by
+  # all-to-all with variable counts of device rows, at ep 2 over dp 2 and with tp 2, against one
+  # rank with the same micro-batches (the load-balancing loss is a micro-batch's).
+  local moe
+  read -r -a moe <<<"$(moe_flags)"
+  for dtype in fp32 bf16; do
+    gpu_run llama $dtype "llama-moe-cuda-$dtype-mbs4" "${moe[@]}" --set parallel.micro_batch_size=4 || return 1
+    gpu_run llama $dtype "llama-moe-cuda-$dtype-dp2ep2" mpirun --oversubscribe --bind-to none -np 2 -- "${moe[@]}" \
+      --set parallel.dp=2 --set parallel.ep=2 --set parallel.micro_batch_size=4 || return 1
+    losses_agree "$state/runs/llama-moe-cuda-$dtype-mbs4" "$state/runs/llama-moe-cuda-$dtype-dp2ep2" \
+      "$(tolerance $dtype)" || ok=1
+    gpu_run llama $dtype "llama-moe-cuda-$dtype-tp2dp2ep2" mpirun --oversubscribe --bind-to none -np 4 -- "${moe[@]}" \
+      --set parallel.tp=2 --set parallel.dp=2 --set parallel.ep=2 --set parallel.micro_batch_size=4 || return 1
+    losses_agree "$state/runs/llama-moe-cuda-$dtype-mbs4" "$state/runs/llama-moe-cuda-$dtype-tp2dp2ep2" \
+      "$(tolerance $dtype)" || ok=1
+    grep -h "^time per step" "$state/runs/llama-moe-cuda-$dtype-tp2dp2ep2/train.log" || ok=1
   done
   # Every collective on GPU buffers, each result checked: NCCL at one rank (the machine has one
   # GPU, and NCCL refuses two ranks on it), staged MPI at two.
