@@ -47,7 +47,8 @@ __global__ void route_kernel(float* probs, float* lse, int32_t* expert, float* w
     for (int j = 0; j < k; ++j) w[j] /= chosen;
 }
 
-// prob_sum[e] = the probabilities of expert e summed over rows: block e, a fixed order.
+// prob_sum[e] = the probabilities of expert e summed over rows: block e, a fixed order (0 for no
+// rows, as the CPU's).
 __global__ void column_sum_kernel(float* prob_sum, const float* probs, int N, int E) {
   __shared__ double shared[32];
   const int e = int(blockIdx.x);
@@ -174,13 +175,13 @@ unsigned int grid_for(const CudaContext& ctx, size_t n) {
 
 void moe_route(const CudaContext& ctx, DType dt, float* probs, float* lse, int32_t* expert, float* weight,
                float* prob_sum, const void* logits, int N, int E, int k, bool renormalize) {
-  if (N == 0) return;
-  dispatch_compute(dt, "moe_route", [&](auto tag) {
-    using T = decltype(tag);
-    route_kernel<T><<<blocks_for(size_t(N), kThreads), kThreads, 0, ctx.stream>>>(
-        probs, lse, expert, weight, static_cast<const T*>(logits), N, E, k, renormalize);
-    FEAST_CUDA_LAUNCH_CHECK(route_kernel);
-  });
+  if (N > 0)
+    dispatch_compute(dt, "moe_route", [&](auto tag) {
+      using T = decltype(tag);
+      route_kernel<T><<<blocks_for(size_t(N), kThreads), kThreads, 0, ctx.stream>>>(
+          probs, lse, expert, weight, static_cast<const T*>(logits), N, E, k, renormalize);
+      FEAST_CUDA_LAUNCH_CHECK(route_kernel);
+    });
   column_sum_kernel<<<unsigned(E), kThreads, 0, ctx.stream>>>(prob_sum, probs, N, E);
   FEAST_CUDA_LAUNCH_CHECK(column_sum_kernel);
 }

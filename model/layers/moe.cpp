@@ -261,11 +261,31 @@ void MoeMlp::backward(const LayerContext& ctx, int slot, const TensorView& dout,
   const size_t s = size_t(slot), NC = size_t(N) * size_t(C_), Nk = size_t(N) * size_t(k_);
   const RoutingPlan& plan = plans_[s];
   const int M = plan.routed_rows();
+  // The gradients are acquired in descending flat order (shared gate, shared experts, the
+  // experts from the last, the router), as every layer's are: a ZeRO-2 sink stages a few buckets
+  // at a time and reduces each once backward has moved below it.
 
-  // The combine: each row's output gradient, and the router weights' gradient (summed over the
-  // group: each rank's outputs are partial).
+  // The combine of the routed experts: each row's output gradient, and the router weights'
+  // gradient (summed over the group: each rank's outputs are partial).
   be.moe_combine_backward(sc.drows, sc.dweight, dout, out_[s], slot_[s], weight_[s], N, k_, C_);
   ctx.tp.allreduce(sc.dweight.first(Nk), ReduceOp::kSum);
+
+  // The shared experts and their gate: their input gradient (whole over the group) in sc.part.
+  if (shared_) {
+    be.moe_combine_backward(sc.dshared, sc.dgate, dout, shared_out_[s], identity_.view(), gate_[s], N, 1, C_);
+    if (shared_gate_.weight) {
+      be.moe_shared_gate_backward(sc.gate_logits, gate_[s], sc.dgate, N);
+      AcquiredGrads g(sink, shared_gate_);
+      be.matmul_backward(sc.part, g.w(), {}, sc.gate_logits, x, weight_of(ctx, shared_gate_), N, C_, 1);
+      g.release();
+    } else {
+      be.zero(sc.part.first(NC));
+    }
+    // In place: the MLP's output gradient is read before its input gradient is written.
+    shared_->backward(ctx, slot, sc.dshared, sc.dshared, x, N, sink);
+    be.add(sc.part, sc.part, sc.dshared, NC);
+  }
+
   if (recorder_.ep() == 1) {
     be.moe_gather(sc.rows, x, token_[s], M, C_);  // the experts' inputs again, rather than kept
     experts_backward(ctx, slot, 0, plan.offsets, sc.rows, sc.drows, sc.drows, sink);
@@ -284,28 +304,20 @@ void MoeMlp::backward(const LayerContext& ctx, int slot, const TensorView& dout,
   be.moe_gather_backward(dx, sc.drows, slot_[s], N, k_, C_);
   ctx.tp.allreduce(dx.first(NC), ReduceOp::kSum);
 
-  // The router, with the auxiliary losses' gradients.
+  // The router, with the auxiliary losses' gradients; its input gradient in the rows' buffer,
+  // free now (it holds at least N rows).
   const std::vector<float>& dprob = recorder_.dprob(slot);
   be.copy(sc.dprob.first(dprob.size()), host_view(dprob.data(), dprob.size()));
   be.moe_route_backward(sc.logits, probs_[s], lse_[s], expert_[s], weight_[s], sc.dweight, sc.dprob,
                         recorder_.z_scale(slot), N, E_, k_, renormalize_);
+  const TensorView router_dx = sc.drows.first(NC);
   {
     AcquiredGrads g(sink, router_);
-    be.matmul_backward(sc.part, g.w(), {}, sc.logits, x, weight_of(ctx, router_), N, C_, E_);
+    be.matmul_backward(router_dx, g.w(), {}, sc.logits, x, weight_of(ctx, router_), N, C_, E_);
     g.release();
   }
-  be.add(dx, dx, sc.part, NC);
-
-  if (!shared_) return;
-  be.moe_combine_backward(sc.dshared, sc.dgate, dout, shared_out_[s], identity_.view(), gate_[s], N, 1, C_);
-  shared_->backward(ctx, slot, sc.dshared, sc.part, x, N, sink);
-  be.add(dx, dx, sc.part, NC);
-  if (!shared_gate_.weight) return;
-  be.moe_shared_gate_backward(sc.gate_logits, gate_[s], sc.dgate, N);
-  AcquiredGrads g(sink, shared_gate_);
-  be.matmul_backward(sc.part, g.w(), {}, sc.gate_logits, x, weight_of(ctx, shared_gate_), N, C_, 1);
-  g.release();
-  be.add(dx, dx, sc.part, NC);
+  be.add(dx, dx, router_dx, NC);
+  if (shared_) be.add(dx, dx, sc.part, NC);
 }
 
 void MoeMlp::experts_forward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
@@ -333,25 +345,27 @@ void MoeMlp::experts_backward(const LayerContext& ctx, int slot, int first, cons
   Backend& be = ctx.backend;
   const MoeScratch& sc = ctx.scratch.moe;
   const size_t s = size_t(slot), F = 2 * size_t(width_), C = size_t(C_), W = size_t(width_);
-  const int experts = int(offsets.size()) - 1, R = offsets.back();
-  // This rank's experts' rows (others: none); every expert acquires its gradients, since a sink
-  // waits for every range of a bucket.
-  auto rows_of = [&](int e) -> std::pair<size_t, size_t> {
-    if (e < first || e >= first + experts) return {0, 0};
-    const size_t r0 = size_t(offsets[size_t(e - first)]);
-    return {r0, size_t(offsets[size_t(e - first) + 1]) - r0};
-  };
-  for (int e = 0; e < E_; ++e) {
-    const auto [r0, n] = rows_of(e);
-    AcquiredGrads g(sink, proj_[size_t(e)]);
+  const int experts = int(offsets.size()) - 1;
+  // Expert by expert from the last (descending flat order: proj, then fc), each over its own
+  // rows; an expert this rank does not run (expert parallelism) or that got no token still
+  // acquires its gradients, since a sink waits for every range of a bucket. dx may be dy: an
+  // expert's rows of dy are read before its rows of dx are written.
+  for (int e = E_ - 1; e >= 0; --e) {
+    size_t r0 = 0, n = 0;
+    if (e >= first && e < first + experts) {
+      r0 = size_t(offsets[size_t(e - first)]);
+      n = size_t(offsets[size_t(e - first) + 1]) - r0;
+    }
+    {
+      AcquiredGrads g(sink, proj_[size_t(e)]);
+      if (n > 0)
+        be.matmul_backward(sc.dact.slice(r0 * W, n * W), g.w(), {}, dy.slice(r0 * C, n * C),
+                           act_[s].slice(r0 * W, n * W), weight_of(ctx, proj_[size_t(e)]), int(n), width_, C_);
+      g.release();
+    }
     if (n > 0)
-      be.matmul_backward(sc.dact.slice(r0 * W, n * W), g.w(), {}, dy.slice(r0 * C, n * C), act_[s].slice(r0 * W, n * W),
-                         weight_of(ctx, proj_[size_t(e)]), int(n), width_, C_);
-    g.release();
-  }
-  if (R > 0) be.swiglu_backward(sc.dpre, pre_[s], sc.dact, R, width_);
-  for (int e = 0; e < E_; ++e) {
-    const auto [r0, n] = rows_of(e);
+      be.swiglu_backward(sc.dpre.slice(r0 * F, n * F), pre_[s].slice(r0 * F, n * F), sc.dact.slice(r0 * W, n * W),
+                         int(n), width_);
     AcquiredGrads g(sink, fc_[size_t(e)]);
     if (n > 0)
       be.matmul_backward(dx.slice(r0 * C, n * C), g.w(), {}, sc.dpre.slice(r0 * F, n * F), rows.slice(r0 * C, n * C),

@@ -130,7 +130,7 @@ class MoeMlp {
   void experts_forward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
                        const TensorView& rows, const TensorView& y);
   // Their backward from dy (R, C): dx (R, C) and the experts' gradients, every expert of the
-  // block acquiring its ranges (those not in [first, ...) add nothing).
+  // block acquiring its ranges from the last (those not in [first, ...) add nothing).
   void experts_backward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
                         const TensorView& rows, const TensorView& dy, const TensorView& dx, GradientSink& sink);
   // rows (R, C) moved between this rank's order (expert by expert over all E experts) and the
