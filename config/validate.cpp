@@ -77,6 +77,17 @@ void validate_lora(const Config& c) {
            "its split backward has no adapter path; use \"1f1b\" or \"interleaved-1f1b\"");
 }
 
+// The first key of those `of` accepts whose value differs from its default, or null. By value, not
+// by origin: a resolved config lists every key, the defaults included, and must pass.
+template <typename Of>
+const KeyDesc* first_key_off_default(const Config& c, Of of) {
+  static const Config defaults;
+  Config current = c, reference = defaults;
+  for (const KeyDesc& k : keys())
+    if (of(k) && value_text(k, current) != value_text(k, reference)) return &k;
+  return nullptr;
+}
+
 // The mixture-of-experts keys against each other and against what MoE blocks cannot run with.
 void validate_moe(const Config& c) {
   const MoeConfig& moe = c.model.moe;
@@ -90,13 +101,12 @@ void validate_moe(const Config& c) {
                                  c.where("model.moe.n_experts") + "): every expert-parallel rank runs as many "
                                  "experts; choose an ep that divides n_experts");
   if (!moe.enabled()) {
-    static const Config defaults;
-    Config current = c, reference = defaults;
-    for (const KeyDesc& k : keys())
-      if (std::string(k.section) == "model.moe" && value_text(k, current) != value_text(k, reference))
-        fail(c.where(k.full()), k.full() + " = " + value_text(k, current) + " configures mixture-of-experts blocks, "
-                                "but model.moe.n_experts = 0 (" + c.where("model.moe.n_experts") +
-                                "): the model is dense; set model.moe.n_experts or remove " + k.full());
+    if (const KeyDesc* k = first_key_off_default(c, [](const KeyDesc& d) { return std::string(d.section) == "model.moe"; })) {
+      Config current = c;
+      fail(c.where(k->full()), k->full() + " = " + value_text(*k, current) + " configures mixture-of-experts blocks, "
+                               "but model.moe.n_experts = 0 (" + c.where("model.moe.n_experts") +
+                               "): the model is dense; set model.moe.n_experts or remove " + k->full());
+    }
     return;
   }
   const std::string experts = "model.moe.n_experts = " + std::to_string(moe.n_experts) + " (" +
@@ -286,15 +296,12 @@ void validate_config(const Config& c) {
   }
   if (!m.is_llama()) {
     // GPT-2 has no rotary embeddings, grouped-query attention or optional q/k/v biases: a key
-    // given another value than its default is a config meant for another family. (A resolved
-    // config lists every key with its value, so the defaults themselves must pass.)
-    static const Config defaults;
-    Config current = c, reference = defaults;
-    for (const KeyDesc& k : keys()) {
-      if (!k.rule.llama_only || value_text(k, current) == value_text(k, reference)) continue;
-      fail(c.where(k.full()), k.full() + " = " + value_text(k, current) + " applies to model.arch = \"llama\", but " +
-                                  "model.arch = \"" + m.arch + "\" (" + c.where("model.arch") +
-                                  "); remove it or set model.arch = \"llama\"");
+    // given another value than its default is a config meant for another family.
+    if (const KeyDesc* k = first_key_off_default(c, [](const KeyDesc& d) { return d.rule.llama_only; })) {
+      Config current = c;
+      fail(c.where(k->full()), k->full() + " = " + value_text(*k, current) + " applies to model.arch = \"llama\", but " +
+                                   "model.arch = \"" + m.arch + "\" (" + c.where("model.arch") +
+                                   "); remove it or set model.arch = \"llama\"");
     }
     return;
   }

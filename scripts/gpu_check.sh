@@ -124,7 +124,6 @@ ops() {
   return $status
 }
 
-# train_pair NAME ARCH DTYPE TOLERANCE: the same 20 steps on the CPU and on the GPU.
 small_model() {  # the --set flags of a small model of family $1
   local arch=$1
   echo --set model.arch="$arch" --set model.n_layer=2 --set model.n_head=4 --set model.n_embd=128 \
@@ -188,66 +187,54 @@ gpu_run() {  # gpu_run ARCH DTYPE NAME [LAUNCHER... --] [--set ...]: the small m
 
 corpus() { [[ -f $state/data/meta.json ]] || "$trainer" prepare-data --synthetic --out "$state/data" --tokens 400000 --force; }
 
+# cpu_then_gpu ARCH NAME [--set ...]: the small model with those flags for 20 steps on the CPU
+# (runs/NAME-cpu) and on the GPU in fp32 and bf16 (runs/NAME-cuda-DTYPE), the losses compared.
+# Returns 2 when a run fails, 1 when the losses disagree.
+cpu_then_gpu() {
+  local arch=$1 name=$2 dtype ok=0
+  shift 2
+  # shellcheck disable=SC2046
+  "$trainer" configs/demo.toml $(small_model "$arch") --set logging.interval=1 "$@" \
+    --set logging.dir="$state/runs/$name-cpu" --set checkpoint.resume=never || return 2
+  for dtype in fp32 bf16; do
+    gpu_run "$arch" $dtype "$name-cuda-$dtype" "$@" || return 2
+    losses_agree "$state/runs/$name-cpu" "$state/runs/$name-cuda-$dtype" "$(tolerance $dtype)" || ok=1
+  done
+  return $ok
+}
+
 train() {
   source scripts/gpu_env.sh
   corpus || return 1
   local ok=0 arch
+  # A failed run ends the stage; losses that disagree mark it failed and it goes on.
   for arch in gpt2 llama; do
-    # shellcheck disable=SC2046
-    "$trainer" configs/demo.toml $(small_model $arch) --set logging.interval=1 \
-      --set logging.dir="$state/runs/$arch-cpu" --set checkpoint.resume=never || return 1
-    for dtype in fp32 bf16; do
-      gpu_run $arch $dtype "$arch-cuda-$dtype" || return 1
-      losses_agree "$state/runs/$arch-cpu" "$state/runs/$arch-cuda-$dtype" "$(tolerance $dtype)" || ok=1
-    done
+    cpu_then_gpu $arch $arch || { [[ $? == 2 ]] && return 1; ok=1; }
   done
   # LoRA on every Llama product over the frozen model: the adapters' cuBLAS products, the frozen
   # layers' input-gradient-only backward; then with dropout (the counter-based mask kernel, drawn
   # again in the backward); then QLoRA, the same over a base quantized to NF4 with
   # double-quantized scales, dequantized by the NF4 kernel before each product, forward and backward.
   local lora=(--set lora.rank=8 --set lora.alpha=16 --set 'lora.targets=["q","k","v","o","gate","up","down"]')
-  local variant extra
-  for variant in lora lora-dropout qlora; do
-    extra=()
-    [ $variant = lora-dropout ] && extra=(--set lora.dropout=0.1)
-    [ $variant = qlora ] && extra=(--set lora.base_dtype=nf4 --set lora.double_quant=true)
-    # shellcheck disable=SC2046
-    "$trainer" configs/demo.toml $(small_model llama) --set logging.interval=1 "${lora[@]}" "${extra[@]}" \
-      --set logging.dir="$state/runs/llama-$variant-cpu" --set checkpoint.resume=never || return 1
-    for dtype in fp32 bf16; do
-      gpu_run llama $dtype "llama-$variant-cuda-$dtype" "${lora[@]}" "${extra[@]}" || return 1
-      losses_agree "$state/runs/llama-$variant-cpu" "$state/runs/llama-$variant-cuda-$dtype" "$(tolerance $dtype)" || ok=1
-    done
-  done
+  cpu_then_gpu llama llama-lora "${lora[@]}" || { [[ $? == 2 ]] && return 1; ok=1; }
+  cpu_then_gpu llama llama-lora-dropout "${lora[@]}" --set lora.dropout=0.1 || { [[ $? == 2 ]] && return 1; ok=1; }
+  cpu_then_gpu llama llama-qlora "${lora[@]}" --set lora.base_dtype=nf4 --set lora.double_quant=true ||
+    { [[ $? == 2 ]] && return 1; ok=1; }
   # Document masks, both families: the corpus's spaces end documents, so the attention kernels
   # (our own; cuDNN declines masks) skip earlier documents' keys, rotary and learned positions
   # restart at each, and GPT-2's position table gets its gradient by document position.
-  local docs=(--set data.document_mask=true --set data.eos_id=32)
   for arch in gpt2 llama; do
-    # shellcheck disable=SC2046
-    "$trainer" configs/demo.toml $(small_model $arch) --set logging.interval=1 "${docs[@]}" \
-      --set logging.dir="$state/runs/$arch-docs-cpu" --set checkpoint.resume=never || return 1
-    for dtype in fp32 bf16; do
-      gpu_run $arch $dtype "$arch-docs-cuda-$dtype" "${docs[@]}" || return 1
-      losses_agree "$state/runs/$arch-docs-cpu" "$state/runs/$arch-docs-cuda-$dtype" "$(tolerance $dtype)" || ok=1
-    done
+    cpu_then_gpu $arch $arch-docs --set data.document_mask=true --set data.eos_id=32 ||
+      { [[ $? == 2 ]] && return 1; ok=1; }
   done
   # Mixtures of experts: the router kernel (softmax, top-k, column sums), the gather and
   # weighted combine of each expert's rows around its cuBLAS products, Qwen2-MoE's gated shared
   # expert, the load-balancing and z-losses' gradients; then with a capacity that drops choices.
   local moe
   read -r -a moe <<<"$(moe_flags)"
-  for variant in moe moe-capacity; do
-    extra=()
-    [ $variant = moe-capacity ] && extra=(--set model.moe.capacity_factor=1.0)
-    # shellcheck disable=SC2046
-    "$trainer" configs/demo.toml $(small_model llama) --set logging.interval=1 "${moe[@]}" "${extra[@]}" \
-      --set logging.dir="$state/runs/llama-$variant-cpu" --set checkpoint.resume=never || return 1
-    for dtype in fp32 bf16; do
-      gpu_run llama $dtype "llama-$variant-cuda-$dtype" "${moe[@]}" "${extra[@]}" || return 1
-      losses_agree "$state/runs/llama-$variant-cpu" "$state/runs/llama-$variant-cuda-$dtype" "$(tolerance $dtype)" || ok=1
-    done
-  done
+  cpu_then_gpu llama llama-moe "${moe[@]}" || { [[ $? == 2 ]] && return 1; ok=1; }
+  cpu_then_gpu llama llama-moe-capacity "${moe[@]}" --set model.moe.capacity_factor=1.0 ||
+    { [[ $? == 2 ]] && return 1; ok=1; }
   return $ok
 }
 

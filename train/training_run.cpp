@@ -623,10 +623,17 @@ StepResult TrainingRun::step(const StopVote& vote) {
   const double my_squares =
       counted_sum_of_squares(*backend_, stage_->table(), sync_->shard_grads(), shard.begin, shard.end);
   double opt_seconds = norm_timer.seconds();
-  double reduced[5] = {my_loss, my_squares, vote.interrupt ? 1.0 : 0.0, vote.terminate ? 1.0 : 0.0,
-                       vote.time_limit ? 1.0 : 0.0};
-  world.allreduce(reduced, 5, DType::kFloat64)->wait();
+  // A mixture of experts' step report rides along in the same reduction.
+  std::vector<double> reduced = {my_loss, my_squares, vote.interrupt ? 1.0 : 0.0, vote.terminate ? 1.0 : 0.0,
+                                 vote.time_limit ? 1.0 : 0.0};
+  const bool moe = config_.model.moe.enabled();
+  if (moe) {
+    const std::vector<double> mine = moe_step_sums();
+    reduced.insert(reduced.end(), mine.begin(), mine.end());
+  }
+  world.allreduce(reduced.data(), reduced.size(), DType::kFloat64)->wait();
   StepResult r;
+  if (moe) r.moe = moe_step_report(reduced.data() + 5);
   // The stages return each micro-batch's loss summed over its B T targets and divided by B T
   // (T this rank's share of a sequence; the cp ranks' sums add up to the sequences').
   const double tokens_per_micro_batch = double(B) * local_seq_len();
@@ -673,13 +680,12 @@ StepResult TrainingRun::step(const StopVote& vote) {
   st.pp_wait += cooldown;
   r.timing = {timer.seconds(), st,     dp_seconds, opt_seconds, sync_->reduction_times(),
               gathers,         r.skipped ? OffloadTimes{} : optimizer_->offload_times()};
-  if (config_.model.moe.enabled()) r.moe = reduce_moe_step();
   state_.step = step + 1;
   state_.tokens_seen += tokens_per_step();
   return r;
 }
 
-MoeStepReport TrainingRun::reduce_moe_step() {
+std::vector<double> TrainingRun::moe_step_sums() {
   const ModelConfig& mc = config_.model;
   const int E = mc.moe.n_experts, L = mc.moe_layers();
   const MoeStepTotals mine = stage_->take_moe_step();
@@ -696,13 +702,16 @@ MoeStepReport TrainingRun::reduce_moe_step() {
     for (int l = 0; l < spec.chunks.front().first; ++l) before += mc.moe.is_moe_layer(l) ? 1 : 0;
     for (size_t i = 0; i < mine.load.size(); ++i) v[3 + size_t(before) * size_t(E) + i] = mine.load[i];
   }
-  groups_.world->allreduce(v.data(), v.size(), DType::kFloat64)->wait();
+  return v;
+}
+
+MoeStepReport TrainingRun::moe_step_report(const double* v) const {
+  const int E = config_.model.moe.n_experts, L = config_.model.moe_layers();
   MoeStepReport r;
   r.aux_loss = v[0];
   r.z_loss = v[1];
   r.dropped = v[2];
-  for (int l = 0; l < L; ++l)
-    r.load.emplace_back(v.begin() + 3 + long(l) * E, v.begin() + 3 + long(l + 1) * E);
+  for (int l = 0; l < L; ++l) r.load.emplace_back(v + 3 + long(l) * E, v + 3 + long(l + 1) * E);
   return r;
 }
 

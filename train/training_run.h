@@ -189,8 +189,10 @@ class TrainingRun {
   std::unique_ptr<Communicator> moe_pipeline_;
   // parallel.ep > 1: the ranks sharing this rank's experts (DecoderStage::set_expert_group).
   std::unique_ptr<Communicator> expert_group_;
-  // The step's MoE report from every rank's stage (one reduction over the world).
-  MoeStepReport reduce_moe_step();
+  // A mixture of experts' step: this rank's part of the sums the step's reduction over the world
+  // adds up (the stage's since the last call), and the report from those sums.
+  std::vector<double> moe_step_sums();
+  MoeStepReport moe_step_report(const double* sums) const;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Backend> host_backend_;  // updates offloaded optimizer state next to a GPU
   std::unique_ptr<PipelineStage> stage_;

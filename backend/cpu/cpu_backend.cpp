@@ -47,6 +47,13 @@ T* operand(const TensorView& v, size_t need, bool optional, const char* op, cons
 }
 
 size_t n(int a) { return static_cast<size_t>(a); }
+
+// The rows a table of row indices (< 0: none) reaches: the largest index + 1 (an operand's size).
+int rows_indexed(const int32_t* index, size_t count) {
+  int32_t most = -1;
+  for (size_t i = 0; i < count; ++i) most = std::max(most, index[i]);
+  return int(most) + 1;
+}
 size_t n(int a, int b) { return static_cast<size_t>(a) * static_cast<size_t>(b); }
 
 }  // namespace
@@ -185,35 +192,28 @@ void CpuBackend::moe_route_backward(const TensorView& dlogits, const TensorView&
 
 void CpuBackend::moe_gather(const TensorView& rows, const TensorView& inp, const TensorView& token, int M, int C) {
   const int32_t* t = I32(token, n(M));
-  int max_token = -1;
-  for (int m = 0; m < M; ++m) max_token = std::max(max_token, t[m]);
-  cpu::moe_gather(F(rows, n(M, C)), F(inp, n(max_token + 1, C)), t, M, C);
+  cpu::moe_gather(F(rows, n(M, C)), F(inp, n(rows_indexed(t, n(M)), C)), t, M, C);
 }
 
 void CpuBackend::moe_gather_backward(const TensorView& dinp, const TensorView& drows, const TensorView& slot, int N,
                                      int k, int C) {
   const int32_t* s = I32(slot, n(N, k));
-  int max_slot = -1;
-  for (size_t i = 0; i < n(N, k); ++i) max_slot = std::max(max_slot, s[i]);
-  cpu::moe_gather_backward(F(dinp, n(N, C)), F(drows, n(max_slot + 1, C)), s, N, k, C);
+  cpu::moe_gather_backward(F(dinp, n(N, C)), F(drows, n(rows_indexed(s, n(N, k)), C)), s, N, k, C);
 }
 
 void CpuBackend::moe_combine(const TensorView& out, const TensorView& rows, const TensorView& slot,
                              const TensorView& weight, int N, int k, int C) {
   const int32_t* s = I32(slot, n(N, k));
-  int max_slot = -1;
-  for (size_t i = 0; i < n(N, k); ++i) max_slot = std::max(max_slot, s[i]);
-  cpu::moe_combine(F(out, n(N, C)), F(rows, n(max_slot + 1, C)), s, F(weight, n(N, k)), N, k, C);
+  cpu::moe_combine(F(out, n(N, C)), F(rows, n(rows_indexed(s, n(N, k)), C)), s, F(weight, n(N, k)), N, k, C);
 }
 
 void CpuBackend::moe_combine_backward(const TensorView& drows, const TensorView& dweight, const TensorView& dout,
                                       const TensorView& rows, const TensorView& slot, const TensorView& weight, int N,
                                       int k, int C) {
   const int32_t* s = I32(slot, n(N, k));
-  int max_slot = -1;
-  for (size_t i = 0; i < n(N, k); ++i) max_slot = std::max(max_slot, s[i]);
-  cpu::moe_combine_backward(F(drows, n(max_slot + 1, C)), F(dweight, n(N, k)), F(dout, n(N, C)),
-                            F(rows, n(max_slot + 1, C)), s, F(weight, n(N, k)), N, k, C);
+  const size_t rows_used = n(rows_indexed(s, n(N, k)), C);
+  cpu::moe_combine_backward(F(drows, rows_used), F(dweight, n(N, k)), F(dout, n(N, C)), F(rows, rows_used), s,
+                            F(weight, n(N, k)), N, k, C);
 }
 
 void CpuBackend::moe_shared_gate(const TensorView& gate, const TensorView& logits, int N) {

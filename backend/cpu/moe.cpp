@@ -2,7 +2,8 @@
 
 #include <cmath>
 #include <cstddef>
-#include <vector>
+
+#include "backend/moe_route.h"
 
 namespace feast::cpu {
 
@@ -22,24 +23,7 @@ void moe_route(T* probs, T* lse, int32_t* expert, T* weight, T* prob_sum, const 
     }
     for (int e = 0; e < E; ++e) p[e] /= sum;
     lse[n] = max + std::log(sum);
-    // Selection by repeated scans: k is small, and the order (most probable first, ties to the
-    // lower index) is the one every backend reproduces.
-    int32_t* ex = expert + size_t(n) * size_t(k);
-    T* w = weight + size_t(n) * size_t(k);
-    T chosen = 0;
-    for (int j = 0; j < k; ++j) {
-      int best = -1;
-      for (int e = 0; e < E; ++e) {
-        bool taken = false;
-        for (int i = 0; i < j; ++i) taken = taken || ex[i] == e;
-        if (!taken && (best < 0 || p[e] > p[best])) best = e;
-      }
-      ex[j] = best;
-      w[j] = p[best];
-      chosen += p[best];
-    }
-    if (renormalize)
-      for (int j = 0; j < k; ++j) w[j] /= chosen;
+    moe_top_k(p, E, k, renormalize, expert + size_t(n) * size_t(k), weight + size_t(n) * size_t(k));
   }
   for (int e = 0; e < E; ++e) prob_sum[e] = 0;
   for (int n = 0; n < N; ++n)
@@ -51,27 +35,9 @@ void moe_route_backward(L* dlogits, const T* probs, const T* lse, const int32_t*
                         const T* dweight, const T* dprob, T z_scale, int N, int E, int k, bool renormalize) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
-    const T* p = probs + size_t(n) * size_t(E);
-    const int32_t* ex = expert + size_t(n) * size_t(k);
-    const T* w = weight + size_t(n) * size_t(k);
-    const T* dw = dweight + size_t(n) * size_t(k);
-    std::vector<T> dp(dprob, dprob + E);  // the load-balancing loss's, the same for every row
-    if (renormalize) {
-      // w_j = p_j / S with S the chosen probabilities' sum: dp_j = (dw_j - sum_m dw_m w_m) / S.
-      T S = 0, dot = 0;
-      for (int j = 0; j < k; ++j) {
-        S += p[ex[j]];
-        dot += dw[j] * w[j];
-      }
-      for (int j = 0; j < k; ++j) dp[size_t(ex[j])] += (dw[j] - dot) / S;
-    } else {
-      for (int j = 0; j < k; ++j) dp[size_t(ex[j])] += dw[j];
-    }
-    T dot = 0;
-    for (int e = 0; e < E; ++e) dot += p[e] * dp[size_t(e)];
-    const T dz = 2 * z_scale * lse[n];  // d/d logit_e of z_scale lse^2 = 2 z_scale lse p_e
-    L* d = dlogits + size_t(n) * size_t(E);
-    for (int e = 0; e < E; ++e) d[e] = L(p[e] * (dp[size_t(e)] - dot + dz));
+    const size_t rk = size_t(n) * size_t(k);
+    moe_route_grad_row(dlogits + size_t(n) * size_t(E), probs + size_t(n) * size_t(E), lse[n], expert + rk,
+                       weight + rk, dweight + rk, dprob, z_scale, E, k, renormalize);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/kernel_common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/moe_route.h"
 
 namespace feast::cuda {
 namespace {
@@ -29,22 +30,7 @@ __global__ void route_kernel(float* probs, float* lse, int32_t* expert, float* w
   }
   for (int e = 0; e < E; ++e) p[e] /= sum;
   lse[n] = max + logf(sum);
-  int32_t* ex = expert + size_t(n) * size_t(k);
-  float* w = weight + size_t(n) * size_t(k);
-  float chosen = 0;
-  for (int j = 0; j < k; ++j) {
-    int best = -1;
-    for (int e = 0; e < E; ++e) {
-      bool taken = false;
-      for (int i = 0; i < j; ++i) taken = taken || ex[i] == e;
-      if (!taken && (best < 0 || p[e] > p[best])) best = e;
-    }
-    ex[j] = best;
-    w[j] = p[best];
-    chosen += p[best];
-  }
-  if (renormalize)
-    for (int j = 0; j < k; ++j) w[j] /= chosen;
+  moe_top_k(p, E, k, renormalize, expert + size_t(n) * size_t(k), weight + size_t(n) * size_t(k));
 }
 
 // prob_sum[e] = the probabilities of expert e summed over rows: block e, a fixed order (0 for no
@@ -64,28 +50,9 @@ __global__ void route_backward_kernel(T* dlogits, const float* probs, const floa
                                       int N, int E, int k, bool renormalize) {
   const int n = int(blockIdx.x * blockDim.x + threadIdx.x);
   if (n >= N) return;
-  const float* p = probs + size_t(n) * size_t(E);
-  const int32_t* ex = expert + size_t(n) * size_t(k);
-  const float* w = weight + size_t(n) * size_t(k);
-  const float* dw = dweight + size_t(n) * size_t(k);
-  float S = 0, wdot = 0;
-  for (int j = 0; j < k; ++j) {
-    S += p[ex[j]];
-    wdot += dw[j] * w[j];
-  }
-  // The chosen experts' part of d loss / d p: c_j, added to the load-balancing loss's dprob.
-  auto chosen = [&](int j) { return renormalize ? (dw[j] - wdot) / S : dw[j]; };
-  float dot = 0;
-  for (int e = 0; e < E; ++e) dot += p[e] * dprob[e];
-  for (int j = 0; j < k; ++j) dot += p[ex[j]] * chosen(j);
-  const float dz = 2 * z_scale * lse[n];
-  T* d = dlogits + size_t(n) * size_t(E);
-  for (int e = 0; e < E; ++e) {
-    float dp = dprob[e];
-    for (int j = 0; j < k; ++j)
-      if (ex[j] == e) dp += chosen(j);
-    d[e] = from_float<T>(p[e] * (dp - dot + dz));
-  }
+  const size_t rk = size_t(n) * size_t(k);
+  moe_route_grad_row(dlogits + size_t(n) * size_t(E), probs + size_t(n) * size_t(E), lse[n], expert + rk, weight + rk,
+                     dweight + rk, dprob, z_scale, E, k, renormalize);
 }
 
 template <typename T>

@@ -3,9 +3,8 @@
 #include <numeric>
 #include <utility>
 
-#include "core/timer.h"
-
 #include "core/error.h"
+#include "core/timer.h"
 
 namespace feast {
 
@@ -145,7 +144,7 @@ MoeMlp::MoeMlp(const ModelConfig& config, const DecoderArch& arch, const LayerPa
   }
   if (shared_) {
     shared_out_ = memory.take(true, dt, N * size_t(C_));
-    gate_ = memory.take(true, DType::kFloat32, N);
+    if (shared_gate_.weight) gate_ = memory.take(true, DType::kFloat32, N);
     Backend& be = memory.backend();
     std::vector<int32_t> identity(N);
     std::iota(identity.begin(), identity.end(), 0);
@@ -194,50 +193,23 @@ void MoeMlp::forward(const LayerContext& ctx, int slot, const TensorView& x, con
     experts_forward(ctx, slot, 0, plan.offsets, sc.rows, out_[s]);
   } else {
     // The counts first: how many rows of each of its experts every ep rank will receive.
-    Exchange& ex = exchanges_[s];
-    const int P = recorder_.ep(), El = E_ / P, me = recorder_.ep_rank();
+    const int El = E_ / recorder_.ep();
     std::vector<int32_t> sent(plan.rows.begin(), plan.rows.end()), got(static_cast<size_t>(E_));
     Timer timer;
     recorder_.expert_group()->alltoall(sent.data(), got.data(), size_t(El), DType::kInt32)->wait();
     recorder_.add_exchange_seconds(timer.seconds());
-    ex.send_rows.assign(size_t(P), 0);
-    ex.recv_rows.assign(size_t(P), 0);
-    ex.local_rows.assign(size_t(El), 0);
-    for (int q = 0; q < P; ++q)
-      for (int i = 0; i < El; ++i) {
-        ex.send_rows[size_t(q)] += size_t(plan.rows[size_t(q * El + i)]);
-        ex.recv_rows[size_t(q)] += size_t(got[size_t(q * El + i)]);
-        ex.local_rows[size_t(i)] += got[size_t(q * El + i)];
-      }
-    ex.local_offsets.assign(size_t(El) + 1, 0);
-    for (int i = 0; i < El; ++i) ex.local_offsets[size_t(i) + 1] = ex.local_offsets[size_t(i)] + ex.local_rows[size_t(i)];
-    // The received rows come rank by rank, each rank's expert by expert; the experts want theirs
-    // together: row r of expert order is received row to_experts[r], and back.
+    ExpertExchange& ex = exchanges_[s];
+    ex = plan_exchange(plan.rows, got, recorder_.ep());
     const int R = ex.rows();
-    std::vector<int32_t> to_experts(static_cast<size_t>(R)), to_ranks(static_cast<size_t>(R));
-    std::vector<int> block_start(static_cast<size_t>(P * El));
-    int at = 0;
-    for (int q = 0; q < P; ++q)
-      for (int i = 0; i < El; ++i) {
-        block_start[size_t(q * El + i)] = at;
-        at += got[size_t(q * El + i)];
-      }
-    int r = 0;
-    for (int i = 0; i < El; ++i)
-      for (int q = 0; q < P; ++q)
-        for (int j = 0; j < got[size_t(q * El + i)]; ++j, ++r) {
-          to_experts[size_t(r)] = block_start[size_t(q * El + i)] + j;
-          to_ranks[size_t(to_experts[size_t(r)])] = r;
-        }
     if (R > 0) {
-      be.copy(to_experts_[s].first(size_t(R)), host_view(to_experts.data(), size_t(R)));
-      be.copy(to_ranks_[s].first(size_t(R)), host_view(to_ranks.data(), size_t(R)));
+      be.copy(to_experts_[s].first(size_t(R)), host_view(ex.to_experts.data(), size_t(R)));
+      be.copy(to_ranks_[s].first(size_t(R)), host_view(ex.to_ranks.data(), size_t(R)));
     }
-    exchange(ctx, ex, sc.rows, sc.exchange_a, /*outward=*/true);
+    exchange(ex, sc.rows, sc.exchange_a, /*outward=*/true);
     be.moe_gather(local_rows_[s], sc.exchange_a, to_experts_[s], R, C_);
-    experts_forward(ctx, slot, me * El, ex.local_offsets, local_rows_[s], sc.exchange_a);
+    experts_forward(ctx, slot, recorder_.ep_rank() * El, ex.local_offsets, local_rows_[s], sc.exchange_a);
     be.moe_gather(sc.exchange_b, sc.exchange_a, to_ranks_[s], R, C_);
-    exchange(ctx, ex, sc.exchange_b, out_[s], /*outward=*/false);
+    exchange(ex, sc.exchange_b, out_[s], /*outward=*/false);
   }
   be.zero(out.first(NC));
   be.moe_combine(out, out_[s], slot_[s], weight_[s], N, k_, C_);
@@ -248,10 +220,8 @@ void MoeMlp::forward(const LayerContext& ctx, int slot, const TensorView& x, con
   if (shared_gate_.weight) {
     be.matmul_forward(sc.gate_logits, x, weight_of(ctx, shared_gate_), {}, N, C_, 1);
     be.moe_shared_gate(gate_[s], sc.gate_logits, N);
-  } else {
-    be.copy(gate_[s].first(size_t(N)), ones_.view().first(size_t(N)));
   }
-  be.moe_combine(out, shared_out_[s], identity_.view(), gate_[s], N, 1, C_);
+  be.moe_combine(out, shared_out_[s], identity_.view(), shared_weight(slot), N, 1, C_);
 }
 
 void MoeMlp::backward(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx,
@@ -272,7 +242,8 @@ void MoeMlp::backward(const LayerContext& ctx, int slot, const TensorView& dout,
 
   // The shared experts and their gate: their input gradient (whole over the group) in sc.part.
   if (shared_) {
-    be.moe_combine_backward(sc.dshared, sc.dgate, dout, shared_out_[s], identity_.view(), gate_[s], N, 1, C_);
+    be.moe_combine_backward(sc.dshared, sc.dgate, dout, shared_out_[s], identity_.view(), shared_weight(slot), N, 1,
+                            C_);
     if (shared_gate_.weight) {
       be.moe_shared_gate_backward(sc.gate_logits, gate_[s], sc.dgate, N);
       AcquiredGrads g(sink, shared_gate_);
@@ -291,14 +262,14 @@ void MoeMlp::backward(const LayerContext& ctx, int slot, const TensorView& dout,
     experts_backward(ctx, slot, 0, plan.offsets, sc.rows, sc.drows, sc.drows, sink);
   } else {
     // The output gradients go to the experts' ranks, their input gradients come back.
-    const Exchange& ex = exchanges_[s];
+    const ExpertExchange& ex = exchanges_[s];
     const int El = E_ / recorder_.ep(), R = ex.rows();
-    exchange(ctx, ex, sc.drows, sc.exchange_a, /*outward=*/true);
+    exchange(ex, sc.drows, sc.exchange_a, /*outward=*/true);
     be.moe_gather(sc.exchange_b, sc.exchange_a, to_experts_[s], R, C_);
     experts_backward(ctx, slot, recorder_.ep_rank() * El, ex.local_offsets, local_rows_[s], sc.exchange_b,
                      sc.exchange_a, sink);
     be.moe_gather(sc.exchange_b, sc.exchange_a, to_ranks_[s], R, C_);
-    exchange(ctx, ex, sc.exchange_b, sc.drows, /*outward=*/false);
+    exchange(ex, sc.exchange_b, sc.drows, /*outward=*/false);
   }
   be.zero(dx.first(NC));
   be.moe_gather_backward(dx, sc.drows, slot_[s], N, k_, C_);
@@ -374,8 +345,7 @@ void MoeMlp::experts_backward(const LayerContext& ctx, int slot, int first, cons
   }
 }
 
-void MoeMlp::exchange(const LayerContext& ctx, const Exchange& x, const TensorView& from, const TensorView& to,
-                      bool outward) {
+void MoeMlp::exchange(const ExpertExchange& x, const TensorView& from, const TensorView& to, bool outward) {
   std::vector<size_t> out(x.send_rows), in(x.recv_rows);
   if (!outward) std::swap(out, in);
   for (size_t& c : out) c *= size_t(C_);
@@ -383,7 +353,6 @@ void MoeMlp::exchange(const LayerContext& ctx, const Exchange& x, const TensorVi
   Timer timer;
   recorder_.expert_group()->alltoallv(from.data, out, to.data, in, from.dtype)->wait();
   recorder_.add_exchange_seconds(timer.seconds());
-  (void)ctx;
 }
 
 }  // namespace feast

@@ -117,14 +117,6 @@ class MoeMlp {
   std::vector<FlatRange> grad_ranges() const;
 
  private:
-  // Expert parallelism's exchange of one micro-batch, on the host: the rows this rank sends each
-  // ep rank (its tokens' choices of that rank's experts) and receives from each, and its own
-  // experts' rows in the received order, expert by expert.
-  struct Exchange {
-    std::vector<size_t> send_rows, recv_rows;  // (ep)
-    std::vector<int> local_rows, local_offsets;  // (E / ep), (E / ep + 1)
-    int rows() const { return local_offsets.empty() ? 0 : local_offsets.back(); }
-  };
   // The forward products of experts [first, first + offsets.size() - 1) over rows (R, C) held
   // expert by expert at `offsets`: pre-activations, activations and outputs y (R, C) of `slot`.
   void experts_forward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
@@ -135,7 +127,9 @@ class MoeMlp {
                         const TensorView& rows, const TensorView& dy, const TensorView& dx, GradientSink& sink);
   // rows (R, C) moved between this rank's order (expert by expert over all E experts) and the
   // experts' ranks, forward (to them: `from` M rows in, `to` R rows out, by ep rank) or back.
-  void exchange(const LayerContext& ctx, const Exchange& x, const TensorView& from, const TensorView& to, bool outward);
+  void exchange(const ExpertExchange& x, const TensorView& from, const TensorView& to, bool outward);
+  // The per-token weights of the shared experts' output: the gate of `slot`, or ones.
+  TensorView shared_weight(int slot) const { return shared_gate_.weight ? gate_[size_t(slot)] : ones_.view(); }
 
   int C_, E_, k_, width_;  // width_: Il
   double capacity_factor_;
@@ -149,14 +143,15 @@ class MoeMlp {
   // Per slot: the router's probabilities (N, E), logsumexp (N), choices (N, k) and their weights
   // (N, k); the routing tables (slot (N k), token (M)) and the plan on the host; the experts'
   // pre-activations (M, 2 Il), activations (M, Il) and outputs (M, C); the shared experts'
-  // output (N, C) and gate (N).
+  // output (N, C) and their gate (N), if they have one.
   std::vector<TensorView> probs_, lse_, expert_, weight_, slot_, token_, pre_, act_, out_, shared_out_, gate_;
   std::vector<RoutingPlan> plans_;
   // Expert parallelism, per slot: the exchange, the rows this rank's experts took (R, C) in their
   // order, and the permutations between the received order (by ep rank) and theirs (R).
-  std::vector<Exchange> exchanges_;
+  std::vector<ExpertExchange> exchanges_;
   std::vector<TensorView> local_rows_, to_experts_, to_ranks_;
-  Tensor identity_, ones_;  // (N) int32 0 .. N-1 and float32 ones: the shared output's combine
+  // (N) int32 0 .. N-1 and float32 ones: the shared output's combine, and its weights without a gate.
+  Tensor identity_, ones_;
 };
 
 }  // namespace feast

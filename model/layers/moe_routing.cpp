@@ -43,4 +43,39 @@ RoutingPlan plan_routing(const int32_t* expert, int N, int k, int E, int capacit
   return p;
 }
 
+ExpertExchange plan_exchange(const std::vector<int>& rows, const std::vector<int32_t>& received, int P) {
+  const int E = int(rows.size()), El = E / P;
+  FEAST_CHECK(P >= 1 && E % P == 0 && received.size() == rows.size(),
+              "an exchange of " << E << " experts' rows among " << P << " ranks");
+  auto got = [&](int q, int i) { return int(received[size_t(q * El + i)]); };
+  ExpertExchange x;
+  x.send_rows.assign(size_t(P), 0);
+  x.recv_rows.assign(size_t(P), 0);
+  x.local_offsets.assign(size_t(El) + 1, 0);
+  for (int q = 0; q < P; ++q)
+    for (int i = 0; i < El; ++i) {
+      x.send_rows[size_t(q)] += size_t(rows[size_t(q * El + i)]);
+      x.recv_rows[size_t(q)] += size_t(got(q, i));
+      x.local_offsets[size_t(i) + 1] += got(q, i);
+    }
+  for (int i = 0; i < El; ++i) x.local_offsets[size_t(i) + 1] += x.local_offsets[size_t(i)];
+  // Where each (rank, expert) block starts among the received rows.
+  std::vector<int> block_start(static_cast<size_t>(E));
+  for (int b = 0, at = 0; b < E; ++b) {
+    block_start[size_t(b)] = at;
+    at += int(received[size_t(b)]);
+  }
+  x.to_experts.resize(size_t(x.rows()));
+  x.to_ranks.resize(size_t(x.rows()));
+  int r = 0;
+  for (int i = 0; i < El; ++i)
+    for (int q = 0; q < P; ++q)
+      for (int j = 0; j < got(q, i); ++j, ++r) {
+        const int from = block_start[size_t(q * El + i)] + j;
+        x.to_experts[size_t(r)] = from;
+        x.to_ranks[size_t(from)] = r;
+      }
+  return x;
+}
+
 }  // namespace feast

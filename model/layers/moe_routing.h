@@ -7,6 +7,7 @@
 // Legend: N tokens, k choices per token, E experts, M rows routed (at most N k).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -29,5 +30,23 @@ int expert_capacity(double factor, int N, int k, int E);
 
 // expert (N k): each token's choices, in the router's order. capacity 0 = none.
 RoutingPlan plan_routing(const int32_t* expert, int N, int k, int E, int capacity);
+
+// Expert parallelism's exchange of one micro-batch among P ranks of E / P experts each (rank q's
+// experts [q E/P, (q+1) E/P)). What travels, and how the received rows, which come rank by rank
+// and each rank's expert by expert, are reordered so that each of this rank's experts has its
+// rows together.
+struct ExpertExchange {
+  std::vector<size_t> send_rows, recv_rows;  // (P) rows to and from each rank
+  std::vector<int> local_offsets;            // (E/P + 1) this rank's experts' first rows, in expert order
+  // (R) expert-order row r is received row to_experts[r]; received row i is expert-order row
+  // to_ranks[i].
+  std::vector<int32_t> to_experts, to_ranks;
+  int rows() const { return local_offsets.empty() ? 0 : local_offsets.back(); }  // R
+};
+
+// rows (E): the rows this rank sends each expert (its RoutingPlan's); received (E): the rows
+// each rank sends each of this rank's experts, rank q's for expert i at q E/P + i (what an
+// all-to-all of the ranks' rows delivers).
+ExpertExchange plan_exchange(const std::vector<int>& rows, const std::vector<int32_t>& received, int P);
 
 }  // namespace feast

@@ -1,5 +1,5 @@
 // Mixture-of-experts routing: the plan's tables (every choice on one row of its expert, in token
-// order, dropless or past a capacity), and a model whose every token picks the same experts
+// order, dropless or past a capacity), expert parallelism's exchange, and a model whose every token picks the same experts
 // (the worst imbalance: a router of zeros ties every expert, and ties go to the lower index),
 // which runs forward and backward and counts its load and its dropped choices exactly.
 #include <gtest/gtest.h>
@@ -45,6 +45,19 @@ TEST(MoeRouting, ACapacityKeepsTheFirstTokensAndDropsTheRest) {
   // Token 3's choice of expert 0 (its third) and tokens 4's of experts 1 and 2, 3's of 2 drop.
   EXPECT_EQ(p.slot, (std::vector<int32_t>{0, 4, 5, 2, 1, 3, -1, -1, -1, -1}));
   EXPECT_EQ(p.token, (std::vector<int32_t>{0, 2, 1, 2, 0, 1}));
+}
+
+TEST(MoeRouting, AnExchangeGroupsTheReceivedRowsByExpert) {
+  // 2 ranks of 2 experts (0, 1 on rank 0; 2, 3 on rank 1), seen from rank 0: it sends 1, 2, 0, 3
+  // rows to experts 0..3; rank 0 sends its experts 1 and 2 rows, rank 1 sends them 3 and 0.
+  const ExpertExchange x = plan_exchange({1, 2, 0, 3}, {1, 2, 3, 0}, 2);
+  EXPECT_EQ(x.send_rows, (std::vector<size_t>{3, 3}));
+  EXPECT_EQ(x.recv_rows, (std::vector<size_t>{3, 3}));
+  EXPECT_EQ(x.local_offsets, (std::vector<int>{0, 4, 6}));
+  // Received: rank 0's expert 0 (row 0), its expert 1 (rows 1, 2), rank 1's expert 0 (rows 3..5).
+  // Expert order: expert 0's rows from rank 0 then rank 1, then expert 1's.
+  EXPECT_EQ(x.to_experts, (std::vector<int32_t>{0, 3, 4, 5, 1, 2}));
+  for (size_t r = 0; r < x.to_experts.size(); ++r) EXPECT_EQ(x.to_ranks[size_t(x.to_experts[r])], int32_t(r));
 }
 
 // A Llama of two MoE blocks (4 experts, top 2), its routers zero: every token chooses experts 0

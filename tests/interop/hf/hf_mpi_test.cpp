@@ -168,13 +168,7 @@ TEST_P(HfModels, GreedyGenerationMatchesTransformers) {
   if (world_rank() != 0) return;  // generation runs on one process
   const std::string model = GetParam();
   const Config c = parse_config("", "hf_mpi_test", {"model.init_from=\"" + kFixtures + "/" + model + "\""});
-  const SafetensorsModel weights(c.model.init_from);
-  const LogicalTensorSource logical = hf_logical_tensors(weights, c.model);
-  const ParamTable table = decoder_param_table(c.model);
-  KvCacheDecoder decoder(c.model, [&](const std::string& name, std::span<const int64_t>, float* out) {
-    const std::vector<float> v = logical(table.at(name));
-    std::copy(v.begin(), v.end(), out);
-  });
+  KvCacheDecoder decoder = testing::folder_decoder(c.model);
   const testing::FixtureArray& prompt = ref(model, "greedy_prompt");
   const testing::FixtureArray& want = ref(model, "greedy");
   std::vector<int32_t> context;

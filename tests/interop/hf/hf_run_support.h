@@ -1,6 +1,7 @@
 // What the Hugging Face tests under mpirun share: a directory every rank agrees on, a relative
-// difference, a training run of this job's ranks with a model folder's weights imported, and the
-// fixtures' fine-tuning settings (AdamW at a constant rate, decay 0.1, clipping at 1, 5 steps).
+// difference, a training run of this job's ranks with a model folder's weights imported, the
+// fixtures' fine-tuning settings (AdamW at a constant rate, decay 0.1, clipping at 1, 5 steps)
+// and the cached decoder generate builds over a folder.
 #pragma once
 
 #include <mpi.h>
@@ -8,13 +9,19 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "comm/mpi_world.h"
+#include "interop/hf/model_weights.h"
+#include "model/architecture.h"
+#include "model/kv_cache_decoder.h"
 #include "tests/support/mpi_test_support.h"
 #include "train/training_run.h"
 
@@ -50,6 +57,17 @@ inline std::vector<std::string> finetune_overrides(const std::string& data, cons
           "training.warmup_steps=0", "training.lr_schedule=\"constant\"", "training.weight_decay=0.1",
           "training.beta1=0.9", "training.beta2=0.95", "training.eps=1e-8", "training.grad_clip=1.0",
           "training.eval_interval=0"};
+}
+
+// trainer generate's key/value-cache decoder over model.init_from's weights, built as generate
+// builds it.
+inline KvCacheDecoder folder_decoder(const ModelConfig& model) {
+  const ModelWeights weights(model, LoraSpec{}, 0, std::nullopt);
+  const ParamTable table = decoder_param_table(model);
+  return KvCacheDecoder(model, [&](const std::string& name, std::span<const int64_t>, float* out) {
+    const std::vector<float> v = weights.tensor(table.at(name));
+    std::copy(v.begin(), v.end(), out);
+  });
 }
 
 }  // namespace feast::testing
