@@ -316,7 +316,11 @@ multirank() {
   done
   # Expert parallelism: each MoE block's tokens sent to their experts' ranks and back by
   # all-to-all with variable counts of device rows, at ep 2 over dp 2 and with tp 2, against one
-  # rank with the same micro-batches (the load-balancing loss is a micro-batch's).
+  # rank with the same micro-batches (the load-balancing loss is a micro-batch's). The experts'
+  # rows arrive in another order than on one rank, so their sums round differently; over 20 steps
+  # that can flip a token's top-k choice where two experts nearly tie, a step in the loss of about
+  # 1e-3 that no tolerance for rounding allows: these compare at bf16's tolerance (a wrong
+  # exchange is off by far more), and tests/parallel/equivalence_test.cpp holds the tight one.
   local moe
   read -r -a moe <<<"$(moe_flags)"
   for dtype in fp32 bf16; do
@@ -324,11 +328,11 @@ multirank() {
     gpu_run llama $dtype "llama-moe-cuda-$dtype-dp2ep2" mpirun --oversubscribe --bind-to none -np 2 -- "${moe[@]}" \
       --set parallel.dp=2 --set parallel.ep=2 --set parallel.micro_batch_size=4 || return 1
     losses_agree "$state/runs/llama-moe-cuda-$dtype-mbs4" "$state/runs/llama-moe-cuda-$dtype-dp2ep2" \
-      "$(tolerance $dtype)" || ok=1
+      "$(tolerance bf16)" || ok=1
     gpu_run llama $dtype "llama-moe-cuda-$dtype-tp2dp2ep2" mpirun --oversubscribe --bind-to none -np 4 -- "${moe[@]}" \
       --set parallel.tp=2 --set parallel.dp=2 --set parallel.ep=2 --set parallel.micro_batch_size=4 || return 1
     losses_agree "$state/runs/llama-moe-cuda-$dtype-mbs4" "$state/runs/llama-moe-cuda-$dtype-tp2dp2ep2" \
-      "$(tolerance $dtype)" || ok=1
+      "$(tolerance bf16)" || ok=1
     grep -h "^time per step" "$state/runs/llama-moe-cuda-$dtype-tp2dp2ep2/train.log" || ok=1
   done
   # Every collective on GPU buffers, each result checked: NCCL at one rank (the machine has one
