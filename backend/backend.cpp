@@ -44,6 +44,37 @@ void Nf4Piece::check(const std::string& op) const {
   }
 }
 
+void check_groups(const std::vector<TensorView>& weights, const std::vector<int>& offsets, const char* op) {
+  FEAST_CHECK(offsets.size() == weights.size() + 1 && offsets.front() == 0,
+              op << ": " << weights.size() << " weights need " << weights.size() + 1 << " row offsets from 0, not "
+                 << offsets.size());
+  for (size_t g = 0; g < weights.size(); ++g)
+    FEAST_CHECK(offsets[g] <= offsets[g + 1], op << ": group " << g << "'s rows [" << offsets[g] << ", "
+                                                 << offsets[g + 1] << ") run backwards");
+}
+
+void Backend::grouped_matmul_forward(const TensorView& out, const TensorView& inp,
+                                     const std::vector<TensorView>& weights, const std::vector<int>& offsets, int C,
+                                     int OC) {
+  check_groups(weights, offsets, "grouped_matmul_forward");
+  const size_t c = size_t(C), oc = size_t(OC);
+  for (size_t g = 0; g < weights.size(); ++g) {
+    const size_t r0 = size_t(offsets[g]), n = size_t(offsets[g + 1]) - r0;
+    if (n > 0) matmul_forward(out.slice(r0 * oc, n * oc), inp.slice(r0 * c, n * c), weights[g], {}, int(n), C, OC);
+  }
+}
+
+void Backend::grouped_matmul_backward_input(const TensorView& dinp, const TensorView& dout,
+                                            const std::vector<TensorView>& weights, const std::vector<int>& offsets,
+                                            int C, int OC) {
+  check_groups(weights, offsets, "grouped_matmul_backward_input");
+  const size_t c = size_t(C), oc = size_t(OC);
+  for (size_t g = 0; g < weights.size(); ++g) {
+    const size_t r0 = size_t(offsets[g]), n = size_t(offsets[g + 1]) - r0;
+    if (n > 0) matmul_backward_input(dinp.slice(r0 * c, n * c), dout.slice(r0 * oc, n * oc), weights[g], int(n), C, OC);
+  }
+}
+
 DType compute_dtype_for(const std::string& device, const std::string& dtype) {
   if (device == "cpu") {
     if (dtype == "auto" || dtype == "fp32") return DType::kFloat32;

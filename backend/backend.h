@@ -60,6 +60,9 @@ struct Nf4Piece {
 // Throws naming `op` when a dropout call's shape is not one (p outside [0, 1), rows that are not
 // whole sequences, columns outside the product's).
 void check_dropout(const DropoutShape& s, const std::string& op);
+// The grouped products' groups (Backend::grouped_matmul_forward): weights.size() + 1 row offsets,
+// from 0, never decreasing; throws feast::Error naming `op` otherwise.
+void check_groups(const std::vector<TensorView>& weights, const std::vector<int>& offsets, const char* op);
 
 // One attention call's shape on this rank: n_head query heads and n_kv_head key/value heads of
 // head_dim channels each, laid out in a QKV row as [q heads | k heads | v heads].
@@ -194,6 +197,20 @@ class Backend {
   virtual void matmul_backward_weight_rows(const TensorView& dweight_rows, const TensorView& dout,
                                            const TensorView& inp, int N, int C, int OC, int row_begin,
                                            int row_end) = 0;
+
+  // ---- grouped products (a mixture of experts' experts, each over its own rows) ---------------
+  // Rows held group by group: group g is rows [offsets[g], offsets[g + 1]) (offsets has one more
+  // entry than weights; R = offsets.back() rows in all) and multiplies weights[g] (OC, C).
+  // out (R, OC) = each group's rows of inp (R, C) @ weights[g]^T; groups without rows are
+  // skipped. This composes matmul_forward group by group; a backend may run every group in one
+  // call (the CUDA one: cuBLAS's grouped GEMM).
+  virtual void grouped_matmul_forward(const TensorView& out, const TensorView& inp,
+                                      const std::vector<TensorView>& weights, const std::vector<int>& offsets, int C,
+                                      int OC);
+  // dinp (R, C) = each group's rows of dout (R, OC) @ weights[g] (composes matmul_backward_input).
+  virtual void grouped_matmul_backward_input(const TensorView& dinp, const TensorView& dout,
+                                             const std::vector<TensorView>& weights, const std::vector<int>& offsets,
+                                             int C, int OC);
 
   // ---- LoRA (model/lora.h): a low-rank update of some output columns of a frozen product ------
   // h (N, r) = scale * inp (N, C) @ a^T (a: (r, C)); out[:, col:col+OC] += h @ b^T (b: (OC, r)),

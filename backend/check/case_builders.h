@@ -36,6 +36,9 @@ OpCase matmul_gelu_forward_case(int N, int C, int OC, bool bias);
 OpCase matmul_backward_case(int N, int C, int OC, bool dinp, bool dbias);
 OpCase matmul_backward_input_case(int N, int C, int OC);
 OpCase matmul_backward_weight_rows_case(int N, int C, int OC);  // a middle chunk of the rows
+// Groups of `rows` each times its own (OC, C) weight, the weights `skew` elements into one buffer.
+OpCase grouped_matmul_forward_case(const std::vector<int>& rows, int C, int OC, int skew);
+OpCase grouped_matmul_backward_input_case(const std::vector<int>& rows, int C, int OC, int skew);
 // LoRA's update of columns [s.col, s.col + s.OC) of an output s.out_ld wide.
 OpCase lora_forward_case(const LoraShape& s);
 OpCase lora_backward_case(const LoraShape& s, bool dinp);

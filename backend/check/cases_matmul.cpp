@@ -79,6 +79,42 @@ void matmul_backward_weight_rows(CheckHarness& h, int N, int C, int OC) {
   h.compare("dweight_rows", rows, want);
 }
 
+// Groups of rows (a mixture of experts' experts), each times its own weight (OC, C). The weights
+// lie one after another in one buffer `skew` elements in, as experts do in the flat parameter
+// buffer, so that they start at addresses a product must not assume aligned.
+std::string grouped_shape(const std::vector<int>& rows, int C, int OC, int skew) {
+  std::string s = "rows";
+  for (int r : rows) {
+    s += ' ';
+    s += std::to_string(r);
+  }
+  return s + " C=" + std::to_string(C) + " OC=" + std::to_string(OC) + " skew " + std::to_string(skew);
+}
+
+void grouped_matmul(CheckHarness& h, const std::vector<int>& rows, int C, int OC, int skew, bool backward_input) {
+  const size_t c = size_t(C), oc = size_t(OC), wsize = oc * c;
+  std::vector<int> offsets{0};
+  for (int r : rows) offsets.push_back(offsets.back() + r);
+  const size_t R = size_t(offsets.back());
+  const Operand w = h.activations(size_t(skew) + rows.size() * wsize);
+  std::vector<TensorView> weights;
+  for (size_t g = 0; g < rows.size(); ++g) weights.push_back(w.view().slice(size_t(skew) + g * wsize, wsize));
+  const size_t in_width = backward_input ? oc : c, out_width = backward_input ? c : oc;
+  const Operand in = h.activations(R * in_width), out = h.activations(R * out_width);
+  if (backward_input) h.backend().grouped_matmul_backward_input(out.view(), in.view(), weights, offsets, C, OC);
+  else h.backend().grouped_matmul_forward(out.view(), in.view(), weights, offsets, C, OC);
+  std::vector<double> want(R * out_width);
+  for (size_t g = 0; g < rows.size(); ++g) {
+    const size_t r0 = size_t(offsets[g]);
+    const double* wg = w.data() + size_t(skew) + g * wsize;
+    if (backward_input)
+      cpu::matmul_backward_input(want.data() + r0 * c, in.data() + r0 * oc, wg, rows[g], C, OC);
+    else
+      cpu::matmul_forward(want.data() + r0 * oc, in.data() + r0 * c, wg, static_cast<const double*>(nullptr), rows[g], C, OC);
+  }
+  h.compare(backward_input ? "dinp" : "out", out, want);
+}
+
 std::string lora_shape(const LoraShape& s) {
   return "N=" + std::to_string(s.N) + " C=" + std::to_string(s.C) + " r=" + std::to_string(s.r) + " cols [" +
          std::to_string(s.col) + "," + std::to_string(s.col + s.OC) + ") of " + std::to_string(s.out_ld) +
@@ -139,6 +175,14 @@ OpCase matmul_backward_case(int N, int C, int OC, bool dinp, bool dbias) {
 OpCase matmul_backward_input_case(int N, int C, int OC) {
   return {"matmul_backward_input", product_shape(N, C, OC), HeldTo::kComputeDtype,
           [=](CheckHarness& h) { matmul_backward_input(h, N, C, OC); }};
+}
+OpCase grouped_matmul_forward_case(const std::vector<int>& rows, int C, int OC, int skew) {
+  return {"grouped_matmul_forward", grouped_shape(rows, C, OC, skew), HeldTo::kComputeDtype,
+          [=](CheckHarness& h) { grouped_matmul(h, rows, C, OC, skew, false); }};
+}
+OpCase grouped_matmul_backward_input_case(const std::vector<int>& rows, int C, int OC, int skew) {
+  return {"grouped_matmul_backward_input", grouped_shape(rows, C, OC, skew), HeldTo::kComputeDtype,
+          [=](CheckHarness& h) { grouped_matmul(h, rows, C, OC, skew, true); }};
 }
 OpCase matmul_backward_weight_rows_case(int N, int C, int OC) {
   const std::string rows = " rows [" + std::to_string(rows_begin(OC)) + "," + std::to_string(rows_end(OC)) + ")";

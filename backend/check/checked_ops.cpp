@@ -9,7 +9,7 @@ const std::vector<std::string>& checked_ops() {
   static const std::vector<std::string> ops = {
       "embedding_forward", "embedding_backward", "layernorm_forward", "layernorm_backward", "rmsnorm_forward",
       "rmsnorm_backward", "matmul_forward", "matmul_gelu_forward", "matmul_backward", "matmul_backward_input",
-      "matmul_backward_weight_rows", "lora_forward", "lora_backward", "dequantize_nf4", "attention_forward",
+      "matmul_backward_weight_rows", "grouped_matmul_forward", "grouped_matmul_backward_input", "lora_forward", "lora_backward", "dequantize_nf4", "attention_forward",
       "attention_backward", "ring_attention", "rope_forward", "rope_backward", "dropout_forward", "dropout_backward",
       "moe_route", "moe_route_backward", "moe_gather", "moe_gather_backward", "moe_combine", "moe_combine_backward",
       "moe_shared_gate", "moe_shared_gate_backward",

@@ -58,6 +58,14 @@ std::vector<OpCase> make_cases() {
   add(matmul_gelu_forward_case(67, 131, 264, true));
   add(matmul_gelu_forward_case(5, 64, 1024, false));
   add(matmul_gelu_forward_case(13, 21, 35, true));
+  // Grouped products (the experts): Mixtral-like groups with an empty one, aligned weights; odd
+  // widths whose weights start 3 elements into the buffer; one group of one row.
+  for (const auto& [rows, C, OC, skew] :
+       {std::tuple{std::vector<int>{13, 0, 40, 7, 1, 0, 22, 5}, 64, 256, 0},
+        std::tuple{std::vector<int>{9, 31, 2}, 67, 131, 3}, std::tuple{std::vector<int>{1}, 4099, 35, 1}}) {
+    add(grouped_matmul_forward_case(rows, C, OC, skew));
+    add(grouped_matmul_backward_input_case(rows, C, OC, skew));
+  }
 
   // A whole tensor; rows of 40 straddling blocks (a slice of them, as tensor parallelism cuts one);
   // more than 256 blocks (two second-level groups) and an odd element count.

@@ -90,6 +90,7 @@ class CudaBackend final : public Backend {
     FEAST_CUBLAS_CHECK(cublasCreate(&ctx_.blas));
     FEAST_CUBLAS_CHECK(cublasSetStream(ctx_.blas, ctx_.stream));
     ctx_.scratch = &scratch_;
+    ctx_.uploads = &uploads_;
   }
 
   ~CudaBackend() override {
@@ -216,6 +217,21 @@ class CudaBackend final : public Backend {
                 name() << " matmul_backward_weight_rows: rows [" << row_begin << ", " << row_end << ") of " << OC);
     cuda::matmul_backward_weight_rows(ctx_, compute_, F(dweight_rows, n(row_end - row_begin, C)), A(dout, n(N, OC)),
                                       A(inp, n(N, C)), N, C, OC, row_begin, row_end);
+  }
+  void grouped_matmul_forward(const TensorView& out, const TensorView& inp, const std::vector<TensorView>& weights,
+                              const std::vector<int>& offsets, int C, int OC) override {
+    check_groups(weights, offsets, "grouped_matmul_forward");
+    const size_t R = size_t(offsets.back());
+    cuda::grouped_matmul_forward(ctx_, compute_, A(out, R * size_t(OC)), A(inp, R * size_t(C)),
+                                 group_weights(weights, C, OC), offsets, C, OC);
+  }
+  void grouped_matmul_backward_input(const TensorView& dinp, const TensorView& dout,
+                                     const std::vector<TensorView>& weights, const std::vector<int>& offsets, int C,
+                                     int OC) override {
+    check_groups(weights, offsets, "grouped_matmul_backward_input");
+    const size_t R = size_t(offsets.back());
+    cuda::grouped_matmul_backward_input(ctx_, compute_, A(dinp, R * size_t(C)), A(dout, R * size_t(OC)),
+                                        group_weights(weights, C, OC), offsets, C, OC);
   }
   void lora_forward(const TensorView& out, const TensorView& h, const TensorView& inp, const TensorView& a,
                     const TensorView& b, const LoraShape& s) override {
@@ -465,6 +481,12 @@ class CudaBackend final : public Backend {
     FEAST_CHECK(v.numel >= need, this->name() << " " << op << ": operand " << name << " holds " << v.numel
                                               << " elements, the op needs " << need);
     return v.data;
+  }
+  // A grouped product's weights, each checked as an (OC, C) operand.
+  std::vector<const void*> group_weights(const std::vector<TensorView>& weights, int C, int OC) const {
+    std::vector<const void*> out;
+    for (const TensorView& w : weights) out.push_back(operand(w, compute_, n(OC, C), false, "grouped_matmul", "weights"));
+    return out;
   }
   void check_heads(const AttentionShape& s) const {
     FEAST_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0,

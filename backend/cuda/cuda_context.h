@@ -1,5 +1,5 @@
 // What every CUDA launcher needs besides its operands: the stream it enqueues on, the cuBLASLt
-// handle and workspace (and a cuBLAS handle for products cuBLASLt has no kernel for), a scratch buffer for partial results, and the device's shape (SM count)
+// handle and workspace (and a cuBLAS handle for products cuBLASLt has no kernel for), a scratch buffer for partial results, pinned uploads of small host arrays, and the device's shape (SM count)
 // to size grids. The CudaBackend owns one and passes it to every launcher.
 #pragma once
 
@@ -10,6 +10,8 @@
 #include <cstddef>
 
 namespace feast::cuda {
+
+class HostUploads;
 
 // A grow-only device buffer for an op's temporaries (partial sums of a two-pass reduction, say,
 // or cuDNN's workspace). Ops on one stream run one after another, so one buffer serves them all.
@@ -44,6 +46,7 @@ struct CudaContext {
   void* lt_workspace = nullptr;  // cuBLASLt's workspace (kLtWorkspaceBytes)
   cublasHandle_t blas = nullptr;  // on `stream`
   DeviceScratch* scratch = nullptr;
+  HostUploads* uploads = nullptr;  // small host-to-device copies queued like kernels (host_uploads.h)
   int sm_count = 1;
   int cc_major = 0;  // compute capability, major (9: Hopper)
 };

@@ -55,6 +55,14 @@ void matmul_backward_weight_rows(const CudaContext& ctx, DType dt, float* dweigh
 // dbias (OC) += column sums of dout (N, OC).
 void bias_backward(const CudaContext& ctx, DType dt, float* dbias, const void* dout, int N, int OC);
 
+// grouped_matmul.cu (one cublasGemmGroupedBatchedEx call for every group of rows; weights: each
+// group's (OC, C) weight on the device; offsets: the groups' rows, as Backend::grouped_matmul_*)
+void grouped_matmul_forward(const CudaContext& ctx, DType dt, void* out, const void* inp,
+                            const std::vector<const void*>& weights, const std::vector<int>& offsets, int C, int OC);
+void grouped_matmul_backward_input(const CudaContext& ctx, DType dt, void* dinp, const void* dout,
+                                   const std::vector<const void*>& weights, const std::vector<int>& offsets, int C,
+                                   int OC);
+
 // lora.cu (cublasGemmEx; Backend::lora_forward/backward)
 void lora_forward(const CudaContext& ctx, DType dt, void* out, void* h, const void* inp, const void* a, const void* b,
                   const LoraShape& s);

@@ -294,21 +294,12 @@ void MoeMlp::backward(const LayerContext& ctx, int slot, const TensorView& dout,
 void MoeMlp::experts_forward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
                              const TensorView& rows, const TensorView& y) {
   Backend& be = ctx.backend;
-  const size_t s = size_t(slot), F = 2 * size_t(width_), C = size_t(C_), W = size_t(width_);
-  const int experts = int(offsets.size()) - 1, R = offsets.back();
-  for (int i = 0; i < experts; ++i) {
-    const size_t r0 = size_t(offsets[size_t(i)]), n = size_t(offsets[size_t(i) + 1]) - r0;
-    if (n > 0)
-      be.matmul_forward(pre_[s].slice(r0 * F, n * F), rows.slice(r0 * C, n * C), weight_of(ctx, fc_[size_t(first + i)]),
-                        {}, int(n), C_, int(F));
-  }
+  const size_t s = size_t(slot);
+  const int F = 2 * width_, R = offsets.back();
+  // Each projection is one grouped product over every expert's rows (Backend::grouped_matmul_*).
+  be.grouped_matmul_forward(pre_[s], rows, expert_weights(ctx, fc_, first, offsets), offsets, C_, F);
   if (R > 0) be.swiglu_forward(act_[s], pre_[s], R, width_);
-  for (int i = 0; i < experts; ++i) {
-    const size_t r0 = size_t(offsets[size_t(i)]), n = size_t(offsets[size_t(i) + 1]) - r0;
-    if (n > 0)
-      be.matmul_forward(y.slice(r0 * C, n * C), act_[s].slice(r0 * W, n * W), weight_of(ctx, proj_[size_t(first + i)]),
-                        {}, int(n), width_, C_);
-  }
+  be.grouped_matmul_forward(y, act_[s], expert_weights(ctx, proj_, first, offsets), offsets, width_, C_);
 }
 
 void MoeMlp::experts_backward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
@@ -316,11 +307,14 @@ void MoeMlp::experts_backward(const LayerContext& ctx, int slot, int first, cons
   Backend& be = ctx.backend;
   const MoeScratch& sc = ctx.scratch.moe;
   const size_t s = size_t(slot), F = 2 * size_t(width_), C = size_t(C_), W = size_t(width_);
-  const int experts = int(offsets.size()) - 1;
-  // Expert by expert from the last (descending flat order: proj, then fc), each over its own
-  // rows; an expert this rank does not run (expert parallelism) or that got no token still
-  // acquires its gradients, since a sink waits for every range of a bucket. dx may be dy: an
-  // expert's rows of dy are read before its rows of dx are written.
+  const int experts = int(offsets.size()) - 1, R = offsets.back();
+  // The input gradients are grouped products over every expert's rows, as the forward's; the
+  // weight gradients go expert by expert from the last (descending flat order: proj, then fc),
+  // because a sink hands out a few buckets of gradients at a time. An expert this rank does not
+  // run (expert parallelism) or that got no token still acquires its gradients, since a sink
+  // waits for every range of a bucket. dx may be dy: every read of dy comes before dx is written.
+  be.grouped_matmul_backward_input(sc.dact, dy, expert_weights(ctx, proj_, first, offsets), offsets, width_, C_);
+  if (R > 0) be.swiglu_backward(sc.dpre, pre_[s], sc.dact, R, width_);
   for (int e = E_ - 1; e >= 0; --e) {
     size_t r0 = 0, n = 0;
     if (e >= first && e < first + experts) {
@@ -330,19 +324,30 @@ void MoeMlp::experts_backward(const LayerContext& ctx, int slot, int first, cons
     {
       AcquiredGrads g(sink, proj_[size_t(e)]);
       if (n > 0)
-        be.matmul_backward(sc.dact.slice(r0 * W, n * W), g.w(), {}, dy.slice(r0 * C, n * C),
-                           act_[s].slice(r0 * W, n * W), weight_of(ctx, proj_[size_t(e)]), int(n), width_, C_);
+        be.matmul_backward_weight_rows(g.w(), dy.slice(r0 * C, n * C), act_[s].slice(r0 * W, n * W), int(n), width_,
+                                       C_, 0, C_);
       g.release();
     }
-    if (n > 0)
-      be.swiglu_backward(sc.dpre.slice(r0 * F, n * F), pre_[s].slice(r0 * F, n * F), sc.dact.slice(r0 * W, n * W),
-                         int(n), width_);
     AcquiredGrads g(sink, fc_[size_t(e)]);
     if (n > 0)
-      be.matmul_backward(dx.slice(r0 * C, n * C), g.w(), {}, sc.dpre.slice(r0 * F, n * F), rows.slice(r0 * C, n * C),
-                         weight_of(ctx, fc_[size_t(e)]), int(n), C_, int(F));
+      be.matmul_backward_weight_rows(g.w(), sc.dpre.slice(r0 * F, n * F), rows.slice(r0 * C, n * C), int(n), C_,
+                                     int(F), 0, int(F));
     g.release();
   }
+  be.grouped_matmul_backward_input(dx, sc.dpre, expert_weights(ctx, fc_, first, offsets), offsets, C_, int(F));
+}
+
+std::vector<TensorView> MoeMlp::expert_weights(const LayerContext& ctx, const std::vector<WeightAndBias>& layer,
+                                               int first, const std::vector<int>& offsets) const {
+  std::vector<TensorView> weights;
+  for (size_t i = 0; i + 1 < offsets.size(); ++i) {
+    const WeightAndBias& p = layer[size_t(first) + i];
+    // A weight stored apart is turned back into one shared scratch, which cannot hold every
+    // expert at once (and MoE models refuse the adapters that store weights so).
+    FEAST_CHECK(!p.apart, "an expert's weight " << p.weight->spec->name << " is stored apart from the parameters");
+    weights.push_back(weight_of(ctx, p));
+  }
+  return weights;
 }
 
 void MoeMlp::exchange(const ExpertExchange& x, const TensorView& from, const TensorView& to, bool outward) {

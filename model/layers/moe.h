@@ -125,6 +125,10 @@ class MoeMlp {
   // block acquiring its ranges from the last (those not in [first, ...) add nothing).
   void experts_backward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
                         const TensorView& rows, const TensorView& dy, const TensorView& dx, GradientSink& sink);
+  // The weights of experts [first, first + offsets.size() - 1) of one projection (fc_ or proj_),
+  // as the grouped products take them.
+  std::vector<TensorView> expert_weights(const LayerContext& ctx, const std::vector<WeightAndBias>& layer, int first,
+                                         const std::vector<int>& offsets) const;
   // rows (R, C) moved between this rank's order (expert by expert over all E experts) and the
   // experts' ranks, forward (to them: `from` M rows in, `to` R rows out, by ep rank) or back.
   void exchange(const ExpertExchange& x, const TensorView& from, const TensorView& to, bool outward);
