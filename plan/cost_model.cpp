@@ -91,6 +91,42 @@ double block_parameters(const ParamTable& logical) {
   return n;
 }
 
+// What an MoE block allocates (model/layers/moe.h, MoeScratch in model/layers/layer_context.h)
+// for N rows, at tp t and expert-parallel degree ep: per activation slot, once per stage, and
+// outside the trainer's report. Legend: k choices, E experts, R = ep N k rows this rank's experts
+// may take, Il and Is an expert's and the shared experts' width on this rank.
+struct MoeMemory {
+  double kept = 0, scratch = 0, buffers = 0;
+  int stage_blocks(const ModelConfig& mc, const StageSpec& spec) const {
+    int n = 0;
+    for (const LayerRange& chunk : spec.chunks)
+      for (int l = chunk.first; l < chunk.first + chunk.count; ++l) n += mc.moe.is_moe_layer(l) ? 1 : 0;
+    return n;
+  }
+};
+
+MoeMemory moe_memory(const ModelConfig& mc, double N, int t, int ep, double e) {
+  MoeMemory m;
+  if (!mc.moe.enabled()) return m;
+  const double f32 = 4.0, i32 = 4.0, C = mc.n_embd, E = mc.moe.n_experts, Nk = N * mc.moe.top_k, R = Nk * ep;
+  const double Il = double(mc.expert_width() / t), Is = double(mc.shared_expert_width() / t);
+  const bool shared = Is > 0, gate = shared && mc.moe.shared_expert_gate;
+  // probabilities (N, E) and logsumexp (N) in float32; choices, weights, slots and tokens (N k);
+  // pre-activations (R, 2 Il), activations (R, Il), outputs (N k, C); under ep the rows this
+  // rank's experts took (R, C) and the two permutations (R); the shared experts' output (N, C),
+  // gate (N) and their MLP's fc output and activation (N, 3 Is).
+  m.kept = N * E * f32 + N * f32 + 4 * Nk * i32 + R * 3 * Il * e + Nk * C * e +
+           (ep > 1 ? R * C * e + 2 * R * i32 : 0.0) +
+           (shared ? N * C * e + (gate ? N * f32 : 0.0) + N * 3 * Is * e : 0.0);
+  // logits (N, E), prob_sum and dprob (E), rows and drows (N k, C), dact and dpre (R, 3 Il),
+  // the exchange's two buffers (R, C) under ep, dweight (N k), part (N, C); with shared experts
+  // dshared (N, C), dgate (N) and gate_logits (N).
+  m.scratch = N * E * e + 2 * E * f32 + 2 * Nk * C * e + R * 3 * Il * e + (ep > 1 ? 2 * R * C * e : 0.0) + Nk * f32 +
+              N * C * e + (shared ? N * C * e + N * f32 + N * e : 0.0);
+  m.buffers = shared ? 2 * N * f32 : 0.0;
+  return m;
+}
+
 PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const ParamTable& logical,
                         const StageSpec& spec, int stage, int replica, const MemoryOptions& o) {
   const ModelConfig& mc = config.model;
@@ -162,6 +198,9 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   const double rows = double(B) * T, C = mc.n_embd, hs = mc.head_dim();
   const double NHl = mc.n_head / t, NKVl = mc.kv_heads() / t, Il = mc.mlp_width() / t;
   const double Fl = arch.mlp == MlpKind::kSwiGlu ? 2 * Il : Il, Vl = mc.padded_vocab() / t;
+  // The stage's scratch serves the dense MLP and an MoE block's shared experts, the wider.
+  const double Il_scratch = std::max(mc.mlp_width(), mc.shared_expert_width()) / t;
+  const double Fl_scratch = arch.mlp == MlpKind::kSwiGlu ? 2 * Il_scratch : Il_scratch;
   const double qkv_w = (NHl + 2 * NKVl) * hs, out_w = NHl * hs;
   // The attention's saved state: the CPU keeps the softmax probabilities (B, NH, T, T); a fused
   // GPU kernel keeps one log-sum-exp per row (B, NH, T). The CPU backward's scratch is T x T per
@@ -198,8 +237,28 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   auto kept = [&](Recompute r) {
     return output + (r == Recompute::kFull ? 0.0 : products) + (r == Recompute::kNone ? core : 0.0);
   };
-  const double block_kept = recomputed * kept(recompute) + (layers - recomputed) * kept(Recompute::kNone);
-  const double recompute_set = recomputed > 0 ? kept(Recompute::kNone) - kept(recompute) : 0.0;
+  // An MoE block (model/layers/moe.h) has no dense MLP: it keeps neither the MLP's fc output
+  // nor its activation, and keeps its own buffers (moe_kept) whatever the recomputation.
+  const double mlp_products = rows * Fl * e, mlp_core = rows * Il * e;
+  auto kept_moe = [&](Recompute r) {
+    return kept(r) - (r == Recompute::kFull ? 0.0 : mlp_products) - (r == Recompute::kNone ? mlp_core : 0.0);
+  };
+  const MoeMemory moe = moe_memory(mc, rows, t, config.parallel.ep, e);
+  double block_kept = 0, recompute_set = 0;
+  {
+    int i = 0;
+    for (const LayerRange& chunk : spec.chunks)
+      for (int l = chunk.first; l < chunk.first + chunk.count; ++l, ++i) {
+        const bool is_moe = mc.moe.is_moe_layer(l);
+        const Recompute r = i < recomputed ? recompute : Recompute::kNone;
+        block_kept += is_moe ? kept_moe(r) + moe.kept : kept(r);
+        // The recomputed blocks share one set, as large as the largest block's (a dense one's).
+        if (i < recomputed)
+          recompute_set = std::max(recompute_set, is_moe ? kept_moe(Recompute::kNone) - kept_moe(recompute)
+                                                         : kept(Recompute::kNone) - kept(recompute));
+      }
+  }
+  const bool moe_stage = moe.stage_blocks(mc, spec) > 0;
   // A split backward (zero-bubble) keeps output gradients from its input-gradient pass to its
   // weight-gradient pass: per block QKV's and fc's (all rows), and a region's rows each for the
   // two projections' and the two norms'; the final norm's and the embedding's input gradient.
@@ -214,8 +273,9 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   if (spec.has_head) per_slot += rows * i32 + norm + rows * Vl * e + rows * f32;  // targets, ln_f, logits, losses
   // tmp and dres (a region's rows), the products' gradients, the loss's statistics; with
   // sequence parallelism the gathered rows and the partial sums (N, C) and a norm's gradients.
-  const double scratch = 2 * region * C * e + (split ? 0.0 : rows * qkv_w * e) + rows * out_w * e + rows * Fl * e +
-                         (arch.mlp == MlpKind::kSwiGlu ? rows * Il * e : 0.0) + 3 * rows * f32 + att_work +
+  const double scratch = 2 * region * C * e + (split ? 0.0 : rows * qkv_w * e) + rows * out_w * e +
+                         rows * Fl_scratch * e + (arch.mlp == MlpKind::kSwiGlu ? rows * Il_scratch * e : 0.0) +
+                         3 * rows * f32 + att_work + (moe_stage ? moe.scratch : 0.0) +
                          (sp ? 2 * rows * C * e : 0.0) + (sp || split || lora.enabled() ? 2 * C * f32 : 0.0) +
                          (split && !spec.has_embedding ? region * C * e : 0.0) +  // the arrival buffer
                          (split ? C * e : 0.0) +  // the norms' stand-in weight
@@ -236,6 +296,8 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   // stage's T positions.
   if (!arch.learned_positions && spec.num_layers() > 0)
     mem.buffers = 2.0 * (ring ? T : mc.max_seq_len) * (hs / 2) * f32;
+  // Each MoE block with shared experts: their combine's indices and unit weights (N each).
+  mem.buffers += moe.stage_blocks(mc, spec) * moe.buffers;
   return mem;
 }
 
@@ -300,6 +362,8 @@ double reduce_scatter_seconds(double bytes, int n, const Link& link) {
 
 double allgather_seconds(double bytes, int n, const Link& link) { return reduce_scatter_seconds(bytes, n, link); }
 
+double alltoall_seconds(double bytes, int n, const Link& link) { return reduce_scatter_seconds(bytes, n, link); }
+
 double send_recv_seconds(double bytes, const Link& link) { return bytes / link.bandwidth + link.latency; }
 
 double parameter_server_seconds(double bytes, int workers, int servers, bool colocated, const Link& link) {
@@ -319,7 +383,8 @@ std::string LayoutChoice::name() const {
   char buf[96];
   std::snprintf(buf, sizeof buf, "tp%d pp%d dp%d zero%d mbs%d m%d", tp, pp, dp, zero_stage, micro_batch_size,
                 num_micro_batches);
-  return std::string(buf) + (schedule != "1f1b" ? " " + schedule : "") + (sequence_parallel ? " sp" : "") +
+  return std::string(buf) + (ep > 1 ? " ep" + std::to_string(ep) : "") + (schedule != "1f1b" ? " " + schedule : "") +
+         (sequence_parallel ? " sp" : "") +
          (recompute != "none" ? " recompute-" + recompute : "") + (offload ? " offload" : "");
 }
 
@@ -346,6 +411,7 @@ Config config_for_layout(const Config& config, const LayoutChoice& choice, int64
   c.parallel.dp = choice.dp;
   c.parallel.cp = 1;  // the search does not try context parallelism (docs/planner.md)
   c.parallel.zero_stage = choice.zero_stage;
+  c.parallel.ep = choice.ep;
   c.parallel.micro_batch_size = choice.micro_batch_size;
   c.parallel.num_micro_batches = choice.num_micro_batches;
   c.training.batch_size = global_batch;
@@ -358,7 +424,7 @@ Config config_for_layout(const Config& config, const LayoutChoice& choice, int64
   if (choice.schedule != "interleaved-1f1b") c.parallel.virtual_stages = 1;
   if (int(c.parallel.stage_layers.size()) != choice.pp) c.parallel.stage_layers.clear();
   // plan_layout's messages say where a key was set: here, by the search.
-  for (const char* key : {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.cp", "parallel.zero_stage",
+  for (const char* key : {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.cp", "parallel.ep", "parallel.zero_stage",
                           "parallel.micro_batch_size", "parallel.num_micro_batches", "training.batch_size",
                           "training.recompute", "training.recompute_layers", "parallel.offload_optimizer",
                           "parallel.sequence_parallel", "parallel.schedule"})
@@ -376,6 +442,7 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   LayoutEstimate est;
   est.layout = {t, p, d, config.parallel.zero_stage, B, m, config.training.recompute,
                 config.parallel.offload_optimizer, config.parallel.sequence_parallel, config.parallel.schedule};
+  est.layout.ep = config.parallel.ep;
   est.valid = true;
   est.pp_idle_fraction = idle_fraction_formula(plan.schedule, p, m, plan.virtual_stages);
 
@@ -393,7 +460,18 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   const ParamTable logical = decoder_param_table(mc);
   const double rate = cl.tflops * 1e12;
   const double rows = double(B) * T, act_bytes = rows * mc.n_embd * e;
-  std::vector<double> compute(static_cast<size_t>(p), 0.0), tp_comm = compute, dp_comm = compute;
+  std::vector<double> compute(static_cast<size_t>(p), 0.0), tp_comm = compute, dp_comm = compute, ep_comm = compute;
+  // Expert parallelism's exchanges run on groups of ep consecutive data-parallel ranks.
+  const int ep = mc.moe.enabled() ? config.parallel.ep : 1;
+  est.ep_inter_node = ep > 1 && spans_nodes(
+      layout, gpn, [&](const RankCoord& c) { return c.dp % ep == 0; },
+      [&](int r) {
+        const RankCoord c = layout.coord(r);
+        std::vector<int> g;
+        for (int i = 0; i < ep; ++i) g.push_back(layout.rank_of({c.tp, c.pp, c.dp + i, c.cp}));
+        return g;
+      });
+  const Link& ep_link = est.ep_inter_node ? cl.inter_node : cl.intra_node;
   for (int s = 0; s < p; ++s) {
     const StageSpec spec = plan.stage_of(layout.rank_of({0, s, 0}));
     const PlannedMemory mem = memory_of(config, plan, logical, spec, s, 0, options.memory);
@@ -403,7 +481,12 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
     // Compute: 6 N + 6 L T C per token (model/flop_count.h) for the stage's part, split over tp;
     // under LoRA 4 N (no weight gradients of the frozen products) + 6 per adapter parameter.
     const LoraSpec lora = lora_spec(config);
-    double flops = (lora.enabled() ? 4.0 : 6.0) * stage_flop_parameters(logical, spec, mc) +
+    // A mixture of experts' token runs top_k of its n_experts experts: the others' parameters
+    // do no work for it (model/flop_count.h's active parameters).
+    const int moe_blocks = MoeMemory{}.stage_blocks(mc, spec);
+    const double idle_experts =
+        moe_blocks * double(mc.moe.n_experts - mc.moe.top_k) * 3.0 * mc.expert_width() * mc.n_embd;
+    double flops = (lora.enabled() ? 4.0 : 6.0) * (stage_flop_parameters(logical, spec, mc) - idle_experts) +
                    6.0 * spec.num_layers() * double(T) * mc.n_embd;
     if (lora.enabled()) flops += 6.0 * stage_flop_parameters(lora_param_table(mc, lora), spec, mc);
     // Recomputation adds, per recomputed block, the attention core's forward (2 T C per token:
@@ -434,6 +517,15 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
       const int full = 4 * spec.num_layers() + (spec.has_embedding ? 1 : 0) + (spec.has_head ? 1 : 0) +
                        (recompute == Recompute::kFull ? recomputed : 0);
       tp_comm[size_t(s)] = full * ring_allreduce_seconds(act_bytes, t, tp_link);
+    }
+    // Expert parallelism: per MoE block and micro-batch, the counts per expert (E integers) and
+    // four exchanges of each rank's routed rows (N k rows of C: the inputs out and the outputs
+    // back, then their gradients), of which (ep-1)/ep leave the rank when the router balances
+    // the experts. The blocks wait for them: nothing hides them.
+    if (ep > 1 && moe_blocks > 0) {
+      const double routed = rows * mc.moe.top_k * mc.n_embd * e;
+      ep_comm[size_t(s)] = moe_blocks * (2 * alltoall_seconds(4.0 * mc.moe.n_experts, ep, ep_link) +
+                                         4 * alltoall_seconds(routed, ep, ep_link));
     }
     if (t > 1 && spec.has_head)  // the cross-entropy's row maxima and row sums, either way
       tp_comm[size_t(s)] += ring_allreduce_seconds(rows * 4, t, tp_link) + ring_allreduce_seconds(rows * 8, t, tp_link);
@@ -496,7 +588,7 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   double slowest = 0, sum = 0;
   size_t worst = 0;
   for (size_t s = 0; s < size_t(p); ++s) {
-    const double u = compute[s] + tp_comm[s];
+    const double u = compute[s] + tp_comm[s] + ep_comm[s];
     sum += u;
     if (u > slowest) {
       slowest = u;
@@ -505,6 +597,7 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   }
   est.time.compute_s = m * compute[worst];
   est.time.tp_comm_s = m * tp_comm[worst];
+  est.time.ep_comm_s = m * ep_comm[worst];
   // Sequence parallelism sends each tensor-parallel rank's rows only.
   const double sent_bytes = config.parallel.sequence_parallel && t > 1 ? act_bytes / t : act_bytes;
   // Zero-bubble defers the weight gradients (a third of a micro-batch's work: forward, input
@@ -595,9 +688,16 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
         continue;
       }
       const std::vector<int> zeros = ps || dp == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2, 3};
+      // Expert parallelism (MoE models): every ep dividing both the data-parallel degree and
+      // the experts.
+      std::vector<int> eps = {1};
+      if (config.model.moe.enabled())
+        for (int ep : divisors(dp))
+          if (ep > 1 && config.model.moe.n_experts % ep == 0) eps.push_back(ep);
       // The config's schedule, and with pipeline stages zero-bubble too.
       std::vector<std::string> schedules = {base.schedule};
       if (pp > 1 && base.schedule != "zero-bubble") schedules.push_back("zero-bubble");
+      for (int ep : eps)
       for (const std::string& schedule : schedules)
         for (int zero : zeros)
           for (int b : sizes)
@@ -605,6 +705,7 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
               for (bool offload : {false, true})
                 for (bool sp : {false, true}) {
                   LayoutChoice choice{tp, pp, dp, zero, b, int(G / dp / b), recompute, offload, sp, schedule};
+                  choice.ep = ep;
                   const Config c = config_for_layout(config, choice, G);
                   // The trainer's own rules leave out what it would refuse: sequence parallelism
                   // at tp 1 or a seq_len tp does not divide, zero-bubble with recomputation,

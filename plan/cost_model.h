@@ -67,6 +67,8 @@ struct Link {
 double ring_allreduce_seconds(double bytes, int n, const Link& link);   // 2(n-1)/n P/B + 2(n-1) α
 double reduce_scatter_seconds(double bytes, int n, const Link& link);   // (n-1)/n P/B + (n-1) α
 double allgather_seconds(double bytes, int n, const Link& link);        // (n-1)/n P/B + (n-1) α
+// Each rank sends its P bytes in n equal parts, one to every rank (its own stays).
+double alltoall_seconds(double bytes, int n, const Link& link);         // (n-1)/n P/B + (n-1) α
 double send_recv_seconds(double bytes, const Link& link);               // P/B + α
 // One direction (push or pull) of a parameter server: each server's link carries every remote
 // worker's share of the P bytes, remote P / (servers B) + remote α, where remote = workers, or
@@ -102,7 +104,8 @@ struct LayoutChoice {
   bool offload = false;            // parallel.offload_optimizer
   bool sequence_parallel = false;  // parallel.sequence_parallel
   std::string schedule = "1f1b";   // parallel.schedule
-  // "tp2 pp2 dp2 zero1 mbs4 m2", then " zero-bubble" or " gpipe", " sp", " recompute-full",
+  int ep = 1;                      // parallel.ep (mixture-of-experts models)
+  // "tp2 pp2 dp2 zero1 mbs4 m2", then " ep2", " zero-bubble" or " gpipe", " sp", " recompute-full",
   // " offload" when set
   std::string name() const;
 };
@@ -113,8 +116,9 @@ struct PlannedTime {
   double tp_comm_s = 0;  // tensor-parallel all-reduces (exposed: they sit between the products)
   double pp_idle_s = 0;  // pipeline bubble and the activation transfers on its critical path
   double dp_comm_s = 0;  // exposed data-parallel communication (docs/planner.md: what overlaps)
+  double ep_comm_s = 0;  // expert parallelism's all-to-all exchanges (the MoE blocks wait for them)
   double offload_s = 0;  // offloaded optimizer: gradients to the host, weights back, the host's update
-  double step_s() const { return compute_s + tp_comm_s + pp_idle_s + dp_comm_s + offload_s; }
+  double step_s() const { return compute_s + tp_comm_s + pp_idle_s + dp_comm_s + ep_comm_s + offload_s; }
 };
 
 struct LayoutEstimate {
@@ -129,6 +133,7 @@ struct LayoutEstimate {
   double efficiency = 0;        // E = compute / step
   double pp_idle_fraction = 0;  // (p-1)/(m+p-1)
   bool tp_inter_node = false, pp_inter_node = false, dp_inter_node = false;  // a group spans nodes
+  bool ep_inter_node = false;
 };
 
 // Sequences per step over all ranks: training.batch_size, or dp * num_micro_batches *
@@ -139,8 +144,8 @@ int64_t global_batch_sequences(const Config& config, int gpus);
 Config config_for_layout(const Config& config, const LayoutChoice& choice, int64_t global_batch);
 // Memory and time of one layout that plan_layout accepted (`config` from config_for_layout).
 LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, const PlanOptions& options);
-// Every (tp, pp, dp) with tp pp dp = gpus, every ZeRO stage (0 only at dp 1 or with a
-// parameter server), every micro-batch size dividing the per-replica batch, each recomputation
+// Every (tp, pp, dp) with tp pp dp = gpus, for an MoE model every ep dividing dp and the
+// experts, every ZeRO stage (0 only at dp 1 or with a parameter server), every micro-batch size dividing the per-replica batch, each recomputation
 // mode and with and without optimizer offload; refused degrees
 // appear once per (tp, pp, dp) with plan_layout's reason. Best first: fitting layouts by
 // tokens/s, then the ones that do not fit, then the refused ones.

@@ -59,6 +59,7 @@ nlohmann::json to_json(const LayoutEstimate& l, PlanDType dtype, const Config& c
   j["tp"] = l.layout.tp;
   j["pp"] = l.layout.pp;
   j["dp"] = l.layout.dp;
+  j["ep"] = l.layout.ep;
   j["zero_stage"] = l.layout.zero_stage;
   j["micro_batch_size"] = l.layout.micro_batch_size;
   j["num_micro_batches"] = l.layout.num_micro_batches;
@@ -87,11 +88,12 @@ nlohmann::json to_json(const LayoutEstimate& l, PlanDType dtype, const Config& c
   j["memory_bytes_per_stage"] = nlohmann::json::array();
   for (const PlannedMemory& m : l.stage_memory) j["memory_bytes_per_stage"].push_back(memory(m));
   j["time"] = {{"compute_s", l.time.compute_s}, {"tp_comm_s", l.time.tp_comm_s}, {"pp_idle_s", l.time.pp_idle_s},
-               {"dp_comm_s", l.time.dp_comm_s}, {"offload_s", l.time.offload_s}, {"step_s", l.time.step_s()}};
+               {"dp_comm_s", l.time.dp_comm_s}, {"ep_comm_s", l.time.ep_comm_s}, {"offload_s", l.time.offload_s},
+               {"step_s", l.time.step_s()}};
   j["tokens_per_s"] = l.tokens_per_s;
   j["efficiency"] = l.efficiency;
   j["pp_idle_fraction"] = l.pp_idle_fraction;
-  j["inter_node"] = {{"tp", l.tp_inter_node}, {"pp", l.pp_inter_node}, {"dp", l.dp_inter_node}};
+  j["inter_node"] = {{"tp", l.tp_inter_node}, {"pp", l.pp_inter_node}, {"dp", l.dp_inter_node}, {"ep", l.ep_inter_node}};
   return j;
 }
 
@@ -103,30 +105,30 @@ void print_table(const std::vector<const LayoutEstimate*>& rows) {
   }
   const Unit mu = bytes_unit(max_mem), tu = time_unit(max_time);
   char line[400];
-  std::snprintf(line, sizeof line, "%4s %3s %3s %4s %4s %5s %4s %5s %3s %3s %3s | %-44s | %-59s |", "#", "tp", "pp",
-                "dp", "zero", "mbs", "m", "sched", "sp", "rc", "off", ("memory per GPU (" + std::string(mu.name) + ")").c_str(),
+  std::snprintf(line, sizeof line, "%4s %3s %3s %4s %3s %4s %5s %4s %5s %3s %3s %3s | %-44s | %-69s |", "#", "tp", "pp",
+                "dp", "ep", "zero", "mbs", "m", "sched", "sp", "rc", "off", ("memory per GPU (" + std::string(mu.name) + ")").c_str(),
                 ("time per step (" + std::string(tu.name) + ")").c_str());
   log::info(line);
   std::snprintf(line, sizeof line,
-                "%4s %3s %3s %4s %4s %5s %4s %5s %3s %3s %3s | %8s %8s %8s %8s %8s | %9s %9s %9s %9s %9s %9s | %12s %5s %5s",
-                "", "", "", "", "", "", "", "", "", "", "", "total", "params", "grads", "optim", "activ", "step", "compute",
-                "tp_comm", "pp_idle", "dp_comm", "offload", "tokens/s", "E", "idle");
+                "%4s %3s %3s %4s %3s %4s %5s %4s %5s %3s %3s %3s | %8s %8s %8s %8s %8s | %9s %9s %9s %9s %9s %9s %9s | %12s %5s %5s",
+                "", "", "", "", "", "", "", "", "", "", "", "", "total", "params", "grads", "optim", "activ", "step", "compute",
+                "tp_comm", "pp_idle", "dp_comm", "ep_comm", "offload", "tokens/s", "E", "idle");
   log::info(line);
   int i = 0;
   for (const LayoutEstimate* l : rows) {
     const PlannedMemory& m = l->memory;
     const PlannedTime& t = l->time;
     std::snprintf(line, sizeof line,
-                  "%4d %3d %3d %4d %4d %5d %4d %5s %3s %3s %3s | %8.2f %8.2f %8.2f %8.2f %8.2f | %9.3f %9.3f %9.3f %9.3f %9.3f "
-                  "%9.3f | %12.0f %5.2f %5.2f",
-                  ++i, l->layout.tp, l->layout.pp, l->layout.dp, l->layout.zero_stage, l->layout.micro_batch_size,
+                  "%4d %3d %3d %4d %3d %4d %5d %4d %5s %3s %3s %3s | %8.2f %8.2f %8.2f %8.2f %8.2f | %9.3f %9.3f %9.3f %9.3f "
+                  "%9.3f %9.3f %9.3f | %12.0f %5.2f %5.2f",
+                  ++i, l->layout.tp, l->layout.pp, l->layout.dp, l->layout.ep, l->layout.zero_stage, l->layout.micro_batch_size,
                   l->layout.num_micro_batches, schedule_column(l->layout.schedule),
                   l->layout.sequence_parallel ? "yes" : "-", l->layout.recompute == "none" ? "-" : l->layout.recompute == "full" ? "F" : "S",
                   l->layout.offload ? "yes" : "-", m.total() / mu.scale, m.parameters / mu.scale, (m.gradients + m.communication) / mu.scale,
                   m.optimizer / mu.scale, (m.activations + m.workspace + m.buffers) / mu.scale,
                   t.step_s() / tu.scale,
                   t.compute_s / tu.scale, t.tp_comm_s / tu.scale, t.pp_idle_s / tu.scale, t.dp_comm_s / tu.scale,
-                  t.offload_s / tu.scale, l->tokens_per_s, l->efficiency, l->pp_idle_fraction);
+                  t.ep_comm_s / tu.scale, t.offload_s / tu.scale, l->tokens_per_s, l->efficiency, l->pp_idle_fraction);
     log::info(line);
   }
 }
@@ -155,7 +157,12 @@ std::optional<LayoutEstimate> print_plan(const Config& config, const PlanRequest
             (nodes == 1 ? " node" : " nodes") + " of " + std::to_string(cl.gpus_per_node) + ")");
   log::info("model: " + mc.arch + ", " + std::to_string(mc.n_layer) + " layers, n_embd " + std::to_string(mc.n_embd) +
             ", " + std::to_string(mc.n_head) + " heads, vocabulary " + std::to_string(mc.vocab_size) + "; N = " +
-            human_count(matmul_parameters(mc)) + " parameters, " +
+            human_count(matmul_parameters(mc)) + " parameters" +
+            (mc.moe.enabled() ? " (" + human_count(active_matmul_parameters(mc)) + " active: top " +
+                                    std::to_string(mc.moe.top_k) + " of " + std::to_string(mc.moe.n_experts) +
+                                    " experts)"
+                              : std::string()) +
+            ", " +
             human_count(training_flops_per_token(mc, T, lora_spec(config))) +
             (config.lora.enabled() ? " FLOP/token (LoRA: 4N + 6N_lora + 6LTC at T = " : " FLOP/token (6N + 6LTC at T = ") +
             std::to_string(T) + ")");
@@ -198,7 +205,7 @@ std::optional<LayoutEstimate> print_plan(const Config& config, const PlanRequest
     log::info("");
     print_table(rows);
     log::info("  memory: the rank that needs the most (its stage holds the embedding or the head); grads include "
-              "communication buffers, activ the workspace and buffers; sched: parallel.schedule (zb zero-bubble, iv interleaved-1f1b); sp: parallel.sequence_parallel; rc: training.recompute (S selective, F full); off: parallel.offload_optimizer (its state "
+              "communication buffers, activ the workspace and buffers; ep: parallel.ep (ep_comm its all-to-all exchanges); sched: parallel.schedule (zb zero-bubble, iv interleaved-1f1b); sp: parallel.sequence_parallel; rc: training.recompute (S selective, F full); off: parallel.offload_optimizer (its state "
               "in host memory, not counted); E = compute / step; idle = the schedule's formula, (p-1)/(m+p-1), zero-bubble's (p-1)/(3m+p-1) or interleaved's "
               "(p-1)/(vm+p-1)");
     // What a larger GPU would buy: the layouts predicted faster than the first row, and why

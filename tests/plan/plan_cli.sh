@@ -36,7 +36,7 @@ grep -q '^assumed: bf16 (bf16 weights' "$work/gpu16" || fail "a GPU auto run pla
 # 698 without sequence parallelism, each of the 408 valid ones with tp > 1 again with it, and
 # 200 zero-bubble ones where pp > 1 (no recomputation).
 grep -q '^layouts: 1306 considered, 1304 valid, 1304 fit in 80.00 GiB' "$work/out" || fail "wrong layout counts: $(grep '^layouts' "$work/out")"
-row_re='^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-3] +[0-9]+ +[0-9]+ +(1f1b|gpipe|zb) +(-|yes) +(-|S|F) +(-|yes) \|'
+row_re='^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-3] +[0-9]+ +[0-9]+ +(1f1b|gpipe|zb) +(-|yes) +(-|S|F) +(-|yes) \|'
 rows=$(grep -cE "$row_re" "$work/out")
 [[ $rows -eq 10 ]] || fail "expected 10 table rows, got $rows: $(cat "$work/out")"
 grep -qE '^ +1 .*\| +[0-9]+ +[0-9.]+ +[0-9.]+$' "$work/out" || fail "row 1 lacks tokens/s, E and idle"
@@ -58,7 +58,7 @@ grep -q '^Young/Daly interval sqrt(2 C MTTF) = 1.44 h' "$work/out" || fail "wron
 # Too little memory for the fastest layouts: the first row recomputes, offloads, splits the
 # sequence or shards parameters, and the faster ones are named with what they need.
 "$trainer" plan configs/demo.toml --gpus 4 --gpu-memory 6MiB --top 3 > "$work/out" || fail "plan --gpu-memory 6MiB exited $?"
-saver='^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +[0-3] +[0-9]+ +[0-9]+ +[a-z0-9]+ +(yes|- +(S|F)|- +- +yes)|^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +3 '
+saver='^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-3] +[0-9]+ +[0-9]+ +[a-z0-9]+ +(yes|- +(S|F)|- +- +yes)|^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +3 '
 grep -qE "$saver" "$work/out" ||
   fail "the first row at 6 MiB saves no memory: $(grep -E "$row_re" "$work/out" | head -1)"
 grep -q '^faster layouts that do not fit ([0-9]*; the fastest 5):' "$work/out" || fail "no faster-layouts list: $(cat "$work/out")"
@@ -82,11 +82,11 @@ import sys, tomllib
 c = tomllib.load(open(sys.argv[1], "rb"))
 f = sys.argv[2].split()
 p, t = c["parallel"], c["training"]
-assert [p["tp"], p["pp"], p["dp"], p["zero_stage"], p["micro_batch_size"], p["num_micro_batches"]] == [int(x) for x in f[1:7]], (p, f)
-assert {"zb": "zero-bubble"}.get(f[7], f[7]) == p["schedule"], (p["schedule"], f)
-assert p["sequence_parallel"] == (f[8] == "yes"), (p["sequence_parallel"], f)
-assert {"-": "none", "S": "selective", "F": "full"}[f[9]] == t["recompute"], (t["recompute"], f)
-assert p["offload_optimizer"] == (f[10] == "yes"), (p["offload_optimizer"], f)
+assert [p["tp"], p["pp"], p["dp"], p.get("ep", 1), p["zero_stage"], p["micro_batch_size"], p["num_micro_batches"]] == [int(x) for x in f[1:8]], (p, f)
+assert {"zb": "zero-bubble"}.get(f[8], f[8]) == p["schedule"], (p["schedule"], f)
+assert p["sequence_parallel"] == (f[9] == "yes"), (p["sequence_parallel"], f)
+assert {"-": "none", "S": "selective", "F": "full"}[f[10]] == t["recompute"], (t["recompute"], f)
+assert p["offload_optimizer"] == (f[11] == "yes"), (p["offload_optimizer"], f)
 assert t["batch_size"] == 32, t
 EOF
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 FEAST_MPIEXEC=$mpiexec \
@@ -121,7 +121,8 @@ for l in layouts:
     m, t = l["memory_bytes"], l["time"]
     assert abs(m["total"] - sum(m[k] for k in ("parameters", "gradients", "optimizer", "activations", "workspace",
                                                "communication", "buffers"))) < 1, m
-    assert abs(t["step_s"] - sum(t[k] for k in ("compute_s", "tp_comm_s", "pp_idle_s", "dp_comm_s", "offload_s"))) < 1e-12 * t["step_s"] + 1e-15, t
+    assert abs(t["step_s"] - sum(t[k] for k in ("compute_s", "tp_comm_s", "pp_idle_s", "dp_comm_s", "ep_comm_s", "offload_s"))) < 1e-12 * t["step_s"] + 1e-15, t
+    assert l["ep"] == 1 and t["ep_comm_s"] == 0, l  # a dense model
     assert l["recompute"] in ("none", "selective", "full") and (t["offload_s"] > 0) == l["offload_optimizer"], l
     assert abs(l["tokens_per_s"] * t["step_s"] - 32 * 64) < 1e-6, l
     assert 0 < l["efficiency"] <= 1 and abs(l["efficiency"] - t["compute_s"] / t["step_s"]) < 1e-9, l
@@ -167,6 +168,21 @@ assert zb > 0, "no zero-bubble layout"
 print(f"ok: {len(layouts)} layouts, {len(fits)} fit, {twins} with sequence parallelism, {zb} zero-bubble")
 EOF
 echo "ok: --json"
+
+# 2b. A mixture of experts: the active parameters named, every expert-parallel degree tried and
+# its all-to-all timed.
+"$trainer" plan configs/moe-demo.toml --gpus 8 > "$work/moe" || fail "plan of the MoE demo exited $?"
+grep -q '^model: llama, .*parameters (.* active: top 2 of 8 experts)' "$work/moe" || fail "no active parameters: $(head -3 "$work/moe")"
+"$trainer" plan configs/moe-demo.toml --gpus 8 --json > "$work/moe.json" || fail "plan --json of the MoE demo exited $?"
+python3 - "$work/moe.json" <<'EOF' || fail "the MoE plan's layouts are not what they should be"
+import json, sys
+layouts = [l for l in json.load(open(sys.argv[1])) if l["valid"]]
+eps = {(l["dp"], l["ep"]) for l in layouts}
+assert eps == {(8, 1), (8, 2), (8, 4), (8, 8), (4, 1), (4, 2), (4, 4), (2, 1), (2, 2), (1, 1)}, sorted(eps)
+for l in layouts:
+    assert (l["time"]["ep_comm_s"] > 0) == (l["ep"] > 1), l
+EOF
+echo "ok: an MoE model's plan"
 
 # 3. Bad input: one error line naming the flag.
 expect_error() {  # REGEX ARGS...

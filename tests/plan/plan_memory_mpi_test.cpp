@@ -6,7 +6,8 @@
 // several micro-batches in flight, selective and full activation recomputation (of every block
 // and of the first block of each stage), with the activations one micro-batch keeps checked too,
 // and the optimizer offloaded to host memory (its host bytes checked too); sequence and context
-// parallelism; LoRA over a base in the compute dtype, bfloat16 and NF4.
+// parallelism; LoRA over a base in the compute dtype, bfloat16 and NF4; mixtures of experts, with
+// expert parallelism.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -45,6 +46,9 @@ struct Case {
   std::string lora_base = "";
   double lora_dropout = 0;
   bool document_mask = false;  // every stage keeps each slot's document positions
+  // Mixture of experts ("llama-moe"): 4 experts top 2 in blocks 1 and 3 (every 2; "llama-moe1":
+  // every block), a gated shared expert, over ep data-parallel ranks.
+  int ep = 1;
 };
 
 Config case_config(const Case& k, const std::string& corpus) {
@@ -56,6 +60,17 @@ Config case_config(const Case& k, const std::string& corpus) {
   c.model.vocab_size = 256;
   c.model.max_seq_len = 64;
   if (c.model.arch == "llama") c.model.n_kv_head = 2;
+  if (k.arch.starts_with("llama-moe")) {
+    c.model.moe.n_experts = 4;
+    c.model.moe.top_k = 2;
+    c.model.moe.intermediate_size = 96;
+    c.model.moe.every = k.arch == "llama-moe1" ? 1 : 2;
+    c.model.moe.n_shared_experts = 1;
+    c.model.moe.shared_intermediate_size = 160;  // wider than the dense MLP: the scratch follows it
+    c.model.moe.shared_expert_gate = true;
+    c.model.moe.aux_loss_coef = 0.01;
+    c.parallel.ep = k.ep;
+  }
   c.parallel.tp = k.tp;
   c.parallel.pp = k.pp;
   c.parallel.dp = k.dp;
@@ -101,7 +116,7 @@ std::string label(const Case& k, int micro_batches) {
          (k.cp > 1 ? " cp" + std::to_string(k.cp) : "") +
          (k.virtual_stages > 1 ? " v" + std::to_string(k.virtual_stages) : "") +
          (k.lora_base.empty() ? "" : " lora-" + k.lora_base) + (k.lora_dropout > 0 ? " dropout" : "") +
-         (k.document_mask ? " docs" : "");
+         (k.document_mask ? " docs" : "") + (k.ep > 1 ? " ep" + std::to_string(k.ep) : "");
 }
 
 double relative_error(double planned, double real) {
@@ -220,6 +235,23 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
     d.lora_base = "auto";
     d.lora_dropout = 0.1;
     cases.push_back(d);
+  }
+  // Mixtures of experts: the router's and the routed rows' buffers in place of the dense MLP's,
+  // kept whatever the recomputation; the shared experts' MLP; expert parallelism's buffers for
+  // every ep rank's rows; MoE blocks among dense ones and alone.
+  cases.push_back({"llama-moe", 2, 2, 1, 0});
+  cases.push_back({"llama-moe", 1, 2, 2, 1, "gpipe", 2, "allreduce", false, "fp32", "selective"});
+  cases.push_back({"llama-moe1", 2, 1, 2, 0, "1f1b", 2, "allreduce", false, "fp32", "full", 1});
+  {
+    Case a{"llama-moe", 1, 1, 4, 2};
+    a.ep = 2;
+    cases.push_back(a);
+    Case b{"llama-moe1", 2, 1, 2, 1, "1f1b", 2, "allreduce", false, "fp32", "selective"};
+    b.ep = 2;
+    cases.push_back(b);
+    Case c{"llama-moe", 1, 1, 4, 3};
+    c.ep = 4;
+    cases.push_back(c);
   }
   // Gradients travelling in bf16: the wire buffers count.
   for (int zero = 0; zero <= 2; ++zero) cases.push_back({"gpt2", 1, 1, 4, zero, "1f1b", 2, "allreduce", false, "bf16"});

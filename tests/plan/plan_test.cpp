@@ -335,6 +335,77 @@ TEST(PlanTime, GroupsThatSpanNodesUseTheSlowerLink) {
   EXPECT_FALSE(dp_inner.dp_inter_node);
 }
 
+// A Llama of 4 layers whose blocks 1 and 3 are mixtures of 8 experts (top 2).
+Config moe_demo() {
+  Config c = demo();
+  c.model.arch = "llama";
+  c.model.n_kv_head = 2;
+  c.model.moe.n_experts = 8;
+  c.model.moe.top_k = 2;
+  c.model.moe.intermediate_size = 128;
+  c.model.moe.every = 2;
+  return c;
+}
+
+TEST(PlanTime, ExpertsComputeForTheirTokensOnlyAndExpertParallelismExchangesTheRows) {
+  Config c = moe_demo();
+  c.training.batch_size = 8;
+  PlanOptions o;
+  o.cluster.tflops = 2;
+  // One rank: the model's FLOPs with only the top 2 experts of each MoE block counted.
+  const LayoutEstimate one = estimate_layout(c, plan_layout(c, 1), o);
+  const double expected = training_flops_per_token(c.model, 64) * 8 * 64 / 2e12;
+  EXPECT_NEAR(one.time.compute_s, expected, expected * 1e-12);
+  Config dense_cost = c;  // every expert counted would be more
+  dense_cost.model.moe.top_k = 8;
+  EXPECT_LT(one.time.compute_s, estimate_layout(dense_cost, plan_layout(dense_cost, 1), o).time.compute_s);
+  EXPECT_EQ(one.time.ep_comm_s, 0);
+
+  // dp 4 at ep 2: per micro-batch and MoE block, the counts twice and four exchanges of the
+  // N k rows of C (fp32 here), of which half leave the rank; 2 blocks, 2 micro-batches of 1.
+  c.parallel.dp = 4;
+  c.parallel.micro_batch_size = 1;
+  const LayoutEstimate ep1 = estimate_layout(c, plan_layout(c, 4), o);
+  EXPECT_EQ(ep1.time.ep_comm_s, 0);
+  EXPECT_EQ(ep1.layout.ep, 1);
+  c.parallel.ep = 2;
+  const LayoutEstimate ep2 = estimate_layout(c, plan_layout(c, 4), o);
+  EXPECT_EQ(ep2.layout.ep, 2);
+  EXPECT_EQ(ep2.layout.name(), "tp1 pp1 dp4 zero1 mbs1 m2 ep2");  // zero_stage defaults to 1
+  const Link& link = o.cluster.intra_node;
+  const double rows = 64.0 * 2 * 128 * 4;  // 64 tokens, top 2, 128 channels, float32
+  const double per_block = 2 * alltoall_seconds(4.0 * 8, 2, link) + 4 * alltoall_seconds(rows, 2, link);
+  EXPECT_NEAR(ep2.time.ep_comm_s, 2 * 2 * per_block, 1e-15);
+  EXPECT_NEAR(ep2.time.step_s() - ep1.time.step_s(), ep2.time.ep_comm_s, 1e-12);
+  EXPECT_EQ(alltoall_seconds(rows, 2, Link{1e9, 0}), rows / 2 / 1e9);
+  // ep groups are consecutive data-parallel ranks: with dp innermost and 2 GPUs a node, a group
+  // of 2 stays in its node and one of 4 spans two.
+  o.cluster.gpus_per_node = 2;
+  c.parallel.order = "dp-tp-pp";
+  EXPECT_FALSE(estimate_layout(c, plan_layout(c, 4), o).ep_inter_node);
+  c.parallel.ep = 4;
+  EXPECT_TRUE(estimate_layout(c, plan_layout(c, 4), o).ep_inter_node);
+}
+
+TEST(PlanSearch, MixtureOfExpertsLayoutsTryEveryExpertParallelDegree) {
+  PlanOptions o;
+  o.cluster.gpus = 8;
+  const std::vector<LayoutEstimate> all = plan_layouts(moe_demo(), o);
+  // ep divides dp and the 8 experts: dp 8 gives ep 1, 2, 4, 8; dp 4 gives 1, 2, 4; dp 2 gives
+  // 1, 2; dp 1 gives 1. Every ep > 1 layout has its exchanges timed; no dense model gets one.
+  std::set<std::pair<int, int>> seen;  // (dp, ep)
+  for (const LayoutEstimate& l : all) {
+    if (!l.valid) continue;
+    seen.insert({l.layout.dp, l.layout.ep});
+    EXPECT_EQ(l.layout.dp % l.layout.ep, 0) << l.layout.name();
+    EXPECT_EQ(l.time.ep_comm_s > 0, l.layout.ep > 1) << l.layout.name();
+  }
+  const std::set<std::pair<int, int>> want = {{8, 1}, {8, 2}, {8, 4}, {8, 8}, {4, 1}, {4, 2}, {4, 4},
+                                              {2, 1}, {2, 2}, {1, 1}};
+  EXPECT_EQ(seen, want);
+  for (const LayoutEstimate& l : plan_layouts(demo(), o)) EXPECT_EQ(l.layout.ep, 1);
+}
+
 TEST(PlanSearch, EnumeratesEveryLayoutAndExplainsTheRefusedOnes) {
   PlanOptions o;
   o.cluster.gpus = 8;
