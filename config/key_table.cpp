@@ -225,11 +225,13 @@ const std::vector<KeyDesc>& keys() {
        "consecutive data-parallel ranks (an ep group inside each tensor-parallel and pipeline coordinate, "
        "as Megatron-LM and torchtitan form it), each computing its n_experts / ep experts for the tokens "
        "of all ep ranks: every MoE block sends each expert's tokens to its rank and the outputs back by "
-       "all-to-all with variable counts (the counts exchanged first), forward and backward. Every rank "
-       "keeps every expert's weights (the gradients of the experts it does not run are zero, and the "
-       "data-parallel reduction sums each expert's over the ranks that ran it), so the results equal "
-       "those of ep = 1 up to float rounding; the experts' memory is not divided (docs/moe.md). Must "
-       "divide `model.moe.n_experts` and the data-parallel degree", nullptr,
+       "all-to-all with variable counts (the counts exchanged first), forward and backward. Each rank "
+       "holds only its experts' weights, gradients and optimizer state: an expert's gradient is summed "
+       "over the dp / ep ranks that hold it, and ZeRO shards over those ranks (the dense tensors' "
+       "gradients are summed over all dp ranks; their optimizer state is then sharded over dp / ep "
+       "ranks, not dp: docs/moe.md). The results equal those of ep = 1 up to float rounding, and "
+       "checkpoints reshard across ep. Must divide `model.moe.n_experts` and the data-parallel degree; "
+       "refused with the parameter server", nullptr,
        ">= 1, divides `model.moe.n_experts` and `parallel.dp`"},
       {FEAST_KEY(parallel, order), one_of(axis_orders()), "rank-numbering axes, innermost first",
        "rank numbering, innermost axis first: the default puts a tensor-parallel group on consecutive "

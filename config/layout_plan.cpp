@@ -103,6 +103,7 @@ LayoutPlan plan_layout(const Config& c, int world_size) {
                       c.where("parallel.ep") + "); launch a multiple of ep data-parallel replicas or change parallel.ep");
   LayoutPlan plan{ParallelLayout(tp, pp, dp, p.order, cp), c.micro_batches_per_rank(dp), std::move(stage_layers),
                   parse_schedule_kind(p.schedule), v};
+  plan.ep = m.moe.enabled() ? p.ep : 1;
   if (v > 1 && plan.micro_batches % pp != 0)
     throw ConfigError("parallel.schedule = \"interleaved-1f1b\" runs micro-batches in groups of parallel.pp = " +
                       n(pp) + ", but a step has " + n(plan.micro_batches) +
@@ -128,6 +129,8 @@ StageSpec LayoutPlan::stage_of(int rank) const {
   spec.has_head = c.pp == layout.pp() - 1;
   spec.tp_rank = c.tp;
   spec.tp = layout.tp();
+  spec.ep = ep;
+  spec.ep_rank = c.dp % ep;
   return spec;
 }
 

@@ -22,6 +22,9 @@ struct LayoutPlan {
   // Model chunks per stage (interleaved 1F1B): stage s's layers cut into this many equal chunks,
   // chunk c following virtual stage c·pp + s - 1's (the last stage's chunk c - 1 for s = 0).
   int virtual_stages = 1;
+  // Expert parallelism (parallel.ep; 1 for a dense model): ep consecutive data-parallel ranks
+  // divide every MoE block's experts.
+  int ep = 1;
 
   // The part of the model world rank `rank` holds: its stage's layers (one range per chunk) and
   // tensor-parallel slice.

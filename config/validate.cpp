@@ -139,6 +139,11 @@ void validate_moe(const Config& c) {
   if (c.parallel.schedule == "zero-bubble" || c.parallel.schedule == "interleaved-1f1b")
     refuse("parallel.schedule", "parallel.schedule = \"" + c.parallel.schedule + "\"",
            "its blocks run whole backwards in one chunk per stage; use \"1f1b\" or \"gpipe\"");
+  if (c.parallel.ep > 1 && c.parallel.dp_sync == "parameter-server")
+    fail(c.where("parallel.dp_sync"), "parallel.dp_sync = \"parameter-server\" serves every data-parallel replica "
+                                      "the same tensors, but parallel.ep = " + std::to_string(c.parallel.ep) + " (" +
+                                      c.where("parallel.ep") + ") gives each rank of an ep group its own experts; "
+                                      "use parallel.dp_sync = \"allreduce\" or parallel.ep = 1");
 }
 
 }  // namespace

@@ -93,7 +93,11 @@ ParamTable decoder_param_table(const ModelConfig& cfg) {
         const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
         matrix(x + "fc.weight", 2 * Ie, C, TpSplit::kOutputRows, std, in);
         specs.back().blocks = {Ie, Ie};
+        specs.back().expert = e;
+        specs.back().experts = cfg.moe.n_experts;
         matrix(x + "proj.weight", C, Ie, TpSplit::kInputCols, proj_std, in);
+        specs.back().expert = e;
+        specs.back().experts = cfg.moe.n_experts;
       }
       if (Is > 0) {
         matrix(p + "mlp.shared.fc.weight", 2 * Is, C, TpSplit::kOutputRows, std, in);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include "core/error.h"
@@ -257,9 +258,13 @@ std::vector<GradRange> DecoderStage::gradient_ranges() const {
   }
   if (final_norm_)
     for (const FlatRange& r : final_norm_->grad_ranges()) out.push_back({r.begin, r.end, 1, false, false, last});
+  std::set<size_t> experts;  // where the experts' tensors start
+  for (const LocalParam& p : table().params())
+    if (p.spec->expert >= 0) experts.insert(p.offset);
   for (int chunk = 0; chunk < chunks(); ++chunk)
     for (int i = chunk_begin(chunk); i < chunk_end(chunk); ++i)
-      for (const FlatRange& r : blocks_[size_t(i)].grad_ranges()) out.push_back({r.begin, r.end, 1, false, false, chunk});
+      for (const FlatRange& r : blocks_[size_t(i)].grad_ranges())
+        out.push_back({r.begin, r.end, 1, false, false, chunk, experts.count(r.begin) > 0});
   return out;
 }
 

@@ -147,7 +147,7 @@ LocalTable::LocalTable(const ParamTable& logical, const StageSpec& st) : logical
   const int t = st.tp;
   const std::vector<ParamSpec>& specs = logical.specs();
   for (const ParamSpec& s : specs) {
-    if (!s.placement.on(st)) continue;
+    if (!s.placement.on(st) || !st.holds_expert(s.expert, s.experts)) continue;
     const ParamSpec* values = s.tied_to >= 0 ? &specs[size_t(s.tied_to)] : &s;
     if (s.tied_to >= 0 && values->placement.on(st)) {
       // The target is on this stage too: the tied tensor is the target itself.
@@ -178,7 +178,10 @@ LocalTable::LocalTable(const ParamTable& logical, const StageSpec& st) : logical
     p.numel = product(p.shape);
     p.offset = total_;
     total_ += p.numel;
-    p.counts_in_norm = (s.split != TpSplit::kReplicated || st.tp_rank == 0) && !p.is_tied_copy();
+    // Under expert parallelism the ranks of an ep group hold the same dense tensors (and ZeRO
+    // gives them the same share of them: parallel/data_parallel/grad_sync.h): its first counts them.
+    p.counts_in_norm = (s.split != TpSplit::kReplicated || st.tp_rank == 0) && !p.is_tied_copy() &&
+                       (s.expert >= 0 || st.ep_rank == 0);
     params_.push_back(p);
   }
   // A tie whose two ends were not both found here spans stages: mark the end this stage holds.

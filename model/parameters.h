@@ -55,6 +55,10 @@ struct ParamSpec {
   int64_t init_rows = -1;     // rows drawn at init; later rows (vocab padding) stay zero
   size_t offset = 0;          // start in the logical flat order (a tied spec: its target's)
   size_t numel = 0;
+  // A mixture of experts' expert tensor: its expert's index among its block's `experts`. Expert
+  // parallelism keeps each expert on one rank of an ep group (StageSpec::holds_expert); -1 for
+  // every other tensor.
+  int expert = -1, experts = 0;
 };
 
 class ParamTable {
@@ -89,8 +93,9 @@ struct LocalParam {
   size_t offset = 0;                   // start in the rank's flat buffer
   size_t numel = 0;
   int tp_rank = 0, tp = 1;
-  // Counted in the global gradient norm: false for the tp ranks > 0 of replicated tensors and
-  // for tied copies, so every logical element counts once.
+  // Counted in the global gradient norm (and saved by this rank, within its share): false for
+  // the tp ranks > 0 of replicated tensors, for tied copies and for the dense tensors of ep ranks
+  // > 0, so every logical element counts once.
   bool counts_in_norm = true;
   // The values also live on another pipeline stage (a tie between the first and the last stage),
   // so the two copies' gradients must be summed over the embedding group.

@@ -29,6 +29,9 @@ struct GradRange {
   // The model chunk whose backward writes it (interleaved 1F1B; 0 otherwise). A chunk's
   // backwards come at their own times, so a bucket never spans two chunks' ranges.
   int chunk = 0;
+  // A mixture of experts' expert tensor: under expert parallelism its gradient is summed over
+  // the ranks holding the same experts only, so a bucket never mixes it with other tensors.
+  bool expert = false;
 };
 
 // A stage's activation memory: what each slot keeps for its backward, the buffers its

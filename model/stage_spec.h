@@ -24,6 +24,10 @@ struct StageSpec {
   bool has_head = true;       // last pipeline stage: ln_f and the tied head (its own wte copy)
   int tp_rank = 0;
   int tp = 1;
+  // Expert parallelism (parallel.ep): this rank is ep_rank of an ep group and holds experts
+  // [ep_rank E/ep, (ep_rank + 1) E/ep) of every MoE block.
+  int ep_rank = 0;
+  int ep = 1;
 
   int num_layers() const {
     int n = 0;
@@ -34,6 +38,12 @@ struct StageSpec {
     for (const LayerRange& r : chunks)
       if (layer >= r.first && layer < r.first + r.count) return true;
     return false;
+  }
+
+  // Whether this rank holds expert `expert` of a block of `experts` (every tensor not an expert's:
+  // expert = -1).
+  bool holds_expert(int expert, int experts) const {
+    return expert < 0 || expert / (experts / ep) == ep_rank;
   }
 
   // The whole model on one rank.

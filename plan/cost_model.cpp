@@ -62,17 +62,20 @@ std::vector<GradRange> stage_gradient_ranges(const LocalTable& table, const Stag
     if (!out.empty() && !out.back().standalone && part == current && out.back().end == p.offset) {
       out.back().end = p.offset + p.numel;
     } else {
-      out.push_back({p.offset, p.offset + p.numel});
+      out.push_back({p.offset, p.offset + p.numel, 1, false, false, 0, p.spec->expert >= 0});
       current = part;
     }
   }
   return out;
 }
 
-// ZeRO as GradientSync applies it: with one rank holding the parameters (dp * cp = 1) there is
-// nothing to shard.
+// The ranks ZeRO shards a stage over, as GradientSync cuts them: the data-parallel replicas, or
+// under expert parallelism the dp / ep of them that hold the same experts.
+int shard_ranks(const LayoutPlan& plan) { return plan.layout.replicas() / plan.ep; }
+
+// ZeRO as GradientSync applies it: with one rank to shard over there is nothing to shard.
 int effective_zero_stage(const Config& config, const LayoutPlan& plan) {
-  return plan.layout.replicas() == 1 ? 0 : config.parallel.zero_stage;
+  return shard_ranks(plan) == 1 ? 0 : config.parallel.zero_stage;
 }
 
 
@@ -155,11 +158,13 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   // Gradients: float32 whatever the compute type (GradientSync allocates kFloat32).
   // The ranks holding these parameters: data-parallel replicas, and context-parallel ranks in each.
   const int dp = plan.layout.replicas(), zero = effective_zero_stage(config, plan);
-  const size_t shard = shard_range(n, dp, replica).size();
+  // Under expert parallelism the ep ranks of a group share one shard (grad_sync.h).
+  const ShardRange my_shard = shard_range(n, shard_ranks(plan), replica / plan.ep);
+  const size_t shard = my_shard.size();
   const bool server = config.parallel.dp_sync == "parameter-server";
   // ZeRO 3: the pages ShardedParameters holds at most (its shard, two steps' units).
   if (zero == 3 && !server)
-    mem.parameters = double(ShardedPages(n, size_t(e), o.page_bytes, shard_range(n, dp, replica), parameter_units(table))
+    mem.parameters = double(ShardedPages(n, size_t(e), o.page_bytes, my_shard, parameter_units(table))
                                 .working_set_bytes());
   if (server) {
     // ParameterServer: the worker's whole gradient, and a buffer for one received push or pull
@@ -533,36 +538,48 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
     // 2, the parameters gathered back. Reductions during a backward hide behind it
     // (ZeRO 0/1: the last micro-batch's; ZeRO 2: every micro-batch's); the gather after the
     // update and a parameter server's push and pull do not.
-    const double P = double(LocalTable(logical, spec).total_numel());
+    const LocalTable stage_table(logical, spec);
+    const double P = double(stage_table.total_numel());
     const double window = (2.0 / 3.0) * (compute[size_t(s)] + tp_comm[size_t(s)]);
     double dps = 0;
     if (d > 1) {
       const int zero = effective_zero_stage(config, plan);
       const double g = config.parallel.grad_reduce_dtype == "bf16" ? 2.0 : 4.0;  // bytes per gradient
+      // Expert parallelism (grad_sync.h): ZeRO shards over the q = d / ep ranks holding the same
+      // experts; the experts' gradients are summed over them only, the dense ones over all d ranks
+      // and all-reduced whole. `scatter`: the experts' part reduce-scattered (ZeRO 1 to 3).
+      const int q = d / ep;
+      double P_experts = 0;
+      for (const LocalParam& lp : stage_table.params()) P_experts += lp.spec->expert >= 0 ? double(lp.numel) : 0.0;
+      auto reduction = [&](bool scatter) {
+        if (ep == 1) return scatter ? reduce_scatter_seconds(g * P, d, dp_link) : ring_allreduce_seconds(g * P, d, dp_link);
+        return ring_allreduce_seconds(g * (P - P_experts), d, dp_link) +
+               (scatter ? reduce_scatter_seconds(g * P_experts, q, dp_link) : ring_allreduce_seconds(g * P_experts, q, dp_link));
+      };
       if (config.parallel.dp_sync == "parameter-server") {
         // Every data-parallel rank serves its shard: pushes of the gradient, then pulls of the
         // updated weights, each (d - 1)/d P/B on a server's link.
         dps = parameter_server_seconds(4 * P, d, d, true, dp_link) + parameter_server_seconds(e * P, d, d, true, dp_link);
       } else if (zero == 0) {
-        dps = std::max(0.0, ring_allreduce_seconds(g * P, d, dp_link) - window);
+        dps = std::max(0.0, reduction(false) - window);
       } else if (zero < 3) {
-        const double rs = std::max(0.0, reduce_scatter_seconds(g * P, d, dp_link) - window);
-        dps = (zero == 2 ? m : 1) * rs + allgather_seconds(e * P, d, dp_link);
+        const double rs = std::max(0.0, reduction(true) - window);
+        dps = (zero == 2 ? m : 1) * rs + allgather_seconds(e * P, q, dp_link);
       } else {
         // ZeRO 3: ZeRO 2's reductions; every micro-batch gathers each step of the units' walk
         // before it runs forward and again backward (the embedding's backward reads no
         // weight), the next step's gather hidden behind this step's compute (a block's: a
         // third of it forward, two thirds backward; the embedding's and head's are counted as
         // hiding nothing) and the first of each pass exposed.
-        const double rs = std::max(0.0, reduce_scatter_seconds(g * P, d, dp_link) - window);
-        const ParameterUnits units = parameter_units(LocalTable(logical, spec));
+        const double rs = std::max(0.0, reduction(true) - window);
+        const ParameterUnits units = parameter_units(stage_table);
         const double per_block = spec.num_layers() > 0 ? compute[size_t(s)] / spec.num_layers() : 0.0;
         const size_t steps = units.walk.size();
         std::vector<double> gather(steps), hides(steps, 0.0);  // per step: its gather, and its compute
         for (size_t i = 0; i < steps; ++i) {
           double elems = 0;
           for (const int u : units.walk[i]) elems += double(units.ranges[size_t(u)].size());
-          gather[i] = allgather_seconds(e * elems, d, dp_link);
+          gather[i] = allgather_seconds(e * elems, q, dp_link);
           const bool block = int(i) != units.embedding_step() && int(i) != units.head_step();
           hides[i] = block ? per_block : 0.0;
         }

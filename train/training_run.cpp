@@ -104,6 +104,10 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
   if (ep > 1) {
     const int group = ((me_.pp * layout.tp() + me_.tp) * layout.cp() + me_.cp) * (layout.dp() / ep) + me_.dp / ep;
     expert_group_ = w.split(group, me_.dp % ep, "ep");
+    // The data-parallel ranks that hold the same experts (one per ep group, of the same ep
+    // rank): the experts' gradients are summed over them, and ZeRO shards over them.
+    const int holders = ((me_.pp * layout.tp() + me_.tp) * layout.cp() + me_.cp) * ep + me_.dp % ep;
+    expert_replicas_ = w.split(holders, me_.dp / ep, "ep-dp");
   }
   std::vector<std::string> hosts(1);
   if (w.size() > 1) {
@@ -152,8 +156,9 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
   backend_ = make_backend(tc.device, tc.dtype, local_rank(hosts, world_rank));
   if (tc.device != "cpu") connect_gpus(hosts);
   // ZeRO 3 (with data parallelism to shard over): the flat buffer's pages come and go by block.
+  // (Under expert parallelism ZeRO shards over the dp / ep ranks that hold the same experts.)
   const bool sharded =
-      config.parallel.zero_stage == 3 && layout.replicas() > 1 && config.parallel.dp_sync == "allreduce";
+      config.parallel.zero_stage == 3 && layout.replicas() / ep > 1 && config.parallel.dp_sync == "allreduce";
   const StageShape shape{B,
                          T,
                          slots,
@@ -201,7 +206,8 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
     sync_ = std::make_unique<GradientSync>(*backend_, n_params, stage_->gradient_ranges(), config.parallel.zero_stage,
                                            bucket_elems, dp, embedding,
                                            config.parallel.grad_reduce_dtype == "bf16" ? DType::kBFloat16
-                                                                                        : DType::kFloat32);
+                                                                                        : DType::kFloat32,
+                                           expert_replicas_.get());
   }
   stage_->set_gradient_sink(&sync_->sink());
   AdamWConfig oc;
@@ -222,7 +228,8 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
                                        oc, MasterWeights::kShareWhenFloat32, host);
   if (sharded) {
     sharded_ = std::make_unique<ShardedParameters>(*backend_, stage_->parameters(), sync_->shard(),
-                                                   stage_->parameter_units(), *groups_.dp);
+                                                   stage_->parameter_units(),
+                                                   expert_replicas_ ? *expert_replicas_ : *groups_.dp);
     stage_->set_parameter_residency(sharded_.get());
     sharded_->release_all();  // initialised whole; from now on only the shard
     if (!sharded_->pages_given_back())
@@ -262,6 +269,8 @@ void TrainingRun::connect_gpus(const std::vector<std::string>& hosts) {
   // The experts' exchanges carry device rows: NCCL when parallel.backend asks for it, else MPI
   // through host memory.
   if (expert_group_) expert_group_ = connect_gpu_world(std::move(expert_group_), request);
+  if (expert_replicas_ && expert_replicas_->size() > 1)
+    expert_replicas_ = connect_gpu_world(std::move(expert_replicas_), request);
 }
 
 void TrainingRun::import_initial_weights() {
@@ -512,7 +521,11 @@ RankState TrainingRun::rank_state() {
   st.table = &stage_->table();
   st.params = stage_->parameters();
   st.optimizer = optimizer_->tensor_states();
-  const ShardRange share = shard_range(st.params.numel, plan_.layout.replicas(), plan_.layout.replica_index(me_));
+  // The share ZeRO gives this rank (under expert parallelism the ep ranks of a group have the
+  // same one, and each saves its own experts and the first also the dense tensors: counts_in_norm).
+  const ShardRange share =
+      expert_replicas_ ? sync_->shard()
+                       : shard_range(st.params.numel, plan_.layout.replicas(), plan_.layout.replica_index(me_));
   st.share_begin = share.begin;
   st.share_end = share.end;
   if (st.params.device == kCpu && st.params.dtype == DType::kFloat32) return st;

@@ -187,8 +187,10 @@ class TrainingRun {
   // A mixture-of-experts model over pipeline stages: this rank's pipeline as an MPI group, which
   // carries the load-balancing loss's sums (DecoderStage::set_moe_pipeline).
   std::unique_ptr<Communicator> moe_pipeline_;
-  // parallel.ep > 1: the ranks sharing this rank's experts (DecoderStage::set_expert_group).
+  // parallel.ep > 1: the ranks sharing this rank's experts (DecoderStage::set_expert_group), and
+  // the data-parallel ranks that hold the same experts as this one (GradientSync's `experts`).
   std::unique_ptr<Communicator> expert_group_;
+  std::unique_ptr<Communicator> expert_replicas_;
   // A mixture of experts' step: this rank's part of the sums the step's reduction over the world
   // adds up (the stage's since the last call), and the report from those sums.
   std::vector<double> moe_step_sums();

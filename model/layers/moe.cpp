@@ -113,7 +113,9 @@ MoeMlp::MoeMlp(const ModelConfig& config, const DecoderArch& arch, const LayerPa
   FEAST_CHECK(arch.mlp == MlpKind::kSwiGlu && !arch.linear_bias, "mixture-of-experts blocks are SwiGLU without biases");
   const std::string prefix = "layers." + std::to_string(layer) + ".mlp.";
   router_ = weight_and_bias(params.base, prefix + "router", false);
-  for (int e = 0; e < E_; ++e) {
+  // This rank's experts: all of them, or under expert parallelism its ep rank's share.
+  const int local = E_ / recorder.ep(), first = recorder.ep_rank() * local;
+  for (int e = first; e < first + local; ++e) {
     fc_.push_back(weight_and_bias(params.base, expert_name(layer, e, "fc"), false));
     proj_.push_back(weight_and_bias(params.base, expert_name(layer, e, "proj"), false));
   }
@@ -159,9 +161,9 @@ MoeMlp::MoeMlp(const ModelConfig& config, const DecoderArch& arch, const LayerPa
 
 std::vector<FlatRange> MoeMlp::grad_ranges() const {
   std::vector<FlatRange> out = {router_.range};
-  for (int e = 0; e < E_; ++e) {
-    out.push_back(fc_[size_t(e)].range);
-    out.push_back(proj_[size_t(e)].range);
+  for (size_t e = 0; e < fc_.size(); ++e) {
+    out.push_back(fc_[e].range);
+    out.push_back(proj_[e].range);
   }
   if (shared_)
     for (const FlatRange& r : shared_->grad_ranges()) out.push_back(r);
@@ -190,7 +192,7 @@ void MoeMlp::forward(const LayerContext& ctx, int slot, const TensorView& x, con
 
   be.moe_gather(sc.rows, x, token_[s], M, C_);  // this rank's tokens, expert by expert
   if (recorder_.ep() == 1) {
-    experts_forward(ctx, slot, 0, plan.offsets, sc.rows, out_[s]);
+    experts_forward(ctx, slot, plan.offsets, sc.rows, out_[s]);
   } else {
     // The counts first: how many rows of each of its experts every ep rank will receive.
     const int El = E_ / recorder_.ep();
@@ -207,7 +209,7 @@ void MoeMlp::forward(const LayerContext& ctx, int slot, const TensorView& x, con
     }
     exchange(ex, sc.rows, sc.exchange_a, /*outward=*/true);
     be.moe_gather(local_rows_[s], sc.exchange_a, to_experts_[s], R, C_);
-    experts_forward(ctx, slot, recorder_.ep_rank() * El, ex.local_offsets, local_rows_[s], sc.exchange_a);
+    experts_forward(ctx, slot, ex.local_offsets, local_rows_[s], sc.exchange_a);
     be.moe_gather(sc.exchange_b, sc.exchange_a, to_ranks_[s], R, C_);
     exchange(ex, sc.exchange_b, out_[s], /*outward=*/false);
   }
@@ -259,15 +261,14 @@ void MoeMlp::backward(const LayerContext& ctx, int slot, const TensorView& dout,
 
   if (recorder_.ep() == 1) {
     be.moe_gather(sc.rows, x, token_[s], M, C_);  // the experts' inputs again, rather than kept
-    experts_backward(ctx, slot, 0, plan.offsets, sc.rows, sc.drows, sc.drows, sink);
+    experts_backward(ctx, slot, plan.offsets, sc.rows, sc.drows, sc.drows, sink);
   } else {
     // The output gradients go to the experts' ranks, their input gradients come back.
     const ExpertExchange& ex = exchanges_[s];
-    const int El = E_ / recorder_.ep(), R = ex.rows();
+    const int R = ex.rows();
     exchange(ex, sc.drows, sc.exchange_a, /*outward=*/true);
     be.moe_gather(sc.exchange_b, sc.exchange_a, to_experts_[s], R, C_);
-    experts_backward(ctx, slot, recorder_.ep_rank() * El, ex.local_offsets, local_rows_[s], sc.exchange_b,
-                     sc.exchange_a, sink);
+    experts_backward(ctx, slot, ex.local_offsets, local_rows_[s], sc.exchange_b, sc.exchange_a, sink);
     be.moe_gather(sc.exchange_b, sc.exchange_a, to_ranks_[s], R, C_);
     exchange(ex, sc.exchange_b, sc.drows, /*outward=*/false);
   }
@@ -291,57 +292,51 @@ void MoeMlp::backward(const LayerContext& ctx, int slot, const TensorView& dout,
   if (shared_) be.add(dx, dx, sc.part, NC);
 }
 
-void MoeMlp::experts_forward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
-                             const TensorView& rows, const TensorView& y) {
+void MoeMlp::experts_forward(const LayerContext& ctx, int slot, const std::vector<int>& offsets, const TensorView& rows,
+                             const TensorView& y) {
   Backend& be = ctx.backend;
   const size_t s = size_t(slot);
   const int F = 2 * width_, R = offsets.back();
   // Each projection is one grouped product over every expert's rows (Backend::grouped_matmul_*).
-  be.grouped_matmul_forward(pre_[s], rows, expert_weights(ctx, fc_, first, offsets), offsets, C_, F);
+  be.grouped_matmul_forward(pre_[s], rows, expert_weights(ctx, fc_), offsets, C_, F);
   if (R > 0) be.swiglu_forward(act_[s], pre_[s], R, width_);
-  be.grouped_matmul_forward(y, act_[s], expert_weights(ctx, proj_, first, offsets), offsets, width_, C_);
+  be.grouped_matmul_forward(y, act_[s], expert_weights(ctx, proj_), offsets, width_, C_);
 }
 
-void MoeMlp::experts_backward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
+void MoeMlp::experts_backward(const LayerContext& ctx, int slot, const std::vector<int>& offsets,
                               const TensorView& rows, const TensorView& dy, const TensorView& dx, GradientSink& sink) {
   Backend& be = ctx.backend;
   const MoeScratch& sc = ctx.scratch.moe;
   const size_t s = size_t(slot), F = 2 * size_t(width_), C = size_t(C_), W = size_t(width_);
-  const int experts = int(offsets.size()) - 1, R = offsets.back();
+  const int R = offsets.back();
   // The input gradients are grouped products over every expert's rows, as the forward's; the
   // weight gradients go expert by expert from the last (descending flat order: proj, then fc),
-  // because a sink hands out a few buckets of gradients at a time. An expert this rank does not
-  // run (expert parallelism) or that got no token still acquires its gradients, since a sink
-  // waits for every range of a bucket. dx may be dy: every read of dy comes before dx is written.
-  be.grouped_matmul_backward_input(sc.dact, dy, expert_weights(ctx, proj_, first, offsets), offsets, width_, C_);
+  // because a sink hands out a few buckets of gradients at a time. An expert that got no token
+  // still acquires its gradients, since a sink waits for every range of a bucket. dx may be dy:
+  // every read of dy comes before dx is written.
+  be.grouped_matmul_backward_input(sc.dact, dy, expert_weights(ctx, proj_), offsets, width_, C_);
   if (R > 0) be.swiglu_backward(sc.dpre, pre_[s], sc.dact, R, width_);
-  for (int e = E_ - 1; e >= 0; --e) {
-    size_t r0 = 0, n = 0;
-    if (e >= first && e < first + experts) {
-      r0 = size_t(offsets[size_t(e - first)]);
-      n = size_t(offsets[size_t(e - first) + 1]) - r0;
-    }
+  for (size_t e = fc_.size(); e-- > 0;) {
+    const size_t r0 = size_t(offsets[e]), n = size_t(offsets[e + 1]) - r0;
     {
-      AcquiredGrads g(sink, proj_[size_t(e)]);
+      AcquiredGrads g(sink, proj_[e]);
       if (n > 0)
         be.matmul_backward_weight_rows(g.w(), dy.slice(r0 * C, n * C), act_[s].slice(r0 * W, n * W), int(n), width_,
                                        C_, 0, C_);
       g.release();
     }
-    AcquiredGrads g(sink, fc_[size_t(e)]);
+    AcquiredGrads g(sink, fc_[e]);
     if (n > 0)
       be.matmul_backward_weight_rows(g.w(), sc.dpre.slice(r0 * F, n * F), rows.slice(r0 * C, n * C), int(n), C_,
                                      int(F), 0, int(F));
     g.release();
   }
-  be.grouped_matmul_backward_input(dx, sc.dpre, expert_weights(ctx, fc_, first, offsets), offsets, C_, int(F));
+  be.grouped_matmul_backward_input(dx, sc.dpre, expert_weights(ctx, fc_), offsets, C_, int(F));
 }
 
-std::vector<TensorView> MoeMlp::expert_weights(const LayerContext& ctx, const std::vector<WeightAndBias>& layer,
-                                               int first, const std::vector<int>& offsets) const {
+std::vector<TensorView> MoeMlp::expert_weights(const LayerContext& ctx, const std::vector<WeightAndBias>& layer) const {
   std::vector<TensorView> weights;
-  for (size_t i = 0; i + 1 < offsets.size(); ++i) {
-    const WeightAndBias& p = layer[size_t(first) + i];
+  for (const WeightAndBias& p : layer) {
     // A weight stored apart is turned back into one shared scratch, which cannot hold every
     // expert at once (and MoE models refuse the adapters that store weights so).
     FEAST_CHECK(!p.apart, "an expert's weight " << p.weight->spec->name << " is stored apart from the parameters");

@@ -12,6 +12,10 @@
 // gradient (N k floats) is summed over the group before the router's backward, and the experts'
 // partial input gradients once after they are gathered back.
 //
+// Expert parallelism (parallel.ep): the rank holds only its ep rank's experts (the parameter
+// table gives it no others: StageSpec::holds_expert); each block sends its tokens' rows to their
+// experts' ranks and takes them back (an all-to-all with variable counts, forward and backward).
+//
 // The auxiliary losses (model.moe.aux_loss_coef, z_loss_coef) are those transformers computes:
 // the load-balancing loss over every MoE block of the model and every token of a micro-batch at
 // once, so its gradient with respect to any block's router probabilities needs every block's
@@ -110,25 +114,24 @@ class MoeMlp {
   // group; records the micro-batch's routing in the recorder.
   void forward(const LayerContext& ctx, int slot, const TensorView& x, const TensorView& out, int N);
   // dx (N, C) = d loss / d x from dout (N, C), the auxiliary losses' gradients included;
-  // parameter gradients added through the sink (every expert's, with or without tokens).
+  // parameter gradients added through the sink (every expert this rank holds, with or without tokens).
   void backward(const LayerContext& ctx, int slot, const TensorView& dout, const TensorView& dx, const TensorView& x,
                 int N, GradientSink& sink);
 
   std::vector<FlatRange> grad_ranges() const;
 
  private:
-  // The forward products of experts [first, first + offsets.size() - 1) over rows (R, C) held
-  // expert by expert at `offsets`: pre-activations, activations and outputs y (R, C) of `slot`.
-  void experts_forward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
-                       const TensorView& rows, const TensorView& y);
-  // Their backward from dy (R, C): dx (R, C) and the experts' gradients, every expert of the
-  // block acquiring its ranges from the last (those not in [first, ...) add nothing).
-  void experts_backward(const LayerContext& ctx, int slot, int first, const std::vector<int>& offsets,
-                        const TensorView& rows, const TensorView& dy, const TensorView& dx, GradientSink& sink);
-  // The weights of experts [first, first + offsets.size() - 1) of one projection (fc_ or proj_),
-  // as the grouped products take them.
-  std::vector<TensorView> expert_weights(const LayerContext& ctx, const std::vector<WeightAndBias>& layer, int first,
-                                         const std::vector<int>& offsets) const;
+  // The forward products of this rank's experts over rows (R, C) held expert by expert at
+  // `offsets` (one more than the experts): pre-activations, activations and outputs y (R, C) of
+  // `slot`.
+  void experts_forward(const LayerContext& ctx, int slot, const std::vector<int>& offsets, const TensorView& rows,
+                       const TensorView& y);
+  // Their backward from dy (R, C): dx (R, C) and the experts' gradients, acquired from the last.
+  void experts_backward(const LayerContext& ctx, int slot, const std::vector<int>& offsets, const TensorView& rows,
+                        const TensorView& dy, const TensorView& dx, GradientSink& sink);
+  // The weights of this rank's experts of one projection (fc_ or proj_), as the grouped
+  // products take them.
+  std::vector<TensorView> expert_weights(const LayerContext& ctx, const std::vector<WeightAndBias>& layer) const;
   // rows (R, C) moved between this rank's order (expert by expert over all E experts) and the
   // experts' ranks, forward (to them: `from` M rows in, `to` R rows out, by ep rank) or back.
   void exchange(const ExpertExchange& x, const TensorView& from, const TensorView& to, bool outward);
@@ -141,7 +144,7 @@ class MoeMlp {
   int local_layer_;
   MoeRecorder& recorder_;
   WeightAndBias router_;
-  std::vector<WeightAndBias> fc_, proj_;  // per expert
+  std::vector<WeightAndBias> fc_, proj_;  // per expert this rank holds (under ep, its ep rank's share)
   std::unique_ptr<Mlp> shared_;
   WeightAndBias shared_gate_;             // empty weight without a gate
   // Per slot: the router's probabilities (N, E), logsumexp (N), choices (N, k) and their weights

@@ -15,12 +15,12 @@ std::vector<GradBucket> gradient_buckets(const std::vector<GradRange>& ranges, s
   std::vector<GradBucket> buckets;
   for (const GradRange& r : order) {
     GradBucket* last = buckets.empty() ? nullptr : &buckets.back();
-    if (last && !r.standalone && !last->standalone && last->chunk == r.chunk && last->begin == r.end &&
-        last->end - last->begin < bucket_elems) {
+    if (last && !r.standalone && !last->standalone && last->chunk == r.chunk && last->expert == r.expert &&
+        last->begin == r.end && last->end - last->begin < bucket_elems) {
       last->begin = r.begin;
       ++last->ranges;
     } else {
-      buckets.push_back({r.begin, r.end, 1, r.uses, r.standalone, r.tied, r.chunk});
+      buckets.push_back({r.begin, r.end, 1, r.uses, r.standalone, r.tied, r.chunk, r.expert});
     }
   }
   return buckets;
@@ -43,16 +43,21 @@ GradBufferSizes gradient_buffer_sizes(const std::vector<GradBucket>& buckets, bo
 }
 
 GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<GradRange>& ranges, int zero_stage,
-                           size_t bucket_elems, Communicator* dp, Communicator* embedding, DType wire)
-    : total_(total), backend_(backend), zero_stage_(zero_stage), dp_(dp), embedding_(embedding) {
+                           size_t bucket_elems, Communicator* dp, Communicator* embedding, DType wire,
+                           Communicator* experts)
+    : total_(total), backend_(backend), zero_stage_(zero_stage), dp_(dp), embedding_(embedding), experts_(experts) {
   FEAST_CHECK(wire == DType::kFloat32 || wire == DType::kBFloat16,
               "gradients travel in float32 or bfloat16, not " << dtype_name(wire));
   FEAST_CHECK(zero_stage >= 0 && zero_stage <= 3, "parallel.zero_stage must be 0, 1, 2 or 3");
-  if (dp_) {
-    dp_size_ = dp_->size();
-    dp_rank_ = dp_->rank();
+  FEAST_CHECK(!experts_ || dp_, "expert parallelism needs data-parallel ranks");
+  // The shards are cut over the data-parallel group, or under expert parallelism over the ranks
+  // that hold the same experts (every rank of an ep group then has the same share).
+  sharding_ = experts_ ? experts_ : dp_;
+  if (sharding_) {
+    dp_size_ = sharding_->size();
+    dp_rank_ = sharding_->rank();
   }
-  // With one data-parallel rank there is nothing to shard: every stage is ZeRO 0.
+  // With one rank to shard over there is nothing to shard: every stage is ZeRO 0.
   if (dp_size_ == 1) zero_stage_ = 0;
   shard_ = shard_range(total, dp_size_, dp_rank_);
   const bool embedding_group = embedding_ != nullptr;
@@ -65,6 +70,7 @@ GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<Gra
     b.deferred = g.deferred(embedding_group);
     b.uses_per_backward = g.uses;
     b.shared = zero_stage_ >= 2 && g.uses > 1 && !b.deferred;
+    b.expert = g.expert;
     buckets_.push_back(b);
   }
   const GradBufferSizes sizes = gradient_buffer_sizes(merged, embedding_group);
@@ -183,7 +189,12 @@ int GradientSync::take_wire_slot() {
 void GradientSync::launch(int i) {
   Bucket& b = buckets_[size_t(i)];
   const TensorView data = staging(b);
-  if (!dp_) return;
+  // Expert parallelism: an expert's gradient is summed over the ranks that hold the same experts
+  // only, reduce-scattered over them like any gradient; a dense one over every data-parallel
+  // rank, all-reduced whole, since the ep ranks that share a shard need the same sums.
+  Communicator* group = b.expert && experts_ ? experts_ : dp_;
+  if (!group || group->size() == 1) return;
+  const bool whole = zero_stage_ == 0 || (experts_ && !b.expert);
   // What this rank receives: the whole bucket (ZeRO 0), or its part of the bucket, flat
   // offsets [lo, hi) (empty when the bucket lies outside the shard).
   const size_t lo = zero_stage_ == 0 ? b.begin : std::clamp(shard_.begin, b.begin, b.end);
@@ -201,9 +212,11 @@ void GradientSync::launch(int i) {
     // (after the previous reduction into that part has landed), and the reduction overwrites
     // the shard. With bf16 traffic that sum would travel in bf16, so instead the reduced part is
     // widened into this rank's part of the staging buffer when it lands and added there.
+    // An all-reduce sums every rank's part of the shard, not only the owner's: there too the
+    // reduced part is added where it lands.
     drain(i);
     const TensorView own = data.slice(lo - b.begin, result.numel);
-    if (bf16) p.landing = own;
+    if (bf16 || whole) p.landing = own;
     else if (result.numel > 0) backend_.add(own, own, result, result.numel);
   }
   // The buffer that travels: the bucket itself, or its bf16 copy (the staging slot is then free
@@ -218,14 +231,14 @@ void GradientSync::launch(int i) {
   CollectiveOptions timed;
   timed.timed = true;
   p.launched = step_clock_.seconds();
-  if (zero_stage_ == 0) {
-    p.work = dp_->allreduce(travel.data, travel.numel, travel.dtype, timed);
+  if (whole) {
+    p.work = group->allreduce(travel.data, travel.numel, travel.dtype, timed);
   } else {
     // Into this rank's block of the travelling buffer itself (in place) or of the shard.
     void* into = bf16 ? p.wire_result.data : result.data;
     if (zero_stage_ == 1 && !bf16) into = travel.slice(lo - b.begin, hi - lo).data;
     const std::vector<size_t> counts = shard_counts(total_, dp_size_, b.begin, b.end);
-    p.work = dp_->reduce_scatter(travel.data, into, counts, travel.dtype, timed);
+    p.work = group->reduce_scatter(travel.data, into, counts, travel.dtype, timed);
   }
   if (zero_stage_ >= 2 && !b.dedicated()) {
     p.slot = b.slot;  // the slot now belongs to the reduction (with bf16 traffic, to its landing)
@@ -270,6 +283,8 @@ void GradientSync::complete_oldest() {
       backend_.cast(p.result, p.wire_result);
     }
     free_wire_.push_back(p.wire_slot);
+  } else if (p.landing.data && p.result.numel > 0) {  // ZeRO 2, all-reduced: add to what the shard holds
+    backend_.add(p.result, p.result, p.landing, p.result.numel);
   }
   if (p.slot >= 0) free_slots_.push_back(p.slot);
 }
@@ -293,7 +308,7 @@ void GradientSync::share_update(const TensorView& params) {
   if (zero_stage_ == 0 || zero_stage_ == 3) return;
   const std::vector<size_t> counts = shard_counts(total_, dp_size_, 0, total_);
   const TensorView mine = params.slice(shard_.begin, shard_.size());
-  dp_->allgather(mine.data, params.data, counts, params.dtype)->wait();
+  sharding_->allgather(mine.data, params.data, counts, params.dtype)->wait();
 }
 
 TensorView GradientSync::shard_grads() const {

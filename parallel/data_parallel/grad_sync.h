@@ -25,6 +25,14 @@
 // the embedding group before its data-parallel reduction (Megatron-LM #844), at the end of the
 // step: summing it earlier would make the last stage wait for the first stage's backward inside
 // its own.
+// Expert parallelism (parallel.ep > 1): each rank holds only its ep rank's experts, so an
+// expert's gradient is summed over the data-parallel ranks that hold the same experts (dp / ep
+// of them: Megatron-LM's expert-data-parallel group), and ZeRO cuts its shards over that group:
+// the ep ranks of an ep group have the same share, of dense tensors and of their own experts.
+// The dense tensors' buckets, summed over every data-parallel rank, are then all-reduced whole
+// (each rank keeping its share) rather than reduce-scattered, and their optimizer state is
+// sharded over dp / ep ranks rather than dp: one contiguous shard per rank keeps the optimizer,
+// the checkpoints and ZeRO 3 as they are, at the price of ep copies of the dense tensors' state.
 #pragma once
 
 #include <cstddef>
@@ -61,6 +69,7 @@ struct GradBucket {
   bool standalone = false;  // a vocabulary-sized tensor's chunk
   bool tied = false;        // shared with another stage
   int chunk = 0;            // the model chunk whose backward writes it (GradRange::chunk)
+  bool expert = false;      // an expert's tensors (GradRange::expert)
   // Reduced at the step's end, after the sum over the embedding group (a tie across stages).
   bool deferred(bool embedding_group) const { return tied && embedding_group; }
   // ZeRO 2 keeps it in a buffer of its own through the backward rather than a staging slot: it
@@ -147,8 +156,11 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   // comes from `backend`, float32.
   // wire: the dtype the data-parallel reductions carry (kBFloat16: buckets travel and are
   // summed as bf16; micro-batches still accumulate in float32).
+  // experts (expert parallelism, parallel.ep > 1): the data-parallel ranks that hold the same
+  // experts (dp / ep of them, perhaps 1); null without it.
   GradientSync(Backend& backend, size_t total, const std::vector<GradRange>& ranges, int zero_stage,
-               size_t bucket_elems, Communicator* dp, Communicator* embedding, DType wire = DType::kFloat32);
+               size_t bucket_elems, Communicator* dp, Communicator* embedding, DType wire = DType::kFloat32,
+               Communicator* experts = nullptr);
 
   GradientSync& sink() override { return *this; }
   // Starts a step: clears the gradients.
@@ -187,6 +199,7 @@ class GradientSync final : public GradientSink, public DataParallelSync {
     int uses_per_backward = 1;  // 2 for a token embedding written by both head and embedding
     bool deferred = false;      // a tied tensor: reduced at finish_step
     bool shared = false;        // ZeRO 2: written by the head and the embedding of this stage
+    bool expert = false;        // an expert's tensors: reduced over experts_ (expert parallelism)
     bool open = false;          // ZeRO 2, shared: written in this micro-batch, not yet reduced
     int slot = -1;              // ZeRO 2: staging slot while being written or reduced
     // ZeRO 2: staged in dedicated_ (not a slot) for the whole backward.
@@ -223,7 +236,9 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   int zero_stage_;
   Communicator* dp_;
   Communicator* embedding_;
-  int dp_size_ = 1, dp_rank_ = 0;
+  Communicator* experts_ = nullptr;   // expert parallelism: the ranks holding the same experts
+  Communicator* sharding_ = nullptr;  // the group ZeRO shards over: experts_, or dp_
+  int dp_size_ = 1, dp_rank_ = 0;     // sharding_'s size and this rank's place in it
   ShardRange shard_;
   std::vector<Bucket> buckets_;  // in descending order of offset (the order backward writes them)
   bool last_micro_batch_ = true;

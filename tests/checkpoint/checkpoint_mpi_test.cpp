@@ -5,6 +5,8 @@
 //    tp1 pp1 dp8 ZeRO 2, with sequence or context parallelism, and on one rank; one saved on one
 //    rank, and one saved with context parallelism, resume at tp2 pp2 dp2; the
 //    resumed losses match the uninterrupted run within 1e-5 relative (GPT-2 and Llama);
+//  - a mixture of experts under expert parallelism (each rank holding its own experts) resumes
+//    exactly and reshards to other ep degrees, tp, ZeRO 3 and one rank;
 //  - a checkpoint of another model is refused with the list of differences;
 //  - truncated and bit-flipped checkpoints are detected, named, and auto-resume falls back to
 //    the previous complete checkpoint;
@@ -157,6 +159,17 @@ void expect_losses_close(const TrainSummary& resumed, const TrainSummary& straig
   EXPECT_LE(worst, 1e-5) << what << ": resumed losses differ from the uninterrupted run by " << worst;
 }
 
+// A run resumed at step 10 of 20 gave the uninterrupted run's last 10 losses and its final
+// parameters and optimizer state (`what`), bit for bit.
+void expect_resumed_exactly(const Outcome& resumed, const Outcome& straight, const std::string& what) {
+  ASSERT_EQ(resumed.summary.first_step, 10);
+  for (size_t i = 0; i < 10; ++i)
+    EXPECT_EQ(resumed.summary.losses[i], straight.summary.losses[10 + i]) << "step " << 11 + i;
+  ASSERT_EQ(resumed.state.size(), straight.state.size());
+  EXPECT_EQ(std::memcmp(resumed.state.data(), straight.state.data(), resumed.state.size() * sizeof(float)), 0)
+      << what << " or their optimizer state differ from the uninterrupted run";
+}
+
 class ExactResume : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(ExactResume, StopAtTenAndResumeIsBitIdenticalToTwentySteps) {
@@ -243,12 +256,7 @@ TEST(Checkpoint, LoraSavesTheAdaptersAloneResumesExactlyAndReshards) {
   Config first = lora(make_config("llama", source, dir));
   first.training.exit_at_step = 10;
   train_run(first);
-  const Outcome b = train_run(lora(make_config("llama", source, dir)));
-  ASSERT_EQ(b.summary.first_step, 10);
-  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(b.summary.losses[i], straight.summary.losses[10 + i]) << "step " << 11 + i;
-  ASSERT_EQ(b.state.size(), straight.state.size());
-  EXPECT_EQ(std::memcmp(b.state.data(), straight.state.data(), b.state.size() * sizeof(float)), 0)
-      << "adapters or their optimizer state differ from the uninterrupted run";
+  expect_resumed_exactly(train_run(lora(make_config("llama", source, dir))), straight, "adapters");
   const std::string file = step_file(dir, 10);
   if (world_rank() == 0) {
     const Config c = lora(make_config("llama", source, dir));
@@ -350,6 +358,57 @@ TEST_P(Reshard, SavedAtOneLayoutResumesAtEveryOther) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Reshard, ::testing::Values("gpt2", "llama"));
+
+// A mixture of experts (8 experts, top 2, in blocks 1 and 3, with the load-balancing loss) under
+// expert parallelism, where each rank holds only its ep rank's experts: saved at dp 4 with ep 2
+// (ZeRO 2 over the 2 ranks holding the same experts), it resumes there bit for bit, and at ep 4,
+// ep 1, with tensor parallelism and ZeRO 3, and on one rank; saved at ep 4 it resumes at ep 2.
+// Every micro-batch holds one sequence at every layout, so the load-balancing loss is the same.
+Config moe_config(const Layout& l, int ep, const std::string& dir) {
+  Config c = make_config("llama", l, dir);
+  c.model.moe.n_experts = 8;
+  c.model.moe.top_k = 2;
+  c.model.moe.intermediate_size = 48;
+  c.model.moe.every = 2;
+  c.model.moe.aux_loss_coef = 0.01;
+  c.parallel.ep = ep;
+  return c;
+}
+
+TEST(Checkpoint, ExpertsResumeExactlyAndReshardAcrossExpertParallelDegrees) {
+  const Layout source{1, 2, 4, 2};
+  const Outcome straight = train_run(moe_config(source, 2, fresh_dir("moe_straight")));
+  const std::string saved = fresh_dir("moe_saved");
+  Config first = moe_config(source, 2, saved);
+  first.training.exit_at_step = 10;
+  train_run(first);
+  expect_resumed_exactly(train_run(moe_config(source, 2, saved)), straight, "experts, dense weights");
+
+  const std::string file = step_file(saved, 10);
+  struct Target {
+    Layout layout;
+    int ep;
+  };
+  for (const Target& t : {Target{{1, 2, 4, 1}, 4}, Target{{1, 2, 4, 1}, 1}, Target{{2, 1, 4, 3}, 2}}) {
+    const std::string name = t.layout.name() + " ep" + std::to_string(t.ep);
+    const std::string dir = copy_checkpoint(file, "moe_to_" + std::to_string(t.layout.tp) + std::to_string(t.ep));
+    const Outcome r = train_run(moe_config(t.layout, t.ep, dir));
+    expect_losses_close(r.summary, straight.summary, 10, "MoE " + source.name() + " ep2 -> " + name);
+  }
+  {
+    const std::string dir = copy_checkpoint(file, "moe_to_one");
+    const Outcome r = train_run(moe_config(Layout{1, 1, 1, 0}, 1, dir), /*alone=*/true);
+    if (world_rank() == 0) expect_losses_close(r.summary, straight.summary, 10, "MoE -> one rank");
+  }
+  {
+    const std::string ep4 = fresh_dir("moe_ep4_saved");
+    Config c = moe_config(Layout{2, 1, 4, 1}, 4, ep4);
+    c.training.exit_at_step = 10;
+    train_run(c);
+    const Outcome r = train_run(moe_config(source, 2, ep4));
+    expect_losses_close(r.summary, straight.summary, 10, "MoE tp2 pp1 dp4 zero1 ep4 -> " + source.name() + " ep2");
+  }
+}
 
 TEST(Checkpoint, AsyncSavesWriteWhatSynchronousSavesWrite) {
   const Layout l{2, 2, 2, 2};

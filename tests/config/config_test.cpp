@@ -350,6 +350,10 @@ TEST(ConfigErrors, MoeKeys) {
       {llama + "[parallel]\nep = 3\n",
        "demo.toml:6: parallel.ep = 3 does not divide model.moe.n_experts = 4 (demo.toml:4): every expert-parallel "
        "rank runs as many experts; choose an ep that divides n_experts"},
+      {llama + "[parallel]\nep = 2\ndp_sync = \"parameter-server\"\n",
+       "demo.toml:7: parallel.dp_sync = \"parameter-server\" serves every data-parallel replica the same tensors, "
+       "but parallel.ep = 2 (demo.toml:6) gives each rank of an ep group its own experts; use parallel.dp_sync = "
+       "\"allreduce\" or parallel.ep = 1"},
       {"[parallel]\nep = 2\n",
        "demo.toml:2: parallel.ep = 2 divides a mixture of experts' experts over ranks, but model.moe.n_experts = 0 "
        "(default): the model is dense; remove parallel.ep or set model.moe.n_experts"},

@@ -300,6 +300,48 @@ void expect_slices_match(const LocalParam& p, size_t begin, size_t end) {
   ASSERT_EQ(next, end) << p.spec->name;
 }
 
+TEST(Parameters, ExpertParallelRanksHoldTheirOwnExpertsAndCountTheDenseTensorsOnce) {
+  ModelConfig c = small_llama();
+  c.moe.n_experts = 8;
+  c.moe.top_k = 2;
+  c.moe.every = 2;  // block 1 of the 2
+  const ParamTable logical = decoder_param_table(c);
+  int expert_specs = 0;
+  for (const ParamSpec& s : logical.specs())
+    if (s.name.find(".experts.") != std::string::npos) {
+      ++expert_specs;
+      EXPECT_EQ(s.experts, 8) << s.name;
+      EXPECT_EQ(s.name.find(".experts." + std::to_string(s.expert) + "."), s.name.find(".experts.")) << s.name;
+    } else {
+      EXPECT_EQ(s.expert, -1) << s.name;
+    }
+  EXPECT_EQ(expert_specs, 2 * 8);  // fc and proj of 8 experts
+  const LocalTable whole(logical, StageSpec::whole(c));
+  size_t dense = 0, experts = 0;
+  for (const LocalParam& p : whole.params()) (p.spec->expert >= 0 ? experts : dense) += p.numel;
+  for (int ep : {2, 4}) {
+    size_t held_experts = 0;
+    for (int r = 0; r < ep; ++r) {
+      StageSpec spec = StageSpec::whole(c);
+      spec.ep = ep;
+      spec.ep_rank = r;
+      const LocalTable table(logical, spec);
+      EXPECT_EQ(table.total_numel(), dense + experts / size_t(ep)) << "ep " << ep << " rank " << r;
+      for (const LocalParam& p : table.params()) {
+        if (p.spec->expert < 0) {
+          EXPECT_EQ(p.counts_in_norm, r == 0) << p.spec->name << " at ep rank " << r;
+          continue;
+        }
+        EXPECT_EQ(p.spec->expert / (8 / ep), r) << p.spec->name << " at ep rank " << r;
+        EXPECT_TRUE(p.counts_in_norm) << p.spec->name;
+        held_experts += p.numel;
+      }
+      EXPECT_FALSE(table.contains("layers.1.mlp.experts." + std::to_string(r == 0 ? 7 : 0) + ".fc.weight"));
+    }
+    EXPECT_EQ(held_experts, experts) << "the ep ranks together hold every expert once, at ep " << ep;
+  }
+}
+
 TEST(Parameters, LogicalSlicesAreRectanglesOfTheLogicalTensor) {
   ModelConfig c = small_llama();
   c.vocab_size = 300;

@@ -529,8 +529,9 @@ std::vector<Case> cases() {
   if (n == 4) out.push_back({"llama-moe", 1, 2, 2, 1, "gpipe", 2, "tp-dp-pp", {}, "selective"});
   if (n == 4) out.push_back({"llama-moe-cap", 1, 1, 4, 2, "1f1b", 1});
   if (n == 8) out.push_back({"llama-moe-aux", 2, 2, 2, 1, "1f1b", 1, "tp-dp-pp", {}, "full"});
-  // Expert parallelism: the experts' tokens travel by all-to-all to the rank that runs them and
-  // back, forward and backward, beside tensor and pipeline parallelism and every ZeRO stage.
+  // Expert parallelism: the experts' tokens travel by all-to-all to the rank that holds them and
+  // back, forward and backward, beside tensor and pipeline parallelism and every ZeRO stage
+  // (with ep = dp there is one rank per set of experts, and nothing to shard).
   auto with_ep = [](Case k, int ep) {
     k.ep = ep;
     return k;
@@ -542,6 +543,11 @@ std::vector<Case> cases() {
   if (n == 8) out.push_back(with_ep({"llama-moe", 1, 2, 4, 3, "gpipe", 2}, 4));
   if (n == 2) out.push_back({"llama-moe16", 1, 1, 2, 2, "1f1b", 2});
   if (n == 4) out.push_back(with_ep({"llama-moe16", 1, 1, 4, 2, "1f1b", 2}, 4));
+  // Each rank holds its ep rank's experts only: with dp / ep > 1 ranks holding the same experts,
+  // their gradients are summed over those ranks alone and ZeRO 1, 2 and 3 shard over them.
+  if (n == 4) out.push_back(with_ep({"llama-moe-aux", 1, 1, 4, 1, "1f1b", 1}, 2));
+  if (n == 4) out.push_back(with_ep({"llama-moe16", 1, 1, 4, 3, "1f1b", 2}, 2));
+  if (n == 8) out.push_back(with_ep({"llama-moe-cap", 1, 2, 4, 2, "1f1b", 1}, 2));
   // FEAST_EQUIVALENCE_CASES=TEXT keeps the cases whose description holds TEXT (while working on one).
   if (const char* only = std::getenv("FEAST_EQUIVALENCE_CASES"))
     std::erase_if(out, [&](const Case& k) { return describe(k).find(only) == std::string::npos; });

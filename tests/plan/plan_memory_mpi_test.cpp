@@ -238,7 +238,8 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
   }
   // Mixtures of experts: the router's and the routed rows' buffers in place of the dense MLP's,
   // kept whatever the recomputation; the shared experts' MLP; expert parallelism's buffers for
-  // every ep rank's rows; MoE blocks among dense ones and alone.
+  // every ep rank's rows, its ep rank's experts only, and ZeRO's shards over the dp / ep ranks
+  // holding the same experts (none at ep = dp); MoE blocks among dense ones and alone.
   cases.push_back({"llama-moe", 2, 2, 1, 0});
   cases.push_back({"llama-moe", 1, 2, 2, 1, "gpipe", 2, "allreduce", false, "fp32", "selective"});
   cases.push_back({"llama-moe1", 2, 1, 2, 0, "1f1b", 2, "allreduce", false, "fp32", "full", 1});
@@ -252,6 +253,9 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
     Case c{"llama-moe", 1, 1, 4, 3};
     c.ep = 4;
     cases.push_back(c);
+    Case d{"llama-moe", 1, 1, 4, 3};  // ZeRO 3 over the 2 ranks holding the same experts
+    d.ep = 2;
+    cases.push_back(d);
   }
   // Gradients travelling in bf16: the wire buffers count.
   for (int zero = 0; zero <= 2; ++zero) cases.push_back({"gpt2", 1, 1, 4, zero, "1f1b", 2, "allreduce", false, "bf16"});

@@ -376,7 +376,12 @@ TEST(PlanTime, ExpertsComputeForTheirTokensOnlyAndExpertParallelismExchangesTheR
   const double rows = 64.0 * 2 * 128 * 4;  // 64 tokens, top 2, 128 channels, float32
   const double per_block = 2 * alltoall_seconds(4.0 * 8, 2, link) + 4 * alltoall_seconds(rows, 2, link);
   EXPECT_NEAR(ep2.time.ep_comm_s, 2 * 2 * per_block, 1e-15);
-  EXPECT_NEAR(ep2.time.step_s() - ep1.time.step_s(), ep2.time.ep_comm_s, 1e-12);
+  EXPECT_NEAR(ep2.time.step_s() - ep1.time.step_s(),
+              ep2.time.ep_comm_s + ep2.time.dp_comm_s - ep1.time.dp_comm_s, 1e-12);
+  // Each rank holds half the experts: fewer parameters, and their gradients reduced over the 2
+  // ranks that hold the same experts rather than all 4.
+  EXPECT_LT(ep2.memory.parameters, ep1.memory.parameters);
+  EXPECT_NE(ep2.time.dp_comm_s, ep1.time.dp_comm_s);
   EXPECT_EQ(alltoall_seconds(rows, 2, Link{1e9, 0}), rows / 2 / 1e9);
   // ep groups are consecutive data-parallel ranks: with dp innermost and 2 GPUs a node, a group
   // of 2 stays in its node and one of 4 spans two.
