@@ -86,11 +86,15 @@ int recomputed_blocks(const Config& config, const StageSpec& spec) {
   return n == 0 ? spec.num_layers() : std::min(n, spec.num_layers());
 }
 
-// One block's parameters (all blocks are alike), for the FLOPs of recomputing it.
-double block_parameters(const ParamTable& logical) {
+// The parameters a full recomputation of block `layer` multiplies by: the whole block's, or a
+// mixture-of-experts block's without its MoE MLP, which recomputation leaves alone
+// (model/layers/block.h: an MoE block keeps what its MLP's backward reads).
+double recomputed_parameters(const ParamTable& logical, const ModelConfig& mc, int layer) {
+  const std::string block = "layers." + std::to_string(layer) + ".", mlp = block + "mlp.";
   double n = 0;
   for (const ParamSpec& s : logical.specs())
-    if (s.name.rfind("layers.0.", 0) == 0) n += double(s.numel);
+    if (s.name.rfind(block, 0) == 0 && !(mc.moe.is_moe_layer(layer) && s.name.rfind(mlp, 0) == 0))
+      n += double(s.numel);
   return n;
 }
 
@@ -499,7 +503,12 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
     const int recomputed = recomputed_blocks(config, spec);
     const Recompute recompute = recompute_from_name(config.training.recompute);
     if (recompute == Recompute::kSelective) flops += 2.0 * recomputed * double(T) * mc.n_embd;
-    if (recompute == Recompute::kFull) flops += recomputed * (2.0 * block_parameters(logical) + 2.0 * double(T) * mc.n_embd);
+    if (recompute == Recompute::kFull) {
+      int i = 0;
+      for (const LayerRange& chunk : spec.chunks)
+        for (int l = chunk.first; l < chunk.first + chunk.count; ++l, ++i)
+          if (i < recomputed) flops += 2.0 * recomputed_parameters(logical, mc, l) + 2.0 * double(T) * mc.n_embd;
+    }
     compute[size_t(s)] = rows * flops / (t * rate);
     // Megatron's tensor parallelism: per layer two all-reduces of (B, T, C) forward (attention
     // and MLP outputs) and two backward (their inputs' gradients); the vocab-parallel embedding
@@ -704,7 +713,6 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
         refused(e.what());
         continue;
       }
-      const std::vector<int> zeros = ps || dp == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2, 3};
       // Expert parallelism (MoE models): every ep dividing both the data-parallel degree and
       // the experts.
       std::vector<int> eps = {1};
@@ -714,7 +722,10 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
       // The config's schedule, and with pipeline stages zero-bubble too.
       std::vector<std::string> schedules = {base.schedule};
       if (pp > 1 && base.schedule != "zero-bubble") schedules.push_back("zero-bubble");
-      for (int ep : eps)
+      for (int ep : eps) {
+      // ZeRO shards over dp / ep ranks: with one there is nothing to shard (GradientSync runs
+      // ZeRO 0), so only 0 is tried.
+      const std::vector<int> zeros = ps || dp / ep == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2, 3};
       for (const std::string& schedule : schedules)
         for (int zero : zeros)
           for (int b : sizes)
@@ -736,6 +747,7 @@ std::vector<LayoutEstimate> plan_layouts(const Config& config, const PlanOptions
                   }
                   out.push_back(estimate_layout(c, *plan, options));
                 }
+      }
     }
   auto category = [](const LayoutEstimate& l) { return l.fits ? 0 : l.valid ? 1 : 2; };
   // Speeds equal to 9 digits (ZeRO stages whose communication hides alike) are equal: the one

@@ -22,7 +22,8 @@
 #              and the part exposed; 4 ranks at dp 4 with ZeRO 3 (parameter pages as CUDA
 #              virtual memory), full recomputation and the optimizer offloaded to pinned host
 #              memory, against one rank likewise, with their memory report; expert parallelism (a
-#              mixture of experts at ep 2 over dp 2, and with tp 2) against one rank; and trainer bench
+#              mixture of experts at ep 2 over dp 2, with tp 2, and over dp 4 with ZeRO 2) against one
+#              rank; and trainer bench
 #              comm with GPU buffers through NCCL (one rank) and staged MPI (2 ranks)
 #   bench      trainer bench --device cuda (GPT-2 124M and 350M, bf16, T 1024) and the PyTorch
 #              reference (bench/torch_bench.py) on the same shapes, eager and torch.compile
@@ -334,6 +335,14 @@ multirank() {
     losses_agree "$state/runs/llama-moe-cuda-$dtype-mbs4" "$state/runs/llama-moe-cuda-$dtype-tp2dp2ep2" \
       "$(tolerance bf16)" || ok=1
     grep -h "^time per step" "$state/runs/llama-moe-cuda-$dtype-tp2dp2ep2/train.log" || ok=1
+    # ep 2 over dp 4: two ranks hold each half of the experts, so the experts' gradients are
+    # reduce-scattered over those two and ZeRO 2 shards over them (the dense ones all-reduced).
+    gpu_run llama $dtype "llama-moe-cuda-$dtype-mbs2" "${moe[@]}" --set parallel.micro_batch_size=2 || return 1
+    gpu_run llama $dtype "llama-moe-cuda-$dtype-dp4ep2-zero2" mpirun --oversubscribe --bind-to none -np 4 -- \
+      "${moe[@]}" --set parallel.dp=4 --set parallel.ep=2 --set parallel.zero_stage=2 \
+      --set parallel.micro_batch_size=2 || return 1
+    losses_agree "$state/runs/llama-moe-cuda-$dtype-mbs2" "$state/runs/llama-moe-cuda-$dtype-dp4ep2-zero2" \
+      "$(tolerance bf16)" || ok=1
   done
   # Every collective on GPU buffers, each result checked: NCCL at one rank (the machine has one
   # GPU, and NCCL refuses two ranks on it), staged MPI at two.

@@ -33,12 +33,15 @@ CheckpointMeta meta_of(TrainingRun& run, const Config& config) {
   m.pp = layout.pp();
   m.dp = layout.dp();
   m.cp = layout.cp();
-  m.zero_stage = layout.replicas() > 1 ? config.parallel.zero_stage : 0;
+  // ZeRO as it ran: over the data-parallel replicas, or under expert parallelism over the dp / ep
+  // of them that hold the same experts; with one rank to shard over, none.
+  const int ep = run.plan().ep;
+  m.zero_stage = layout.replicas() / ep > 1 ? config.parallel.zero_stage : 0;
   m.micro_batch_size = config.parallel.micro_batch_size;
   m.num_micro_batches = run.plan().micro_batches;
   m.global_batch = int64_t{m.dp} * m.num_micro_batches * m.micro_batch_size;
   m.layout = "tp" + std::to_string(m.tp) + " pp" + std::to_string(m.pp) + " dp" + std::to_string(m.dp) +
-             (m.cp > 1 ? " cp" + std::to_string(m.cp) : "") + " zero" +
+             (m.cp > 1 ? " cp" + std::to_string(m.cp) : "") + (ep > 1 ? " ep" + std::to_string(ep) : "") + " zero" +
              std::to_string(m.zero_stage) + ", " + std::to_string(m.num_micro_batches) + " micro-batch(es) of " +
              std::to_string(m.micro_batch_size) + " per dp rank";
   return m;

@@ -7,7 +7,7 @@
 // Where cuBLAS has no grouped kernel for the types, the groups run one by one through matmul.cu.
 #include <cublas_v2.h>
 
-#include <mutex>
+#include <atomic>
 #include <string>
 
 #include "core/log.h"
@@ -35,9 +35,21 @@ void each_group(const std::vector<int>& offsets, Run run) {
     if (offsets[g + 1] > offsets[g]) run(g, size_t(offsets[g]), offsets[g + 1] - offsets[g]);
 }
 
-// false, having launched nothing, where cuBLAS has no grouped kernel for the types.
+// Set once cuBLAS has declined the grouped call for a dtype (float32, bfloat16): from then on the
+// groups go one by one without asking again.
+std::atomic<bool> declined[2];
+
+// false, having launched nothing, where cuBLAS has no grouped kernel for the types (or is older
+// than 12.5, which brought the call).
 bool grouped_gemm(const CudaContext& ctx, DType dt, const Groups& g, const std::vector<const void*>& weights,
                   const std::vector<int>& offsets, const void* b, void* d) {
+#if CUBLAS_VERSION < 120500
+  static_cast<void>(ctx), static_cast<void>(dt), static_cast<void>(g), static_cast<void>(weights);
+  static_cast<void>(offsets), static_cast<void>(b), static_cast<void>(d);
+  return false;
+#else
+  std::atomic<bool>& no = declined[dt == DType::kBFloat16 ? 1 : 0];
+  if (no) return false;
   const size_t element = dtype_size(dt);
   std::vector<int> n;
   std::vector<const void*> pointers;  // the A pointers, then the B ones, then the D ones
@@ -67,16 +79,17 @@ bool grouped_gemm(const CudaContext& ctx, DType dt, const Groups& g, const std::
       ctx.blas, transa.data(), transb.data(), m.data(), n.data(), k.data(), alpha.data(), device, type, lda.data(),
       device + groups, type, ldb.data(), beta.data(), device + 2 * groups, type, ldd.data(), groups, size.data(),
       CUBLAS_COMPUTE_32F);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
-    static std::once_flag said;
-    std::call_once(said, [&] {
-      log::info(std::string("cuBLAS has no grouped GEMM for ") + dtype_name(dt) +
-                "; the experts' products run one call each (said once)");
-    });
+  // No kernel for these types or this GPU: said once, and the groups go one by one from now on.
+  // (Nothing was launched; the pointers uploaded are simply not read.)
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_ARCH_MISMATCH) {
+    if (!no.exchange(true))
+      log::info("cuBLAS declined the grouped GEMM for " + std::string(dtype_name(dt)) + " (" +
+                cublas_status_text(status) + "); the experts' products run one call each");
     return false;
   }
   FEAST_CUBLAS_CHECK(status);
   return true;
+#endif
 }
 
 }  // namespace

@@ -16,7 +16,10 @@ namespace feast::cuda {
 class HostUploads {
  public:
   static constexpr size_t kSlotBytes = size_t{1} << 20;  // a 16 x 16384 micro-batch of int32 tokens
-  static constexpr int kSlots = 4;
+  // A slot is reused after kSlots more uploads, and waits for its copy: a mixture-of-experts
+  // block uploads about five small tables per pass (routing, the grouped products' pointers), so
+  // 16 let the host queue a few blocks ahead of the GPU.
+  static constexpr int kSlots = 16;
 
   explicit HostUploads(cudaStream_t stream) : stream_(stream) {}
   ~HostUploads();

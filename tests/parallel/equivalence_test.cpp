@@ -544,7 +544,9 @@ std::vector<Case> cases() {
   if (n == 2) out.push_back({"llama-moe16", 1, 1, 2, 2, "1f1b", 2});
   if (n == 4) out.push_back(with_ep({"llama-moe16", 1, 1, 4, 2, "1f1b", 2}, 4));
   // Each rank holds its ep rank's experts only: with dp / ep > 1 ranks holding the same experts,
-  // their gradients are summed over those ranks alone and ZeRO 1, 2 and 3 shard over them.
+  // their gradients are summed over those ranks alone and ZeRO 1, 2 and 3 shard over them (under
+  // ZeRO 0 too the gradient norm counts each shard's elements once).
+  if (n == 4) out.push_back(with_ep({"llama-moe-aux", 1, 1, 4, 0, "1f1b", 1}, 2));
   if (n == 4) out.push_back(with_ep({"llama-moe-aux", 1, 1, 4, 1, "1f1b", 1}, 2));
   if (n == 4) out.push_back(with_ep({"llama-moe16", 1, 1, 4, 3, "1f1b", 2}, 2));
   if (n == 8) out.push_back(with_ep({"llama-moe-cap", 1, 2, 4, 2, "1f1b", 1}, 2));

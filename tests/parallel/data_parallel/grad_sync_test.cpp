@@ -164,6 +164,53 @@ TEST_P(GradientSyncWire, TiedEmbeddingOnOneStageIsReducedOncePerMicroBatch) {
   }
 }
 
+// Expert parallelism at ep 2: ranks 2i and 2i + 1 form an ep group, and the ranks of one parity
+// hold the same experts. A dense range's gradient is summed over every rank, all-reduced whole
+// (the ep ranks of a group share one shard); an expert range's over the ranks of its parity
+// only, reduce-scattered over them under ZeRO 1 and 2; and the shards are cut over those ranks.
+TEST_P(GradientSyncWire, ExpertGradientsAreSummedOverTheRanksHoldingThemOnly) {
+  auto world = make_mpi_world(std::chrono::milliseconds(60'000));
+  const int dp = world->size(), rank = world->rank();
+  if (dp < 4 || dp % 2 != 0) GTEST_SKIP() << "needs ep 2 over at least 4 data-parallel ranks";
+  const DType wire = GetParam();
+  const std::unique_ptr<Backend> backend = make_backend("cpu");
+  const std::unique_ptr<Communicator> holders = world->split(rank % 2, rank / 2, "ep-dp");
+  constexpr size_t kTotal = 16;
+  const std::vector<GradRange> ranges = {{0, 5}, {5, 12, 1, false, false, 0, true}, {12, kTotal}};
+  constexpr int kMicroBatches = 3;
+  for (int zero = 0; zero <= 2; ++zero) {
+    CountingCommunicator dense(*world), experts(*holders);
+    GradientSync sync(*backend, kTotal, ranges, zero, /*bucket_elems=*/64, &dense, nullptr, wire, &experts);
+    sync.begin_step();
+    for (int mb = 0; mb < kMicroBatches; ++mb) {
+      sync.set_last_micro_batch(mb == kMicroBatches - 1);
+      for (size_t r = ranges.size(); r-- > 0;) write(sync, ranges[r], rank, mb, 0);
+    }
+    sync.finish_step();
+    // Three buckets (the expert range between two dense ones is never merged with them), each
+    // reduced once, or under ZeRO 2 once per micro-batch, on its own group.
+    const int passes = zero == 2 ? kMicroBatches : 1;
+    EXPECT_EQ(dense.allreduces, 2 * passes) << "ZeRO " << zero;
+    EXPECT_EQ(dense.reduce_scatters, 0) << "ZeRO " << zero;
+    EXPECT_EQ(experts.allreduces, zero == 0 ? 1 : 0) << "ZeRO " << zero;
+    EXPECT_EQ(experts.reduce_scatters, zero == 0 ? 0 : passes) << "ZeRO " << zero;
+    const ShardRange mine = sync.shard();
+    const ShardRange want_shard = shard_range(kTotal, dp / 2, rank / 2);
+    EXPECT_EQ(mine.begin, want_shard.begin);
+    EXPECT_EQ(mine.end, want_shard.end);
+    const double tolerance = wire == DType::kBFloat16 ? 2e-2 : 1e-4;
+    const TensorView got = sync.shard_grads();
+    for (size_t e = mine.begin; e < mine.end; ++e) {
+      const bool expert = e >= 5 && e < 12;
+      double want = 0;
+      for (int r = 0; r < dp; ++r)
+        if (!expert || r % 2 == rank % 2)
+          for (int mb = 0; mb < kMicroBatches; ++mb) want += value(r, mb, e, 0);
+      EXPECT_NEAR(got.as<float>()[e - mine.begin], want, tolerance * want) << "ZeRO " << zero << " element " << e;
+    }
+  }
+}
+
 TEST(GradientSync, Zero2WithBf16TrafficStillAccumulatesInFloat32) {
   // Every write adds 1 (exact in bf16, as is every sum of a micro-batch over the ranks). After
   // 600 micro-batches an element holds dp x 600 x uses, far past where bf16 can count in ones
