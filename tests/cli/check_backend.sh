@@ -15,7 +15,9 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 # Every op with results (backend/backend.h), as the table must list them.
 ops="embedding_forward embedding_backward layernorm_forward layernorm_backward rmsnorm_forward rmsnorm_backward
-     matmul_forward matmul_backward matmul_backward_input matmul_backward_weight_rows attention_forward
+     matmul_forward matmul_backward matmul_backward_input matmul_backward_weight_rows grouped_matmul_forward
+     grouped_matmul_backward_input moe_route moe_route_backward moe_gather moe_gather_backward moe_combine
+     moe_combine_backward moe_shared_gate moe_shared_gate_backward attention_forward
      attention_backward rope_forward rope_backward gelu_forward gelu_backward swiglu_forward swiglu_backward add
      cross_entropy_row_max cross_entropy_partials cross_entropy_finish sum adamw_step sum_of_squares sums_of_squares
      cast copy zero reserve allocate_host copy_async lora_forward lora_backward dequantize_nf4
@@ -40,7 +42,7 @@ cpu)
     grep -E "^${family}_[a-z_]+ .* fp32 +[0-9.]+e[-+][0-9]+ " "$work/out" | grep -qvE ' fp32 +0\.000e\+00 ' ||
       fail "every $family error is exactly 0: the comparison is not against float64"
   done
-  grep -qE "^check-backend: all $rows comparisons of 47 ops on cpu \(fp32\) within tolerance$" "$work/out" ||
+  grep -qE "^check-backend: all $rows comparisons of 49 ops on cpu \(fp32\) within tolerance$" "$work/out" ||
     fail "no summary line for $rows rows: $(tail -1 "$work/out")"
   [[ ! -s $work/err ]] || fail "stderr not empty: $(cat "$work/err")"
   echo "ok: $rows comparisons, every op, every row within tolerance of float64"
@@ -69,7 +71,7 @@ cuda)
     code=$?
     cat "$work/out"
     [[ $code -eq 0 ]] || fail "a GPU is visible and check-backend exited $code: $(cat "$work/err")"
-    grep -qE "^check-backend: all [0-9]+ comparisons of 47 ops on cuda:[0-9]+ \(fp32 and bf16\) within tolerance$" \
+    grep -qE "^check-backend: all [0-9]+ comparisons of 49 ops on cuda:[0-9]+ \(fp32 and bf16\) within tolerance$" \
       "$work/out" || fail "no passing summary"
     echo "ok: the CUDA backend matches the float64 reference in fp32 and bf16"
     exit 0
