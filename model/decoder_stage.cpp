@@ -168,7 +168,9 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   if (arch_.mlp == MlpKind::kSwiGlu) scratch_.dact = take(dt, rows * size_t(Il));
   if (local_moe_layers > 0) {
     const size_t E = size_t(config.moe.n_experts), Nk = rows * size_t(config.moe.top_k);
-    const size_t Ie = size_t(config.expert_width() / t), R = Nk * size_t(shape.ep);
+    const size_t Ie = size_t(config.expert_width() / t);
+    const size_t R = expert_rows_bound(config.moe.capacity_factor, int(rows), config.moe.top_k, config.moe.n_experts,
+                                       shape.ep);
     MoeScratch& m = scratch_.moe;
     m.logits = take(dt, rows * E);
     m.prob_sum = take(DType::kFloat32, E);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "model/architecture.h"
 #include "model/layers/activation_memory.h"
+#include "model/layers/moe_routing.h"
 #include "model/lora.h"
 #include "model/parameter_units.h"
 #include "model/parameters.h"
@@ -101,7 +102,8 @@ double recomputed_parameters(const ParamTable& logical, const ModelConfig& mc, i
 // What an MoE block allocates (model/layers/moe.h, MoeScratch in model/layers/layer_context.h)
 // for N rows, at tp t and expert-parallel degree ep: per activation slot, once per stage, and
 // outside the trainer's report. Legend: k choices, E experts, R = ep N k rows this rank's experts
-// may take, Il and Is an expert's and the shared experts' width on this rank.
+// may take (fewer under a capacity: expert_rows_bound), Il and Is an expert's and the shared
+// experts' width on this rank.
 struct MoeMemory {
   double kept = 0, scratch = 0, buffers = 0;
   int stage_blocks(const ModelConfig& mc, const StageSpec& spec) const {
@@ -115,7 +117,8 @@ struct MoeMemory {
 MoeMemory moe_memory(const ModelConfig& mc, double N, int t, int ep, double e) {
   MoeMemory m;
   if (!mc.moe.enabled()) return m;
-  const double f32 = 4.0, i32 = 4.0, C = mc.n_embd, E = mc.moe.n_experts, Nk = N * mc.moe.top_k, R = Nk * ep;
+  const double f32 = 4.0, i32 = 4.0, C = mc.n_embd, E = mc.moe.n_experts, Nk = N * mc.moe.top_k;
+  const double R = double(expert_rows_bound(mc.moe.capacity_factor, int(N), mc.moe.top_k, mc.moe.n_experts, ep));
   const double Il = double(mc.expert_width() / t), Is = double(mc.shared_expert_width() / t);
   const bool shared = Is > 0, gate = shared && mc.moe.shared_expert_gate;
   // probabilities (N, E) and logsumexp (N) in float32; choices, weights, slots and tokens (N k);

@@ -126,8 +126,8 @@ MoeMlp::MoeMlp(const ModelConfig& config, const DecoderArch& arch, const LayerPa
   }
   const size_t N = rows, Nk = rows * size_t(k_), E = size_t(E_);
   // The rows this rank's experts may take: its own tokens' choices, or under expert parallelism
-  // at most every ep rank's (all of them choosing this rank's experts).
-  const size_t R = Nk * size_t(recorder.ep());
+  // at most every ep rank's (all of them choosing this rank's experts), fewer under a capacity.
+  const size_t R = expert_rows_bound(capacity_factor_, int(N), k_, E_, recorder.ep());
   const DType dt = memory.dtype();
   probs_ = memory.take(true, DType::kFloat32, N * E);
   lse_ = memory.take(true, DType::kFloat32, N);

@@ -12,6 +12,12 @@ int expert_capacity(double factor, int N, int k, int E) {
   return std::max(1, int(std::ceil(factor * double(N) * double(k) / double(E))));
 }
 
+size_t expert_rows_bound(double factor, int N, int k, int E, int ep) {
+  const size_t every_choice = size_t(ep) * size_t(N) * size_t(k);
+  const int capacity = expert_capacity(factor, N, k, E);
+  return capacity > 0 ? std::min(every_choice, size_t(E) * size_t(capacity)) : every_choice;
+}
+
 RoutingPlan plan_routing(const int32_t* expert, int N, int k, int E, int capacity) {
   RoutingPlan p;
   p.rows.assign(size_t(E), 0);

@@ -28,6 +28,11 @@ struct RoutingPlan {
 // when factor is 0 (dropless).
 int expert_capacity(double factor, int N, int k, int E);
 
+// The most rows one rank's experts take from a micro-batch of N tokens on each of the ep ranks
+// (what their buffers are sized for): every choice of every ep rank when dropless, ep N k; under
+// a capacity at most `capacity` rows from each rank for each of its E / ep experts, E capacity.
+size_t expert_rows_bound(double factor, int N, int k, int E, int ep);
+
 // expert (N k): each token's choices, in the router's order. capacity 0 = none.
 RoutingPlan plan_routing(const int32_t* expert, int N, int k, int E, int capacity);
 

@@ -95,6 +95,17 @@ MoeStepTotals worst_imbalance(double capacity_factor, float& loss, double& grad_
   return stage.take_moe_step();
 }
 
+TEST(MoeRouting, TheExpertsBuffersHoldEveryChoiceOrWhatACapacityLetsThrough) {
+  // Dropless: every choice of every ep rank may come to one rank's experts.
+  EXPECT_EQ(expert_rows_bound(0.0, 64, 2, 8, 1), 128u);
+  EXPECT_EQ(expert_rows_bound(0.0, 64, 2, 8, 4), 512u);
+  // A capacity of ceil(1.0 * 64 * 2 / 8) = 16 rows per expert from each rank: 8 experts' worth.
+  EXPECT_EQ(expert_rows_bound(1.0, 64, 2, 8, 4), 128u);
+  EXPECT_EQ(expert_rows_bound(1.0, 64, 2, 8, 1), 128u);
+  // A capacity looser than every choice changes nothing.
+  EXPECT_EQ(expert_rows_bound(9.0, 64, 2, 8, 2), 256u);
+}
+
 TEST(MoeWorstImbalance, EveryTokenOnTheSameExpertsRunsAndIsCounted) {
   float loss = 0;
   double squares = 0;

@@ -49,6 +49,7 @@ struct Case {
   // Mixture of experts ("llama-moe"): 4 experts top 2 in blocks 1 and 3 (every 2; "llama-moe1":
   // every block), a gated shared expert, over ep data-parallel ranks.
   int ep = 1;
+  double capacity = 0;  // model.moe.capacity_factor: the experts' buffers hold what it lets through
 };
 
 Config case_config(const Case& k, const std::string& corpus) {
@@ -70,6 +71,7 @@ Config case_config(const Case& k, const std::string& corpus) {
     c.model.moe.shared_expert_gate = true;
     c.model.moe.aux_loss_coef = 0.01;
     c.parallel.ep = k.ep;
+    c.model.moe.capacity_factor = k.capacity;
   }
   c.parallel.tp = k.tp;
   c.parallel.pp = k.pp;
@@ -116,7 +118,8 @@ std::string label(const Case& k, int micro_batches) {
          (k.cp > 1 ? " cp" + std::to_string(k.cp) : "") +
          (k.virtual_stages > 1 ? " v" + std::to_string(k.virtual_stages) : "") +
          (k.lora_base.empty() ? "" : " lora-" + k.lora_base) + (k.lora_dropout > 0 ? " dropout" : "") +
-         (k.document_mask ? " docs" : "") + (k.ep > 1 ? " ep" + std::to_string(k.ep) : "");
+         (k.document_mask ? " docs" : "") + (k.ep > 1 ? " ep" + std::to_string(k.ep) : "") +
+         (k.capacity > 0 ? " capacity" : "");
 }
 
 double relative_error(double planned, double real) {
@@ -256,6 +259,10 @@ TEST(PlanMemory, MatchesWhatTheTrainerReportsOnEveryRank) {
     Case d{"llama-moe", 1, 1, 4, 3};  // ZeRO 3 over the 2 ranks holding the same experts
     d.ep = 2;
     cases.push_back(d);
+    Case e{"llama-moe", 1, 1, 4, 1};  // a capacity bounds the rows the experts may take
+    e.ep = 4;
+    e.capacity = 1.0;
+    cases.push_back(e);
   }
   // Gradients travelling in bf16: the wire buffers count.
   for (int zero = 0; zero <= 2; ++zero) cases.push_back({"gpt2", 1, 1, 4, zero, "1f1b", 2, "allreduce", false, "bf16"});
