@@ -26,6 +26,10 @@ struct LayoutPlan {
   // divide every MoE block's experts.
   int ep = 1;
 
+  // The ranks ZeRO shards a stage over (GradientSync): the data-parallel replicas, or under
+  // expert parallelism the dp / ep of them that hold the same experts.
+  int shard_ranks() const { return layout.replicas() / ep; }
+
   // The part of the model world rank `rank` holds: its stage's layers (one range per chunk) and
   // tensor-parallel slice.
   StageSpec stage_of(int rank) const;

@@ -1,6 +1,7 @@
 #include "model/architecture.h"
 
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -93,11 +94,11 @@ ParamTable decoder_param_table(const ModelConfig& cfg) {
         const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
         matrix(x + "fc.weight", 2 * Ie, C, TpSplit::kOutputRows, std, in);
         specs.back().blocks = {Ie, Ie};
-        specs.back().expert = e;
-        specs.back().experts = cfg.moe.n_experts;
         matrix(x + "proj.weight", C, Ie, TpSplit::kInputCols, proj_std, in);
-        specs.back().expert = e;
-        specs.back().experts = cfg.moe.n_experts;
+        for (ParamSpec& expert_spec : std::span(specs).last(2)) {  // fc and proj: expert e's, of n_experts
+          expert_spec.expert = e;
+          expert_spec.experts = cfg.moe.n_experts;
+        }
       }
       if (Is > 0) {
         matrix(p + "mlp.shared.fc.weight", 2 * Is, C, TpSplit::kOutputRows, std, in);

@@ -104,17 +104,13 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
   FEAST_CHECK(!spec.chunks.empty() && (spec.chunks.size() == 1 || !shape.split_backward),
               "a stage of " << spec.chunks.size() << " model chunks runs whole backwards");
   blocks_.reserve(size_t(spec.num_layers()));
-  int local_moe_layers = 0;
-  for (const LayerRange& chunk : spec.chunks)
-    for (int layer = chunk.first; layer < chunk.first + chunk.count; ++layer)
-      local_moe_layers += config.moe.is_moe_layer(layer) ? 1 : 0;
+  const int local_moe_layers = spec.moe_layers(config.moe);
   if (config.moe.enabled()) {
     FEAST_CHECK(spec.chunks.size() == 1 && !shape.split_backward && !shape.sequence_parallel && shape.cp == 1 &&
                     !lora.enabled(),
                 "mixture-of-experts blocks run with one model chunk per stage, whole backwards, no sequence or "
                 "context parallelism and no LoRA");
-    moe_ = std::make_unique<MoeRecorder>(config.moe, shape.slots, config.moe_layers(), local_moe_layers, shape.ep,
-                                         shape.ep_rank);
+    moe_ = std::make_unique<MoeRecorder>(config.moe, shape.slots, config.moe_layers(), local_moe_layers, spec.ep);
     moe_outgoing_.resize(size_t(shape.slots));
     moe_sends_.resize(size_t(shape.slots));
   }
@@ -170,7 +166,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
     const size_t E = size_t(config.moe.n_experts), Nk = rows * size_t(config.moe.top_k);
     const size_t Ie = size_t(config.expert_width() / t);
     const size_t R = expert_rows_bound(config.moe.capacity_factor, int(rows), config.moe.top_k, config.moe.n_experts,
-                                       shape.ep);
+                                       spec.ep);
     MoeScratch& m = scratch_.moe;
     m.logits = take(dt, rows * E);
     m.prob_sum = take(DType::kFloat32, E);
@@ -178,7 +174,7 @@ DecoderStage::DecoderStage(const ModelConfig& config, const StageSpec& spec, con
     m.drows = take(dt, Nk * size_t(C));
     m.dact = take(dt, R * Ie);
     m.dpre = take(dt, R * 2 * Ie);
-    if (shape.ep > 1) {
+    if (spec.ep > 1) {
       m.exchange_a = take(dt, R * size_t(C));
       m.exchange_b = take(dt, R * size_t(C));
     }

@@ -46,8 +46,6 @@ struct StageShape {
   // data.document_mask: every stage reads each micro-batch's positions of its tokens within
   // their documents (AttentionShape::positions), which the data loader derives.
   bool document_masks = false;
-  // parallel.ep: this rank is ep_rank of the ep ranks sharing each MoE block's experts.
-  int ep = 1, ep_rank = 0;
 };
 
 class DecoderStage final : public PipelineStage {
@@ -97,7 +95,7 @@ class DecoderStage final : public PipelineStage {
   double take_tp_comm_seconds() override { return tp_.take_seconds(); }
   MoeStepTotals take_moe_step() override { return moe_ ? moe_->take_step() : MoeStepTotals{}; }
   double take_ep_comm_seconds() override { return moe_ ? moe_->take_exchange_seconds() : 0.0; }
-  // Expert parallelism (shape.ep > 1): the group of the ep ranks sharing the experts, which the
+  // Expert parallelism (StageSpec::ep > 1): the group of the ep ranks sharing the experts, which the
   // MoE blocks' all-to-all exchanges run on (model/layers/moe.h).
   void set_expert_group(Communicator* group) {
     if (moe_) moe_->set_expert_group(group);

@@ -40,6 +40,14 @@ struct StageSpec {
     return false;
   }
 
+  // The mixture-of-experts blocks among the layers this stage holds.
+  int moe_layers(const MoeConfig& moe) const {
+    int n = 0;
+    for (const LayerRange& r : chunks)
+      for (int layer = r.first; layer < r.first + r.count; ++layer) n += moe.is_moe_layer(layer) ? 1 : 0;
+    return n;
+  }
+
   // Whether this rank holds expert `expert` of a block of `experts` (every tensor not an expert's:
   // expert = -1).
   bool holds_expert(int expert, int experts) const {

@@ -70,13 +70,9 @@ std::vector<GradRange> stage_gradient_ranges(const LocalTable& table, const Stag
   return out;
 }
 
-// The ranks ZeRO shards a stage over, as GradientSync cuts them: the data-parallel replicas, or
-// under expert parallelism the dp / ep of them that hold the same experts.
-int shard_ranks(const LayoutPlan& plan) { return plan.layout.replicas() / plan.ep; }
-
 // ZeRO as GradientSync applies it: with one rank to shard over there is nothing to shard.
 int effective_zero_stage(const Config& config, const LayoutPlan& plan) {
-  return shard_ranks(plan) == 1 ? 0 : config.parallel.zero_stage;
+  return plan.shard_ranks() == 1 ? 0 : config.parallel.zero_stage;
 }
 
 
@@ -106,12 +102,6 @@ double recomputed_parameters(const ParamTable& logical, const ModelConfig& mc, i
 // experts' width on this rank.
 struct MoeMemory {
   double kept = 0, scratch = 0, buffers = 0;
-  int stage_blocks(const ModelConfig& mc, const StageSpec& spec) const {
-    int n = 0;
-    for (const LayerRange& chunk : spec.chunks)
-      for (int l = chunk.first; l < chunk.first + chunk.count; ++l) n += mc.moe.is_moe_layer(l) ? 1 : 0;
-    return n;
-  }
 };
 
 MoeMemory moe_memory(const ModelConfig& mc, double N, int t, int ep, double e) {
@@ -166,7 +156,7 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   // The ranks holding these parameters: data-parallel replicas, and context-parallel ranks in each.
   const int dp = plan.layout.replicas(), zero = effective_zero_stage(config, plan);
   // Under expert parallelism the ep ranks of a group share one shard (grad_sync.h).
-  const ShardRange my_shard = shard_range(n, shard_ranks(plan), replica / plan.ep);
+  const ShardRange my_shard = shard_range(n, plan.shard_ranks(), replica / plan.ep);
   const size_t shard = my_shard.size();
   const bool server = config.parallel.dp_sync == "parameter-server";
   // ZeRO 3: the pages ShardedParameters holds at most (its shard, two steps' units).
@@ -255,7 +245,7 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   auto kept_moe = [&](Recompute r) {
     return kept(r) - (r == Recompute::kFull ? 0.0 : mlp_products) - (r == Recompute::kNone ? mlp_core : 0.0);
   };
-  const MoeMemory moe = moe_memory(mc, rows, t, config.parallel.ep, e);
+  const MoeMemory moe = moe_memory(mc, rows, t, plan.ep, e);
   double block_kept = 0, recompute_set = 0;
   {
     int i = 0;
@@ -270,7 +260,7 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
                                                          : kept(Recompute::kNone) - kept(recompute));
       }
   }
-  const bool moe_stage = moe.stage_blocks(mc, spec) > 0;
+  const int moe_blocks = spec.moe_layers(mc.moe);
   // A split backward (zero-bubble) keeps output gradients from its input-gradient pass to its
   // weight-gradient pass: per block QKV's and fc's (all rows), and a region's rows each for the
   // two projections' and the two norms'; the final norm's and the embedding's input gradient.
@@ -287,7 +277,7 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   // sequence parallelism the gathered rows and the partial sums (N, C) and a norm's gradients.
   const double scratch = 2 * region * C * e + (split ? 0.0 : rows * qkv_w * e) + rows * out_w * e +
                          rows * Fl_scratch * e + (arch.mlp == MlpKind::kSwiGlu ? rows * Il_scratch * e : 0.0) +
-                         3 * rows * f32 + att_work + (moe_stage ? moe.scratch : 0.0) +
+                         3 * rows * f32 + att_work + (moe_blocks > 0 ? moe.scratch : 0.0) +
                          (sp ? 2 * rows * C * e : 0.0) + (sp || split || lora.enabled() ? 2 * C * f32 : 0.0) +
                          (split && !spec.has_embedding ? region * C * e : 0.0) +  // the arrival buffer
                          (split ? C * e : 0.0) +  // the norms' stand-in weight
@@ -309,7 +299,7 @@ PlannedMemory memory_of(const Config& config, const LayoutPlan& plan, const Para
   if (!arch.learned_positions && spec.num_layers() > 0)
     mem.buffers = 2.0 * (ring ? T : mc.max_seq_len) * (hs / 2) * f32;
   // Each MoE block with shared experts: their combine's indices and unit weights (N each).
-  mem.buffers += moe.stage_blocks(mc, spec) * moe.buffers;
+  mem.buffers += moe_blocks * moe.buffers;
   return mem;
 }
 
@@ -454,7 +444,7 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   LayoutEstimate est;
   est.layout = {t, p, d, config.parallel.zero_stage, B, m, config.training.recompute,
                 config.parallel.offload_optimizer, config.parallel.sequence_parallel, config.parallel.schedule};
-  est.layout.ep = config.parallel.ep;
+  est.layout.ep = plan.ep;
   est.valid = true;
   est.pp_idle_fraction = idle_fraction_formula(plan.schedule, p, m, plan.virtual_stages);
 
@@ -474,7 +464,7 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
   const double rows = double(B) * T, act_bytes = rows * mc.n_embd * e;
   std::vector<double> compute(static_cast<size_t>(p), 0.0), tp_comm = compute, dp_comm = compute, ep_comm = compute;
   // Expert parallelism's exchanges run on groups of ep consecutive data-parallel ranks.
-  const int ep = mc.moe.enabled() ? config.parallel.ep : 1;
+  const int ep = plan.ep;
   est.ep_inter_node = ep > 1 && spans_nodes(
       layout, gpn, [&](const RankCoord& c) { return c.dp % ep == 0; },
       [&](int r) {
@@ -495,7 +485,7 @@ LayoutEstimate estimate_layout(const Config& config, const LayoutPlan& plan, con
     const LoraSpec lora = lora_spec(config);
     // A mixture of experts' token runs top_k of its n_experts experts: the others' parameters
     // do no work for it (model/flop_count.h's active parameters).
-    const int moe_blocks = MoeMemory{}.stage_blocks(mc, spec);
+    const int moe_blocks = spec.moe_layers(mc.moe);
     const double idle_experts =
         moe_blocks * double(mc.moe.n_experts - mc.moe.top_k) * 3.0 * mc.expert_width() * mc.n_embd;
     double flops = (lora.enabled() ? 4.0 : 6.0) * (stage_flop_parameters(logical, spec, mc) - idle_experts) +

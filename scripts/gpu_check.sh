@@ -204,6 +204,19 @@ cpu_then_gpu() {
   return $ok
 }
 
+# moe_ep_run DTYPE REFERENCE NAME NP [--set ...]: the MoE model (moe_flags) on NP GPU ranks as
+# runs/llama-moe-cuda-DTYPE-NAME, its losses against runs/llama-moe-cuda-DTYPE-REFERENCE's at bf16's
+# tolerance (multirank says why). Returns 2 when the run fails, 1 when the losses disagree.
+moe_ep_run() {
+  local dtype=$1 reference=$2 name=$3 np=$4 moe
+  shift 4
+  read -r -a moe <<<"$(moe_flags)"
+  gpu_run llama "$dtype" "llama-moe-cuda-$dtype-$name" mpirun --oversubscribe --bind-to none -np "$np" -- \
+    "${moe[@]}" "$@" || return 2
+  losses_agree "$state/runs/llama-moe-cuda-$dtype-$reference" "$state/runs/llama-moe-cuda-$dtype-$name" \
+    "$(tolerance bf16)" || return 1
+}
+
 train() {
   source scripts/gpu_env.sh
   corpus || return 1
@@ -326,23 +339,16 @@ multirank() {
   read -r -a moe <<<"$(moe_flags)"
   for dtype in fp32 bf16; do
     gpu_run llama $dtype "llama-moe-cuda-$dtype-mbs4" "${moe[@]}" --set parallel.micro_batch_size=4 || return 1
-    gpu_run llama $dtype "llama-moe-cuda-$dtype-dp2ep2" mpirun --oversubscribe --bind-to none -np 2 -- "${moe[@]}" \
-      --set parallel.dp=2 --set parallel.ep=2 --set parallel.micro_batch_size=4 || return 1
-    losses_agree "$state/runs/llama-moe-cuda-$dtype-mbs4" "$state/runs/llama-moe-cuda-$dtype-dp2ep2" \
-      "$(tolerance bf16)" || ok=1
-    gpu_run llama $dtype "llama-moe-cuda-$dtype-tp2dp2ep2" mpirun --oversubscribe --bind-to none -np 4 -- "${moe[@]}" \
-      --set parallel.tp=2 --set parallel.dp=2 --set parallel.ep=2 --set parallel.micro_batch_size=4 || return 1
-    losses_agree "$state/runs/llama-moe-cuda-$dtype-mbs4" "$state/runs/llama-moe-cuda-$dtype-tp2dp2ep2" \
-      "$(tolerance bf16)" || ok=1
+    moe_ep_run $dtype mbs4 dp2ep2 2 --set parallel.dp=2 --set parallel.ep=2 --set parallel.micro_batch_size=4 ||
+      { [[ $? == 2 ]] && return 1; ok=1; }
+    moe_ep_run $dtype mbs4 tp2dp2ep2 4 --set parallel.tp=2 --set parallel.dp=2 --set parallel.ep=2 \
+      --set parallel.micro_batch_size=4 || { [[ $? == 2 ]] && return 1; ok=1; }
     grep -h "^time per step" "$state/runs/llama-moe-cuda-$dtype-tp2dp2ep2/train.log" || ok=1
     # ep 2 over dp 4: two ranks hold each half of the experts, so the experts' gradients are
     # reduce-scattered over those two and ZeRO 2 shards over them (the dense ones all-reduced).
     gpu_run llama $dtype "llama-moe-cuda-$dtype-mbs2" "${moe[@]}" --set parallel.micro_batch_size=2 || return 1
-    gpu_run llama $dtype "llama-moe-cuda-$dtype-dp4ep2-zero2" mpirun --oversubscribe --bind-to none -np 4 -- \
-      "${moe[@]}" --set parallel.dp=4 --set parallel.ep=2 --set parallel.zero_stage=2 \
-      --set parallel.micro_batch_size=2 || return 1
-    losses_agree "$state/runs/llama-moe-cuda-$dtype-mbs2" "$state/runs/llama-moe-cuda-$dtype-dp4ep2-zero2" \
-      "$(tolerance bf16)" || ok=1
+    moe_ep_run $dtype mbs2 dp4ep2-zero2 4 --set parallel.dp=4 --set parallel.ep=2 --set parallel.zero_stage=2 \
+      --set parallel.micro_batch_size=2 || { [[ $? == 2 ]] && return 1; ok=1; }
   done
   # Every collective on GPU buffers, each result checked: NCCL at one rank (the machine has one
   # GPU, and NCCL refuses two ranks on it), staged MPI at two.

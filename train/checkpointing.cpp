@@ -33,10 +33,9 @@ CheckpointMeta meta_of(TrainingRun& run, const Config& config) {
   m.pp = layout.pp();
   m.dp = layout.dp();
   m.cp = layout.cp();
-  // ZeRO as it ran: over the data-parallel replicas, or under expert parallelism over the dp / ep
-  // of them that hold the same experts; with one rank to shard over, none.
+  // ZeRO as it ran: with one rank to shard over, none.
   const int ep = run.plan().ep;
-  m.zero_stage = layout.replicas() / ep > 1 ? config.parallel.zero_stage : 0;
+  m.zero_stage = run.plan().shard_ranks() > 1 ? config.parallel.zero_stage : 0;
   m.micro_batch_size = config.parallel.micro_batch_size;
   m.num_micro_batches = run.plan().micro_batches;
   m.global_batch = int64_t{m.dp} * m.num_micro_batches * m.micro_batch_size;

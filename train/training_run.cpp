@@ -156,9 +156,8 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
   backend_ = make_backend(tc.device, tc.dtype, local_rank(hosts, world_rank));
   if (tc.device != "cpu") connect_gpus(hosts);
   // ZeRO 3 (with data parallelism to shard over): the flat buffer's pages come and go by block.
-  // (Under expert parallelism ZeRO shards over the dp / ep ranks that hold the same experts.)
   const bool sharded =
-      config.parallel.zero_stage == 3 && layout.replicas() / ep > 1 && config.parallel.dp_sync == "allreduce";
+      config.parallel.zero_stage == 3 && plan_.shard_ranks() > 1 && config.parallel.dp_sync == "allreduce";
   const StageShape shape{B,
                          T,
                          slots,
@@ -169,9 +168,7 @@ TrainingRun::TrainingRun(const Config& config, const LayoutPlan& plan, std::uniq
                          plan_.schedule == ScheduleKind::kZeroBubble,
                          layout.cp(),
                          me_.cp,
-                         document_eos_ >= 0,
-                         ep,
-                         me_.dp % ep};
+                         document_eos_ >= 0};
   stage_ = std::make_unique<DecoderStage>(config.model, spec, shape, *backend_,
                                           layout.tp() > 1 ? groups_.tp.get() : nullptr,
                                           layout.cp() > 1 ? groups_.cp.get() : nullptr, lora_spec(config));
@@ -523,9 +520,7 @@ RankState TrainingRun::rank_state() {
   st.optimizer = optimizer_->tensor_states();
   // The share ZeRO gives this rank (under expert parallelism the ep ranks of a group have the
   // same one, and each saves its own experts and the first also the dense tensors: counts_in_norm).
-  const ShardRange share =
-      expert_replicas_ ? sync_->shard()
-                       : shard_range(st.params.numel, plan_.layout.replicas(), plan_.layout.replica_index(me_));
+  const ShardRange share = sync_->shard();
   st.share_begin = share.begin;
   st.share_end = share.end;
   if (st.params.device == kCpu && st.params.dtype == DType::kFloat32) return st;

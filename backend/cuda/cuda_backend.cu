@@ -222,16 +222,18 @@ class CudaBackend final : public Backend {
                               const std::vector<int>& offsets, int C, int OC) override {
     check_groups(weights, offsets, "grouped_matmul_forward");
     const size_t R = size_t(offsets.back());
-    cuda::grouped_matmul_forward(ctx_, compute_, A(out, R * size_t(OC)), A(inp, R * size_t(C)),
-                                 group_weights(weights, C, OC), offsets, C, OC);
+    if (!cuda::grouped_matmul_forward(ctx_, compute_, A(out, R * size_t(OC)), A(inp, R * size_t(C)),
+                                      group_weights(weights, C, OC), offsets, C, OC))
+      Backend::grouped_matmul_forward(out, inp, weights, offsets, C, OC);
   }
   void grouped_matmul_backward_input(const TensorView& dinp, const TensorView& dout,
                                      const std::vector<TensorView>& weights, const std::vector<int>& offsets, int C,
                                      int OC) override {
     check_groups(weights, offsets, "grouped_matmul_backward_input");
     const size_t R = size_t(offsets.back());
-    cuda::grouped_matmul_backward_input(ctx_, compute_, A(dinp, R * size_t(C)), A(dout, R * size_t(OC)),
-                                        group_weights(weights, C, OC), offsets, C, OC);
+    if (!cuda::grouped_matmul_backward_input(ctx_, compute_, A(dinp, R * size_t(C)), A(dout, R * size_t(OC)),
+                                             group_weights(weights, C, OC), offsets, C, OC))
+      Backend::grouped_matmul_backward_input(dinp, dout, weights, offsets, C, OC);
   }
   void lora_forward(const TensorView& out, const TensorView& h, const TensorView& inp, const TensorView& a,
                     const TensorView& b, const LoraShape& s) override {

@@ -4,7 +4,8 @@
 // expert is a group of one problem; the problems' pointers go to the device through the
 // backend's pinned uploads (queued like kernels) into the scratch buffer. Written for the
 // transposes, as matmul.cu is: a row-major (R, K) matrix is cuBLAS's column-major (K, R).
-// Where cuBLAS has no grouped kernel for the types, the groups run one by one through matmul.cu.
+// Where cuBLAS has no grouped kernel for the types, the launchers say so and the backend runs the
+// groups one by one (Backend's composition of the plain products).
 #include <cublas_v2.h>
 
 #include <atomic>
@@ -28,13 +29,6 @@ struct Groups {
   int m = 0, k = 0, lda = 0, ldb = 0, ldd = 0;
 };
 
-// Calls run(g, first row, rows) for every group with rows, in order: the groups one by one.
-template <typename Run>
-void each_group(const std::vector<int>& offsets, Run run) {
-  for (size_t g = 0; g + 1 < offsets.size(); ++g)
-    if (offsets[g + 1] > offsets[g]) run(g, size_t(offsets[g]), offsets[g + 1] - offsets[g]);
-}
-
 // Set once cuBLAS has declined the grouped call for a dtype (float32, bfloat16): from then on the
 // groups go one by one without asking again.
 std::atomic<bool> declined[2];
@@ -54,12 +48,14 @@ bool grouped_gemm(const CudaContext& ctx, DType dt, const Groups& g, const std::
   std::vector<int> n;
   std::vector<const void*> pointers;  // the A pointers, then the B ones, then the D ones
   std::vector<const void*> bs, ds;
-  each_group(offsets, [&](size_t e, size_t r0, int rows) {
-    n.push_back(rows);
+  for (size_t e = 0; e < weights.size(); ++e) {
+    const size_t r0 = size_t(offsets[e]);
+    if (offsets[e + 1] == offsets[e]) continue;  // no rows: no problem
+    n.push_back(offsets[e + 1] - offsets[e]);
     pointers.push_back(weights[e]);
     bs.push_back(static_cast<const char*>(b) + r0 * size_t(g.ldb) * element);
     ds.push_back(static_cast<char*>(d) + r0 * size_t(g.ldd) * element);
-  });
+  }
   const int groups = int(n.size());
   if (groups == 0) return true;
   pointers.insert(pointers.end(), bs.begin(), bs.end());
@@ -94,27 +90,17 @@ bool grouped_gemm(const CudaContext& ctx, DType dt, const Groups& g, const std::
 
 }  // namespace
 
-void grouped_matmul_forward(const CudaContext& ctx, DType dt, void* out, const void* inp,
+bool grouped_matmul_forward(const CudaContext& ctx, DType dt, void* out, const void* inp,
                             const std::vector<const void*>& weights, const std::vector<int>& offsets, int C, int OC) {
   // out_g^T (OC, n_g) = W_g^T (OC, C) . inp_g^T (C, n_g): W's buffer is (C, OC) column-major.
-  if (grouped_gemm(ctx, dt, {true, OC, C, C, C, OC}, weights, offsets, inp, out)) return;
-  const size_t element = dtype_size(dt);
-  each_group(offsets, [&](size_t g, size_t r0, int rows) {
-    matmul_forward(ctx, dt, static_cast<char*>(out) + r0 * size_t(OC) * element,
-                   static_cast<const char*>(inp) + r0 * size_t(C) * element, weights[g], nullptr, rows, C, OC);
-  });
+  return grouped_gemm(ctx, dt, {true, OC, C, C, C, OC}, weights, offsets, inp, out);
 }
 
-void grouped_matmul_backward_input(const CudaContext& ctx, DType dt, void* dinp, const void* dout,
+bool grouped_matmul_backward_input(const CudaContext& ctx, DType dt, void* dinp, const void* dout,
                                    const std::vector<const void*>& weights, const std::vector<int>& offsets, int C,
                                    int OC) {
   // dinp_g^T (C, n_g) = W_g (C, OC column-major) . dout_g^T (OC, n_g).
-  if (grouped_gemm(ctx, dt, {false, C, OC, C, OC, C}, weights, offsets, dout, dinp)) return;
-  const size_t element = dtype_size(dt);
-  each_group(offsets, [&](size_t g, size_t r0, int rows) {
-    matmul_backward_input(ctx, dt, static_cast<char*>(dinp) + r0 * size_t(C) * element,
-                          static_cast<const char*>(dout) + r0 * size_t(OC) * element, weights[g], rows, C, OC);
-  });
+  return grouped_gemm(ctx, dt, {false, C, OC, C, OC, C}, weights, offsets, dout, dinp);
 }
 
 }  // namespace feast::cuda

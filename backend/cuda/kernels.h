@@ -56,10 +56,12 @@ void matmul_backward_weight_rows(const CudaContext& ctx, DType dt, float* dweigh
 void bias_backward(const CudaContext& ctx, DType dt, float* dbias, const void* dout, int N, int OC);
 
 // grouped_matmul.cu (one cublasGemmGroupedBatchedEx call for every group of rows; weights: each
-// group's (OC, C) weight on the device; offsets: the groups' rows, as Backend::grouped_matmul_*)
-void grouped_matmul_forward(const CudaContext& ctx, DType dt, void* out, const void* inp,
+// group's (OC, C) weight on the device; offsets: the groups' rows, as Backend::grouped_matmul_*).
+// false, having launched nothing, where cuBLAS has no grouped kernel for the dtype: the caller
+// runs the groups one by one.
+bool grouped_matmul_forward(const CudaContext& ctx, DType dt, void* out, const void* inp,
                             const std::vector<const void*>& weights, const std::vector<int>& offsets, int C, int OC);
-void grouped_matmul_backward_input(const CudaContext& ctx, DType dt, void* dinp, const void* dout,
+bool grouped_matmul_backward_input(const CudaContext& ctx, DType dt, void* dinp, const void* dout,
                                    const std::vector<const void*>& weights, const std::vector<int>& offsets, int C,
                                    int OC);
 

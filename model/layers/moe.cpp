@@ -8,9 +8,9 @@
 
 namespace feast {
 
-MoeRecorder::MoeRecorder(const MoeConfig& moe, int slots, int layers, int local_layers, int ep, int ep_rank)
-    : moe_(moe), layers_(layers), local_layers_(local_layers), ep_(ep), ep_rank_(ep_rank), slots_(size_t(slots)) {
-  FEAST_CHECK(ep >= 1 && moe.n_experts % ep == 0 && ep_rank >= 0 && ep_rank < ep,
+MoeRecorder::MoeRecorder(const MoeConfig& moe, int slots, int layers, int local_layers, int ep)
+    : moe_(moe), layers_(layers), local_layers_(local_layers), ep_(ep), slots_(size_t(slots)) {
+  FEAST_CHECK(ep >= 1 && moe.n_experts % ep == 0,
               "expert parallelism of " << ep << " over " << moe.n_experts << " experts");
   const size_t E = size_t(moe.n_experts);
   for (Slot& s : slots_) {
@@ -113,12 +113,15 @@ MoeMlp::MoeMlp(const ModelConfig& config, const DecoderArch& arch, const LayerPa
   FEAST_CHECK(arch.mlp == MlpKind::kSwiGlu && !arch.linear_bias, "mixture-of-experts blocks are SwiGLU without biases");
   const std::string prefix = "layers." + std::to_string(layer) + ".mlp.";
   router_ = weight_and_bias(params.base, prefix + "router", false);
-  // This rank's experts: all of them, or under expert parallelism its ep rank's share.
-  const int local = E_ / recorder.ep(), first = recorder.ep_rank() * local;
-  for (int e = first; e < first + local; ++e) {
+  // This rank's experts, in order: those its parameter table holds (all of them, or under expert
+  // parallelism its ep rank's share: StageSpec::holds_expert).
+  for (int e = 0; e < E_; ++e) {
+    if (!params.base.table->contains(expert_name(layer, e, "fc.weight"))) continue;
     fc_.push_back(weight_and_bias(params.base, expert_name(layer, e, "fc"), false));
     proj_.push_back(weight_and_bias(params.base, expert_name(layer, e, "proj"), false));
   }
+  FEAST_CHECK(int(fc_.size()) * recorder.ep() == E_,
+              "layer " << layer << " holds " << fc_.size() << " of " << E_ << " experts at ep " << recorder.ep());
   if (config.shared_expert_width() > 0) {
     shared_ = std::make_unique<Mlp>(config, arch, params, layer, tp, rows, memory, Recompute::kNone, "mlp.shared",
                                     config.shared_expert_width());
@@ -195,10 +198,9 @@ void MoeMlp::forward(const LayerContext& ctx, int slot, const TensorView& x, con
     experts_forward(ctx, slot, plan.offsets, sc.rows, out_[s]);
   } else {
     // The counts first: how many rows of each of its experts every ep rank will receive.
-    const int El = E_ / recorder_.ep();
     std::vector<int32_t> sent(plan.rows.begin(), plan.rows.end()), got(static_cast<size_t>(E_));
     Timer timer;
-    recorder_.expert_group()->alltoall(sent.data(), got.data(), size_t(El), DType::kInt32)->wait();
+    recorder_.expert_group()->alltoall(sent.data(), got.data(), fc_.size(), DType::kInt32)->wait();
     recorder_.add_exchange_seconds(timer.seconds());
     ExpertExchange& ex = exchanges_[s];
     ex = plan_exchange(plan.rows, got, recorder_.ep());

@@ -43,16 +43,14 @@ namespace feast {
 class MoeRecorder {
  public:
   // layers: the MoE blocks of the whole model (the load-balancing loss's rows are tokens x
-  // layers); local_layers: this stage's; ep: the expert-parallel degree (parallel.ep), this rank
-  // ep_rank of its group.
-  MoeRecorder(const MoeConfig& moe, int slots, int layers, int local_layers, int ep = 1, int ep_rank = 0);
+  // layers); local_layers: this stage's; ep: the expert-parallel degree (parallel.ep).
+  MoeRecorder(const MoeConfig& moe, int slots, int layers, int local_layers, int ep = 1);
 
   // Expert parallelism: the group of the ep ranks that share the experts (null when ep = 1),
   // which every block's all-to-all exchanges run on; the seconds they took since the last call.
   void set_expert_group(Communicator* group) { ep_group_ = group; }
   Communicator* expert_group() const { return ep_group_; }
   int ep() const { return ep_; }
-  int ep_rank() const { return ep_rank_; }
   void add_exchange_seconds(double s) { exchange_seconds_ += s; }
   double take_exchange_seconds() {
     const double s = exchange_seconds_;
@@ -98,7 +96,7 @@ class MoeRecorder {
   };
   MoeConfig moe_;
   int layers_, local_layers_;
-  int ep_, ep_rank_;
+  int ep_;
   Communicator* ep_group_ = nullptr;
   double exchange_seconds_ = 0;
   std::vector<Slot> slots_;

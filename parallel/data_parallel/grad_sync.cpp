@@ -54,12 +54,12 @@ GradientSync::GradientSync(Backend& backend, size_t total, const std::vector<Gra
   // that hold the same experts (every rank of an ep group then has the same share).
   sharding_ = experts_ ? experts_ : dp_;
   if (sharding_) {
-    dp_size_ = sharding_->size();
-    dp_rank_ = sharding_->rank();
+    shard_ranks_ = sharding_->size();
+    shard_rank_ = sharding_->rank();
   }
   // With one rank to shard over there is nothing to shard: every stage is ZeRO 0.
-  if (dp_size_ == 1) zero_stage_ = 0;
-  shard_ = shard_range(total, dp_size_, dp_rank_);
+  if (shard_ranks_ == 1) zero_stage_ = 0;
+  shard_ = shard_range(total, shard_ranks_, shard_rank_);
   const bool embedding_group = embedding_ != nullptr;
   const std::vector<GradBucket> merged = gradient_buckets(ranges, bucket_elems);
   size_t covered = 0;
@@ -237,7 +237,7 @@ void GradientSync::launch(int i) {
     // Into this rank's block of the travelling buffer itself (in place) or of the shard.
     void* into = bf16 ? p.wire_result.data : result.data;
     if (zero_stage_ == 1 && !bf16) into = travel.slice(lo - b.begin, hi - lo).data;
-    const std::vector<size_t> counts = shard_counts(total_, dp_size_, b.begin, b.end);
+    const std::vector<size_t> counts = shard_counts(total_, shard_ranks_, b.begin, b.end);
     p.work = group->reduce_scatter(travel.data, into, counts, travel.dtype, timed);
   }
   if (zero_stage_ >= 2 && !b.dedicated()) {
@@ -306,7 +306,7 @@ void GradientSync::finish_step() {
 void GradientSync::share_update(const TensorView& params) {
   // ZeRO 3 gathers parameters when a block runs (ShardedParameters), not after the update.
   if (zero_stage_ == 0 || zero_stage_ == 3) return;
-  const std::vector<size_t> counts = shard_counts(total_, dp_size_, 0, total_);
+  const std::vector<size_t> counts = shard_counts(total_, shard_ranks_, 0, total_);
   const TensorView mine = params.slice(shard_.begin, shard_.size());
   sharding_->allgather(mine.data, params.data, counts, params.dtype)->wait();
 }

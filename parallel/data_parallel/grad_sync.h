@@ -238,7 +238,7 @@ class GradientSync final : public GradientSink, public DataParallelSync {
   Communicator* embedding_;
   Communicator* experts_ = nullptr;   // expert parallelism: the ranks holding the same experts
   Communicator* sharding_ = nullptr;  // the group ZeRO shards over: experts_, or dp_
-  int dp_size_ = 1, dp_rank_ = 0;     // sharding_'s size and this rank's place in it
+  int shard_ranks_ = 1, shard_rank_ = 0;  // sharding_'s size and this rank's place in it
   ShardRange shard_;
   std::vector<Bucket> buckets_;  // in descending order of offset (the order backward writes them)
   bool last_micro_batch_ = true;
